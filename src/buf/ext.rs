@@ -1,0 +1,306 @@
+//! `ExtBuf`: a buffer that grows as it is written.
+
+use core::fmt;
+use core::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
+use core::ptr::{self, NonNull};
+
+use super::{AllocError, FixedBufMut};
+use crate::ring::{self, round_up, BlockCtl, Claim, Header, Ring, HDR, WORD};
+
+/// A byte buffer in ring memory that grows as it is written, like `Vec<u8>`.
+///
+/// It grows in place when the regions after it are free, and otherwise moves to a new
+/// region of the same ring (or follows the ring's [`WhenFull`](crate::WhenFull)
+/// policy). It borrows the ring, so it stays on the ring's thread, and while it lives
+/// the ring keeps serving other buffers. [`finalize`](Self::finalize) turns it into a
+/// `Send` [`FixedBufMut`] and gives the unused capacity back to the ring.
+///
+/// ```
+/// use std::io::Write;
+/// let ring = ringmem::Ring::new(4096);
+/// let mut ext = ring.extendable(0).unwrap();
+/// for _ in 0..10 {
+///     ext.write_all(&[1; 64]).unwrap();
+/// }
+/// let other = ring.fixed(64).unwrap(); // the ring keeps serving
+/// let buf = ext.finalize();
+/// assert_eq!(buf.len(), 640);
+/// # drop(other);
+/// ```
+///
+/// It cannot leave the ring's thread:
+/// ```compile_fail
+/// let ring = ringmem::Ring::new(4096);
+/// let ext = ring.extendable(8).unwrap();
+/// std::thread::spawn(move || drop(ext));
+/// ```
+pub struct ExtBuf<'r> {
+    ring: &'r Ring,
+    hdr: NonNull<Header>,
+    ptr: NonNull<u8>,
+    len: usize,
+    cap: usize,
+    block: Option<NonNull<BlockCtl>>,
+}
+
+/// Smallest capacity a growing buffer moves to.
+const MIN_GROW: usize = 64;
+
+impl<'r> ExtBuf<'r> {
+    /// Wraps a freshly claimed region (count 1).
+    #[inline]
+    pub(crate) fn from_claim(ring: &'r Ring, c: Claim) -> Self {
+        ExtBuf { ring, hdr: c.hdr, ptr: c.data, len: 0, cap: c.cap, block: c.block }
+    }
+
+    /// Bytes written so far.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// assert_eq!(ring.extendable(0).unwrap().len(), 0);
+    /// ```
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing has been written.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// assert!(ring.extendable(0).unwrap().is_empty());
+    /// ```
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes it can hold before it grows again.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// assert_eq!(ring.extendable(100).unwrap().capacity(), 104);
+    /// ```
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Forgets the contents (capacity unchanged).
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable(8).unwrap();
+    /// ext.extend_from_slice(b"abc");
+    /// ext.clear();
+    /// assert!(ext.is_empty());
+    /// ```
+    #[inline]
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Keeps the first `len` bytes.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable(8).unwrap();
+    /// ext.extend_from_slice(b"abc");
+    /// ext.truncate(1);
+    /// assert_eq!(&ext[..], b"a");
+    /// ```
+    #[inline]
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Makes room for `additional` more bytes, or says why it could not (the ring is
+    /// full under [`WhenFull::Fail`](crate::WhenFull::Fail), or the size overflows).
+    /// Nothing changes on failure.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(256);
+    /// let mut ext = ring.extendable(0).unwrap();
+    /// assert!(ext.try_reserve(100).is_ok());
+    /// assert!(ext.capacity() >= 100);
+    /// assert!(ext.try_reserve(10_000).is_err());
+    /// ```
+    pub fn try_reserve(&mut self, additional: usize) -> Result<(), AllocError> {
+        if additional <= self.cap - self.len {
+            return Ok(());
+        }
+        let err = AllocError { requested: self.len.saturating_add(additional) };
+        let min = self.len.checked_add(additional).ok_or(err)?;
+        let want = min.max(self.cap.saturating_mul(2)).max(MIN_GROW);
+        if let Some(block) = self.block {
+            // SAFETY: the block holds our live region, so the ring keeps it alive; we are
+            // on the ring's thread (the buffer borrows the ring, which is not Sync).
+            let block = unsafe { block.as_ref() };
+            for target in [want, min] {
+                if target > block.len() {
+                    continue;
+                }
+                if let Some(span) = block.grow_in_place(self.hdr, HDR + round_up(target, WORD)) {
+                    self.cap = span - HDR;
+                    return Ok(());
+                }
+            }
+        }
+        let c = self
+            .ring
+            .claim(want, WORD, 1)
+            .or_else(|| self.ring.claim(min, WORD, 1))
+            .ok_or(err)?;
+        // SAFETY: the new region is live and distinct from ours (ours is live too), and
+        // holds at least `min >= len` bytes.
+        unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr(), c.data.as_ptr(), self.len) };
+        // SAFETY: we are the old region's only handle and stop using it now.
+        unsafe { ring::release_unique(self.hdr, WORD) };
+        self.hdr = c.hdr;
+        self.ptr = c.data;
+        self.cap = c.cap;
+        self.block = c.block;
+        Ok(())
+    }
+
+    /// Makes room for `additional` more bytes.
+    ///
+    /// # Panics
+    /// When the ring cannot serve it; see [`try_reserve`](Self::try_reserve).
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable(0).unwrap();
+    /// ext.reserve(500);
+    /// assert!(ext.capacity() >= 500);
+    /// ```
+    pub fn reserve(&mut self, additional: usize) {
+        if let Err(e) = self.try_reserve(additional) {
+            panic!("ringmem: ExtBuf cannot grow: {e}");
+        }
+    }
+
+    /// Appends `bytes`, growing as needed; nothing changes on failure.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable(0).unwrap();
+    /// ext.try_extend_from_slice(b"abc").unwrap();
+    /// assert_eq!(&ext[..], b"abc");
+    /// ```
+    #[inline]
+    pub fn try_extend_from_slice(&mut self, bytes: &[u8]) -> Result<(), AllocError> {
+        self.try_reserve(bytes.len())?;
+        // SAFETY: `try_reserve` made `cap - len >= bytes.len()`; the bytes belong to
+        // this handle.
+        unsafe {
+            ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.as_ptr().add(self.len), bytes.len())
+        };
+        self.len += bytes.len();
+        Ok(())
+    }
+
+    /// Appends `bytes`, growing as needed.
+    ///
+    /// # Panics
+    /// When the ring cannot serve the growth.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable(0).unwrap();
+    /// ext.extend_from_slice(b"abc");
+    /// assert_eq!(ext.len(), 3);
+    /// ```
+    #[inline]
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        if let Err(e) = self.try_extend_from_slice(bytes) {
+            panic!("ringmem: ExtBuf cannot grow: {e}");
+        }
+    }
+
+    /// Ends growth: returns a `Send` [`FixedBufMut`] holding the bytes, and gives the
+    /// unused capacity back to the ring.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable(1000).unwrap();
+    /// ext.extend_from_slice(b"abc");
+    /// let buf = ext.finalize();
+    /// assert_eq!((&buf[..], buf.capacity()), (&b"abc"[..], 8));
+    /// std::thread::spawn(move || drop(buf)).join().unwrap();
+    /// ```
+    pub fn finalize(self) -> FixedBufMut {
+        let this = ManuallyDrop::new(self);
+        let mut cap = this.cap;
+        if let Some(block) = this.block {
+            let keep = round_up(this.len, WORD);
+            // SAFETY: as in `try_reserve`, the block is alive and we are its thread.
+            unsafe { block.as_ref() }.trim(this.hdr, HDR + keep);
+            cap = ring::region_span(this.hdr) - HDR;
+        }
+        FixedBufMut::from_claim(
+            Claim { hdr: this.hdr, data: this.ptr, cap, block: None },
+            this.len,
+        )
+    }
+}
+
+impl Drop for ExtBuf<'_> {
+    fn drop(&mut self) {
+        // SAFETY: this handle is the region's only one and is going away.
+        unsafe { ring::release_unique(self.hdr, WORD) }
+    }
+}
+
+impl Deref for ExtBuf<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes are initialised and belong to this handle.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for ExtBuf<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, exclusively through `&mut self`.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for ExtBuf<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExtBuf").field("len", &self.len).field("capacity", &self.cap).finish()
+    }
+}
+
+/// Grows as needed; when the ring cannot grow it, writes what still fits, then fails
+/// with `ErrorKind::OutOfMemory`.
+#[cfg(feature = "std")]
+impl std::io::Write for ExtBuf<'_> {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = if self.try_reserve(buf.len()).is_ok() {
+            buf.len()
+        } else {
+            buf.len().min(self.cap - self.len)
+        };
+        if n == 0 && !buf.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "ringmem: the ring cannot grow this buffer",
+            ));
+        }
+        // SAFETY: `n <= cap - len`; the bytes belong to this handle.
+        unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };
+        self.len += n;
+        Ok(n)
+    }
+
+    #[inline]
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

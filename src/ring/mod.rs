@@ -1,0 +1,467 @@
+//! The ring allocator: one or more preallocated blocks carved into regions in ring
+//! order, each led by a one-word header (see `header.rs`, `block.rs`).
+
+mod block;
+mod header;
+mod heap;
+pub(crate) mod orphan;
+
+use alloc::vec::Vec;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+pub(crate) use block::{BlockCtl, Claim, MAX_ALIGN};
+pub(crate) use header::{round_up, Header, HDR, WORD};
+use header::{count, span, COUNT_MASK, HEAP, MAX_REFS, MAX_WORDS};
+
+use crate::sync::{fence, Cell, Ordering, UnsafeCell};
+
+/// What a [`Ring`] does when no free region fits a request.
+///
+/// ```
+/// use ringmem::{Ring, WhenFull};
+/// let ring = Ring::builder().capacity(64).when_full(WhenFull::Heap).build().unwrap();
+/// let big = ring.fixed(1000).expect("served from the heap");
+/// assert_eq!(big.capacity(), 1000);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WhenFull {
+    /// Return `None` (the default): the caller decides whether to wait, drop or retry.
+    #[default]
+    Fail,
+    /// Serve the request from the global allocator, as the same buffer type; it is
+    /// released to the heap when dropped.
+    Heap,
+    /// Add another block of the ring's capacity (or larger, for a larger request).
+    /// Blocks are kept and reused once their buffers drain; all go when the ring and
+    /// its last buffer are gone.
+    Grow,
+}
+
+/// Why a [`Ring`] could not be created.
+///
+/// ```
+/// use ringmem::{Ring, RingError};
+/// assert_eq!(Ring::try_new(0).unwrap_err(), RingError::ZeroCapacity);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingError {
+    /// A capacity of zero bytes was requested.
+    ZeroCapacity,
+    /// The capacity exceeds what one block can address.
+    TooLarge {
+        /// The capacity asked for, in bytes.
+        requested: usize,
+        /// The largest capacity a block can have, in bytes.
+        max: usize,
+    },
+    /// The global allocator refused the block.
+    OutOfMemory {
+        /// The block size that was refused, in bytes.
+        requested: usize,
+    },
+}
+
+impl fmt::Display for RingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RingError::ZeroCapacity => f.write_str("a ring needs a capacity of at least 1 byte"),
+            RingError::TooLarge { requested, max } => {
+                write!(f, "capacity {requested} exceeds the largest block, {max} bytes")
+            }
+            RingError::OutOfMemory { requested } => {
+                write!(f, "the global allocator refused a block of {requested} bytes")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for RingError {}
+
+/// Configures a [`Ring`]; made by [`Ring::builder`].
+///
+/// ```
+/// use ringmem::{Ring, WhenFull};
+/// let ring = Ring::builder().capacity(1 << 20).when_full(WhenFull::Grow).build()?;
+/// assert_eq!(ring.capacity(), 1 << 20);
+/// # Ok::<(), ringmem::RingError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RingBuilder {
+    capacity: usize,
+    when_full: WhenFull,
+}
+
+impl Default for RingBuilder {
+    fn default() -> Self {
+        RingBuilder { capacity: 64 * 1024, when_full: WhenFull::Fail }
+    }
+}
+
+impl RingBuilder {
+    /// Sets the bytes of one block, headers included (rounded up to a multiple of 8).
+    /// The default is 64 KiB.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::builder().capacity(100).build().unwrap();
+    /// assert_eq!(ring.capacity(), 104);
+    /// ```
+    pub fn capacity(mut self, bytes: usize) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// Sets what happens when the ring is full; the default is [`WhenFull::Fail`].
+    ///
+    /// ```
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder().when_full(WhenFull::Heap).build().unwrap();
+    /// assert_eq!(ring.when_full(), WhenFull::Heap);
+    /// ```
+    pub fn when_full(mut self, policy: WhenFull) -> Self {
+        self.when_full = policy;
+        self
+    }
+
+    /// Allocates the first block and returns the ring.
+    ///
+    /// ```
+    /// use ringmem::{Ring, RingError};
+    /// let err = Ring::builder().capacity(usize::MAX).build().unwrap_err();
+    /// assert!(matches!(err, RingError::TooLarge { .. }));
+    /// ```
+    pub fn build(self) -> Result<Ring, RingError> {
+        let max = MAX_WORDS * WORD;
+        if self.capacity == 0 {
+            return Err(RingError::ZeroCapacity);
+        }
+        if self.capacity > max {
+            return Err(RingError::TooLarge { requested: self.capacity, max });
+        }
+        let len = round_up(self.capacity.max(HDR), WORD);
+        orphan::after_release();
+        let first =
+            BlockCtl::create(len).ok_or(RingError::OutOfMemory { requested: self.capacity })?;
+        let mut blocks = Vec::with_capacity(1);
+        blocks.push(first);
+        Ok(Ring {
+            cur: Cell::new(first),
+            blocks: UnsafeCell::new(blocks),
+            block_len: len,
+            when_full: self.when_full,
+            heap_fallbacks: Cell::new(0),
+            _not_sync: PhantomData,
+        })
+    }
+}
+
+/// Counters that help size a ring; see [`Ring::stats`].
+///
+/// ```
+/// let ring = ringmem::Ring::new(4096);
+/// let _buf = ring.fixed(100).unwrap();
+/// let stats = ring.stats();
+/// assert_eq!(stats.live_buffers, 1);
+/// assert_eq!(stats.bytes_in_use, 8 + 104);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RingStats {
+    /// Buffers of this ring's blocks not yet released.
+    pub live_buffers: usize,
+    /// Bytes those buffers occupy, headers and padding included.
+    pub bytes_in_use: usize,
+    /// Bytes of all blocks.
+    pub capacity: usize,
+    /// Blocks (more than one only with [`WhenFull::Grow`]).
+    pub blocks: usize,
+    /// Requests served from the heap so far ([`WhenFull::Heap`]).
+    pub heap_fallbacks: u64,
+}
+
+/// A ring allocator for short-lived buffers.
+///
+/// One thread allocates (`&self`: `Ring` is `Send` but not `Sync`); the buffers it hands
+/// out are `Send` and may be dropped on any thread, each release being one atomic
+/// operation on the region's header. The walk for free space starts where the last
+/// allocation ended, steps over regions that are still live, merges free neighbours
+/// and wraps at the end of the block; when nothing fits, the [`WhenFull`] policy applies.
+///
+/// ```
+/// use std::io::Write;
+/// let ring = ringmem::Ring::new(64 * 1024);
+/// let mut buf = ring.fixed(256).unwrap();
+/// buf.write_all(b"hello").unwrap();
+/// let frozen = buf.freeze();
+/// let shared = frozen.clone();
+/// std::thread::spawn(move || assert_eq!(&shared[..], b"hello")).join().unwrap();
+/// drop(ring); // buffers may outlive the ring: its block goes with the last of them
+/// assert_eq!(&frozen[..], b"hello");
+/// ```
+///
+/// A ring cannot be shared between threads:
+/// ```compile_fail
+/// fn sync<T: Sync>(_: &T) {}
+/// sync(&ringmem::Ring::new(64));
+/// ```
+pub struct Ring {
+    /// The block the walk is in; one of `blocks`.
+    cur: Cell<NonNull<BlockCtl>>,
+    /// Every block of this ring (owner thread only).
+    blocks: UnsafeCell<Vec<NonNull<BlockCtl>>>,
+    /// Region bytes of a standard block.
+    block_len: usize,
+    when_full: WhenFull,
+    heap_fallbacks: Cell<u64>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: the ring owns its blocks; the cells are touched only by the thread that holds
+// the ring (it is not `Sync`), and other threads reach its memory only through buffer
+// handles, which touch their own region's header atomically.
+unsafe impl Send for Ring {}
+
+impl fmt::Debug for Ring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ring")
+            .field("capacity", &self.capacity())
+            .field("when_full", &self.when_full)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ring {
+    /// Creates a ring of `capacity` bytes (headers included) that returns `None` when
+    /// full.
+    ///
+    /// # Panics
+    /// When `capacity` is 0, larger than a block can address (16 GiB), or the global
+    /// allocator refuses it; [`Ring::try_new`] returns those as errors.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(1 << 16);
+    /// assert_eq!(ring.capacity(), 1 << 16);
+    /// ```
+    pub fn new(capacity: usize) -> Ring {
+        match Ring::try_new(capacity) {
+            Ok(ring) => ring,
+            Err(e) => panic!("ringmem: cannot create a ring of {capacity} bytes: {e}"),
+        }
+    }
+
+    /// Creates a ring of `capacity` bytes, or says why it cannot.
+    ///
+    /// ```
+    /// assert!(ringmem::Ring::try_new(4096).is_ok());
+    /// assert!(ringmem::Ring::try_new(0).is_err());
+    /// ```
+    pub fn try_new(capacity: usize) -> Result<Ring, RingError> {
+        Ring::builder().capacity(capacity).build()
+    }
+
+    /// A builder for a ring with a [`WhenFull`] policy.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::builder().capacity(4096).build().unwrap();
+    /// # drop(ring);
+    /// ```
+    pub fn builder() -> RingBuilder {
+        RingBuilder::default()
+    }
+
+    /// Bytes of all the ring's blocks, headers included.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::Ring::new(4096).capacity(), 4096);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.blocks().iter().map(|b| {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            unsafe { b.as_ref() }.len()
+        }).sum()
+    }
+
+    /// The ring's policy when full.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::Ring::new(64).when_full(), ringmem::WhenFull::Fail);
+    /// ```
+    pub fn when_full(&self) -> WhenFull {
+        self.when_full
+    }
+
+    /// Live buffers, bytes in use, blocks and heap fallbacks. It walks the region
+    /// headers, so it costs one load per region: cheap for tuning, not for a hot loop.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let a = ring.fixed(10).unwrap();
+    /// assert_eq!(ring.stats().live_buffers, 1);
+    /// drop(a);
+    /// assert_eq!(ring.stats().live_buffers, 0);
+    /// ```
+    pub fn stats(&self) -> RingStats {
+        let mut stats = RingStats {
+            blocks: self.blocks().len(),
+            heap_fallbacks: self.heap_fallbacks.get(),
+            ..RingStats::default()
+        };
+        for b in self.blocks() {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            let b = unsafe { b.as_ref() };
+            let (live, bytes) = b.usage();
+            stats.live_buffers += live;
+            stats.bytes_in_use += bytes;
+            stats.capacity += b.len();
+        }
+        stats
+    }
+
+    fn blocks(&self) -> &Vec<NonNull<BlockCtl>> {
+        // SAFETY: only this thread (the ring is !Sync) mutates `blocks`, in `claim_full`,
+        // and never while a reference from here is alive (no user code runs in between).
+        unsafe { &*self.blocks.get() }
+    }
+
+    /// Claims a region for `bytes` data bytes aligned to `align` (a power of two),
+    /// marked with `init` handles, per the ring's policy.
+    #[inline]
+    pub(crate) fn claim(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        debug_assert!(align.is_power_of_two());
+        if bytes <= self.block_len && align <= MAX_ALIGN {
+            // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+            let cur = unsafe { self.cur.get().as_ref() };
+            if let Some(c) = cur.claim(bytes, align, init) {
+                return Some(c);
+            }
+        }
+        self.claim_full(bytes, align, init)
+    }
+
+    /// The full path: the current block has no room.
+    #[cold]
+    #[inline(never)]
+    fn claim_full(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        if align > MAX_ALIGN || bytes > MAX_WORDS * WORD - 2 * MAX_ALIGN {
+            return None;
+        }
+        orphan::after_release();
+        match self.when_full {
+            WhenFull::Fail => None,
+            WhenFull::Heap => {
+                let c = heap::claim(bytes, align, init)?;
+                self.heap_fallbacks.set(self.heap_fallbacks.get() + 1);
+                Some(c)
+            }
+            WhenFull::Grow => {
+                for &b in self.blocks() {
+                    // SAFETY: the ring's blocks stay alive while the ring does.
+                    let block = unsafe { b.as_ref() };
+                    if b == self.cur.get() || bytes > block.len() {
+                        continue;
+                    }
+                    if let Some(c) = block.claim(bytes, align, init) {
+                        self.cur.set(b);
+                        return Some(c);
+                    }
+                }
+                let len = self.block_len.max(round_up(bytes, WORD) + HDR + align.max(WORD));
+                let b = BlockCtl::create(len)?;
+                // SAFETY: see `blocks`; no reference into the vector is alive here.
+                unsafe { &mut *self.blocks.get() }.push(b);
+                self.cur.set(b);
+                // SAFETY: just created, owned by this ring.
+                unsafe { b.as_ref() }.claim(bytes, align, init)
+            }
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        for &b in self.blocks.get_mut().iter() {
+            // SAFETY: the ring gives the block up; only buffer handles may still refer
+            // to it, and the orphan sweep frees it after their release.
+            unsafe { orphan::retire(b) };
+        }
+        orphan::after_release();
+    }
+}
+
+/// Releases a region held by exactly one handle.
+///
+/// # Safety
+/// - `hdr` leads a region (ring or heap) whose only handle is the caller's, which
+///   touches neither the region nor `hdr` afterwards;
+/// - `align` is the alignment the region was claimed with.
+#[inline]
+pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
+    // SAFETY: the region is alive until the store below (contract).
+    let header = unsafe { hdr.as_ref() };
+    // Relaxed: only this handle's thread changes the header of a uniquely held region.
+    let h = header.load(Ordering::Relaxed);
+    debug_assert_eq!(count(h), 1, "unique release of a region with header {h:#x} at {hdr:p}");
+    if h & HEAP == 0 {
+        // Release: publishes every access to the region's bytes before the allocating
+        // thread's Acquire load in `BlockCtl::claim` reuses them. One plain store.
+        header.store(h & !COUNT_MASK, Ordering::Release);
+        orphan::after_release();
+    } else {
+        // SAFETY: a heap region with no handle left (contract).
+        unsafe { heap::free(hdr, h, align) };
+    }
+}
+
+/// Adds a handle to a shared (frozen) region.
+///
+/// # Safety
+/// `hdr` leads a region held by at least one handle that the caller holds.
+#[inline]
+pub(crate) unsafe fn retain_shared(hdr: NonNull<Header>) {
+    // SAFETY: the caller's handle keeps the region alive.
+    let header = unsafe { hdr.as_ref() };
+    // Relaxed: a new handle is made from an existing one, which already synchronises
+    // with the region's owner (as `Arc::clone`).
+    let prev = header.0.fetch_add(1, Ordering::Relaxed);
+    if count(prev) >= MAX_REFS {
+        header.0.fetch_sub(1, Ordering::Relaxed);
+        panic!("ringmem: more than {MAX_REFS} handles to one frozen buffer");
+    }
+}
+
+/// Drops one handle of a shared (frozen) region.
+///
+/// # Safety
+/// - `hdr` leads a region with at least one handle, the caller's, which touches neither
+///   the region nor `hdr` afterwards;
+/// - `align` is the alignment the region was claimed with.
+#[inline]
+pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
+    // SAFETY: the region is alive until our decrement (contract).
+    let header = unsafe { hdr.as_ref() };
+    // Release: every handle's reads happen before the region is reused; the decrements
+    // form a release sequence that the allocator's Acquire load (or the fence below)
+    // synchronises with.
+    let prev = header.0.fetch_sub(1, Ordering::Release);
+    if count(prev) == 1 {
+        if prev & HEAP == 0 {
+            orphan::after_release();
+        } else {
+            // Acquire: pairs with the other handles' Release decrements, as in `Arc`.
+            fence(Ordering::Acquire);
+            // SAFETY: the last handle of a heap region is gone.
+            unsafe { heap::free(hdr, prev & !COUNT_MASK, align) };
+        }
+    }
+}
+
+
+/// The span of the region led by `hdr` (held by the caller).
+#[inline]
+pub(crate) fn region_span(hdr: NonNull<Header>) -> usize {
+    // SAFETY: callers hold a handle to the region, so the header is alive.
+    span(unsafe { hdr.as_ref() }.load(Ordering::Relaxed))
+}

@@ -1,0 +1,1 @@
+//! Typed object pools (filled by the typed-pool issue).

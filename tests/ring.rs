@@ -1,0 +1,408 @@
+//! The ring and its buffers: allocation walk, policies, handles, bad input.
+
+mod common;
+
+use std::cell::Cell;
+use std::io::Write;
+use std::rc::Rc;
+
+use common::{assert_disjoint, fill, holds, scaled};
+use ringmem::{Ring, RingError, WhenFull};
+
+#[test]
+fn fixed_write_read_and_capacity() {
+    let ring = Ring::new(1024);
+    let mut b = ring.fixed(10).unwrap();
+    assert_eq!((b.len(), b.capacity(), b.spare()), (0, 16, 16));
+    b.write_all(b"0123456789").unwrap();
+    assert_eq!(&b[..], b"0123456789");
+    // A full buffer refuses more through io::Write.
+    b.write_all(b"abcdef").unwrap();
+    let err = b.write_all(b"x").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::WriteZero);
+    b.truncate(3);
+    assert_eq!(&b[..], b"012");
+    b[0] = b'x';
+    assert_eq!(&b[..], b"x12");
+    b.clear();
+    assert!(b.is_empty());
+}
+
+#[test]
+fn bad_input_is_refused_cleanly() {
+    assert_eq!(Ring::try_new(0).unwrap_err(), RingError::ZeroCapacity);
+    assert!(matches!(Ring::try_new(usize::MAX), Err(RingError::TooLarge { .. })));
+    assert!(std::panic::catch_unwind(|| Ring::new(0)).is_err());
+    let ring = Ring::new(256);
+    assert!(ring.fixed(0).is_none());
+    assert!(ring.fixed(usize::MAX).is_none());
+    assert!(ring.fixed(usize::MAX / 2).is_none());
+    assert!(ring.fixed(257).is_none());
+    assert!(ring.extendable(usize::MAX).is_none());
+    assert!(ring.typed::<u64>(usize::MAX / 4).is_none());
+    assert!(ring.typed::<u64>(0).is_none());
+    #[repr(align(8192))]
+    struct Huge(#[allow(dead_code)] u8);
+    assert!(ring.typed::<Huge>(1).is_none());
+    // Nothing was leaked by the refusals.
+    assert_eq!(ring.stats().live_buffers, 0);
+    let heap = Ring::builder().capacity(64).when_full(WhenFull::Heap).build().unwrap();
+    assert!(heap.fixed(usize::MAX).is_none());
+    let grow = Ring::builder().capacity(64).when_full(WhenFull::Grow).build().unwrap();
+    assert!(grow.fixed(usize::MAX).is_none());
+    assert!(grow.typed::<u32>(usize::MAX / 2).is_none());
+}
+
+#[test]
+fn tiny_ring_capacities_work_or_refuse() {
+    for cap in 1..64 {
+        let ring = Ring::new(cap);
+        assert_eq!(ring.capacity() % 8, 0);
+        let room = ring.capacity().saturating_sub(8);
+        for n in 1..=70 {
+            let b = ring.fixed(n);
+            assert_eq!(b.is_some(), n <= room, "cap {cap} n {n}");
+        }
+    }
+}
+
+#[test]
+fn fills_then_refuses_then_reuses() {
+    let ring = Ring::new(8 * (8 + 64));
+    let mut held: Vec<_> = (0..8).map(|_| ring.fixed(64).unwrap()).collect();
+    assert!(ring.fixed(1).is_none(), "the ring is exactly full");
+    held.remove(3);
+    let again = ring.fixed(64).expect("the freed region is reused");
+    held.push(again);
+    assert_eq!(ring.stats().live_buffers, 8);
+    let ranges = held.iter().map(|b| (b.as_ptr() as usize, b.capacity())).collect();
+    assert_disjoint(ranges);
+}
+
+#[test]
+fn wraps_splits_and_merges() {
+    let ring = Ring::new(1024);
+    for round in 0..scaled(2000) {
+        let sizes = [8usize, 24, 100, 200, 40, 512, 16];
+        let n = sizes[round % sizes.len()];
+        let small: Vec<_> = (0..3).map(|_| ring.fixed(8).unwrap()).collect();
+        drop(small);
+        // A larger buffer must fit after the small ones free: merging works.
+        let mut big = ring.fixed(n).expect("merged free space serves it");
+        fill(round as u64, &mut vec![0; n]);
+        big.try_extend_from_slice(&vec![round as u8; n]).unwrap();
+        assert!(big.iter().all(|&b| b == round as u8));
+    }
+    assert_eq!(ring.stats().live_buffers, 0);
+    // After all that churn the whole ring merges back into one buffer.
+    assert!(ring.fixed(1024 - 8).is_some());
+}
+
+#[test]
+fn a_long_lived_buffer_does_not_stall_the_ring() {
+    let ring = Ring::new(4096);
+    let mut pinned = ring.fixed(100).unwrap();
+    pinned.try_extend_from_slice(b"pinned").unwrap();
+    for lap in 0..scaled(10_000) {
+        let mut b = ring.fixed(500).unwrap_or_else(|| panic!("stalled at lap {lap}"));
+        b.try_extend_from_slice(&[lap as u8; 500]).unwrap();
+        let (p, len) = (pinned.as_ptr() as usize, pinned.capacity());
+        assert_disjoint(vec![(p, len), (b.as_ptr() as usize, b.capacity())]);
+    }
+    assert_eq!(&pinned[..], b"pinned");
+}
+
+#[test]
+fn policies_when_full() {
+    let fail = Ring::builder().capacity(128).build().unwrap();
+    let _a = fail.fixed(100).unwrap();
+    assert!(fail.fixed(100).is_none());
+
+    let heap = Ring::builder().capacity(128).when_full(WhenFull::Heap).build().unwrap();
+    let mut a = heap.fixed(100).unwrap();
+    let mut b = heap.fixed(100).unwrap();
+    a.try_extend_from_slice(&[1; 100]).unwrap();
+    b.try_extend_from_slice(&[2; 100]).unwrap();
+    assert_eq!(heap.stats().heap_fallbacks, 1);
+    assert_eq!(heap.stats().live_buffers, 1, "heap buffers live outside the ring");
+    let fb = b.freeze();
+    let fb2 = fb.clone();
+    std::thread::spawn(move || assert!(fb2.iter().all(|&x| x == 2))).join().unwrap();
+    drop(fb);
+    assert!(a.iter().all(|&x| x == 1));
+
+    let grow = Ring::builder().capacity(128).when_full(WhenFull::Grow).build().unwrap();
+    let held: Vec<_> = (0..10).map(|_| grow.fixed(100).unwrap()).collect();
+    assert_eq!(grow.stats().blocks, 10);
+    drop(held);
+    let _again: Vec<_> = (0..10).map(|_| grow.fixed(100).unwrap()).collect();
+    assert_eq!(grow.stats().blocks, 10, "drained blocks are reused");
+    let big = grow.fixed(10_000).expect("a block large enough is added");
+    assert!(big.capacity() >= 10_000);
+}
+
+#[test]
+fn frozen_buffers_share_and_slice() {
+    let ring = Ring::new(4096);
+    let mut b = ring.fixed(11).unwrap();
+    b.write_all(b"hello world").unwrap();
+    let f = b.freeze();
+    let hello = f.slice(..5);
+    let world = f.slice(6..);
+    assert_eq!(&hello[..], b"hello");
+    assert_eq!(&world[..], b"world");
+    assert_eq!(f.slice(11..).len(), 0);
+    assert!(std::panic::catch_unwind(|| f.slice(3..12)).is_err());
+    assert!(std::panic::catch_unwind(|| f.slice(4..3)).is_err());
+    drop(f);
+    assert_eq!(ring.stats().live_buffers, 1);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let w = world.clone();
+            std::thread::spawn(move || assert_eq!(&w[..], b"world"))
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    drop((hello, world));
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn extendable_grows_in_place_and_keeps_its_lock() {
+    let ring = Ring::new(8192);
+    let mut ext = ring.extendable(0).unwrap();
+    let start = ext.as_ptr();
+    ext.write_all(&[1; 64]).unwrap();
+    let first = ext.as_ptr();
+    ext.write_all(&[2; 1000]).unwrap();
+    assert_eq!(ext.as_ptr(), first, "grew in place");
+    assert_eq!(start, first);
+    // While it lives, the ring serves others, and never inside the grown region.
+    let other = ring.fixed(64).unwrap();
+    let (e, c) = (ext.as_ptr() as usize, ext.capacity());
+    assert_disjoint(vec![(e, c), (other.as_ptr() as usize, other.capacity())]);
+    // The other buffer blocks in-place growth, so it moves, keeping its bytes.
+    ext.write_all(&[3; 4000]).unwrap();
+    assert_eq!(ext.len(), 5064);
+    assert!(ext[..64].iter().all(|&b| b == 1));
+    assert!(ext[64..1064].iter().all(|&b| b == 2));
+    assert!(ext[1064..].iter().all(|&b| b == 3));
+    let fixed = ext.finalize();
+    assert_eq!(fixed.capacity(), 5064);
+    assert_eq!(ring.stats().live_buffers, 2);
+    let t = std::thread::spawn(move || fixed.len());
+    assert_eq!(t.join().unwrap(), 5064);
+}
+
+#[test]
+fn extendable_out_of_room_fails_cleanly() {
+    let ring = Ring::new(512);
+    let mut ext = ring.extendable(0).unwrap();
+    let err = ext.write_all(&[9; 1000]).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+    assert!(ext.len() <= 504);
+    assert!(ext.iter().all(|&b| b == 9));
+    assert!(ext.try_reserve(usize::MAX).is_err());
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ext.reserve(10_000))).is_err());
+}
+
+#[test]
+fn finalize_returns_unused_capacity() {
+    let ring = Ring::new(1024);
+    let mut ext = ring.extendable(900).unwrap();
+    ext.extend_from_slice(b"abc");
+    let buf = ext.finalize();
+    assert_eq!(buf.capacity(), 8);
+    let rest = ring.fixed(1024 - 16 - 8).expect("the trimmed tail is free again");
+    drop((buf, rest));
+}
+
+#[test]
+fn typed_buffers_drop_elements_exactly_once() {
+    struct Counted<'a>(&'a Cell<usize>, #[allow(dead_code)] u64);
+    impl Drop for Counted<'_> {
+        fn drop(&mut self) {
+            self.0.set(self.0.get() + 1);
+        }
+    }
+    let drops = Cell::new(0);
+    let ring = Ring::new(4096);
+    {
+        let mut v = ring.typed::<Counted>(4).unwrap();
+        assert_eq!(v.capacity(), 4);
+        for i in 0..4 {
+            assert!(v.push(Counted(&drops, i)).is_ok());
+        }
+        let back = v.push(Counted(&drops, 9)).unwrap_err();
+        assert_eq!(back.1, 9);
+        drop(back);
+        assert_eq!(drops.get(), 1);
+        let back = v.insert(0, Counted(&drops, 10)).unwrap_err();
+        drop(back);
+        drop(v.remove(1));
+        drop(v.swap_remove(0));
+        drop(v.pop());
+        assert_eq!(drops.get(), 5);
+        assert_eq!(v.len(), 1);
+    }
+    assert_eq!(drops.get(), 6);
+}
+
+#[test]
+fn typed_insert_remove_match_vec() {
+    let ring = Ring::new(4096);
+    let mut v = ring.typed::<u32>(10).unwrap();
+    let mut model = Vec::new();
+    let ops = [(0usize, 5u32), (0, 6), (2, 7), (1, 8), (4, 9), (9, 1)];
+    for (i, x) in ops {
+        let r = v.insert(i, x);
+        if i <= model.len() {
+            assert!(r.is_ok());
+            model.insert(i, x);
+        } else {
+            assert_eq!(r, Err(x));
+        }
+        assert_eq!(&v[..], &model[..]);
+    }
+    assert_eq!(v.remove(2), Some(model.remove(2)));
+    assert_eq!(v.swap_remove(0), Some(model.swap_remove(0)));
+    assert_eq!(v.remove(100), None);
+    assert_eq!(v.swap_remove(100), None);
+    assert_eq!(&v[..], &model[..]);
+}
+
+#[test]
+fn typed_alignment_is_honoured_and_next_header_intact() {
+    #[repr(align(256))]
+    #[derive(Clone, Copy)]
+    struct A256([u8; 256]);
+    #[repr(align(4096))]
+    struct Page(#[allow(dead_code)] u8);
+    let ring = Ring::new(16 * 1024);
+    for i in 0..scaled(200) {
+        let pad = ring.fixed(1 + i % 50).unwrap();
+        let mut v = ring.typed::<A256>(3).unwrap();
+        assert_eq!(v.as_ptr() as usize % 256, 0);
+        for k in 0..3 {
+            v.push(A256([k; 256])).ok().unwrap();
+        }
+        let after = ring.fixed(8).unwrap();
+        // The typed buffer's last byte and the next buffer do not overlap.
+        let end = v.as_ptr() as usize + 3 * 256;
+        assert!(after.as_ptr() as usize >= end || (after.as_ptr() as usize) < v.as_ptr() as usize);
+        assert!(v.iter().enumerate().all(|(k, a)| a.0.iter().all(|&b| b == k as u8)));
+        let p = ring.typed::<Page>(1).unwrap();
+        assert_eq!(p.as_ptr() as usize % 4096, 0);
+        drop((pad, after, p));
+    }
+}
+
+#[test]
+fn zero_sized_types_take_no_memory() {
+    let ring = Ring::new(64);
+    let mut v = ring.typed::<()>(1_000_000).unwrap();
+    for _ in 0..1000 {
+        v.push(()).unwrap();
+    }
+    assert_eq!(v.len(), 1000);
+    assert_eq!(ring.stats().live_buffers, 0);
+    struct Zst;
+    static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    impl Drop for Zst {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let mut z = ring.typed::<Zst>(3).unwrap();
+    for _ in 0..3 {
+        assert!(z.push(Zst).is_ok());
+    }
+    assert!(z.push(Zst).is_err());
+    drop(z);
+    assert_eq!(DROPS.load(std::sync::atomic::Ordering::Relaxed), 4);
+}
+
+#[test]
+fn typed_panicking_drop_still_releases() {
+    struct Boom(bool);
+    impl Drop for Boom {
+        fn drop(&mut self) {
+            if self.0 {
+                panic!("boom");
+            }
+        }
+    }
+    let ring = Ring::new(1024);
+    let mut v = ring.typed::<Boom>(3).unwrap();
+    v.push(Boom(false)).ok().unwrap();
+    v.push(Boom(true)).ok().unwrap();
+    v.push(Boom(false)).ok().unwrap();
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(v))).is_err());
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn ring_dropped_while_buffers_live_elsewhere() {
+    for policy in [WhenFull::Fail, WhenFull::Heap, WhenFull::Grow] {
+        let ring = Ring::builder().capacity(1024).when_full(policy).build().unwrap();
+        let mut bufs = Vec::new();
+        for i in 0..20u64 {
+            if let Some(mut b) = ring.fixed(64) {
+                let mut data = [0u8; 64];
+                fill(i, &mut data);
+                b.try_extend_from_slice(&data).unwrap();
+                bufs.push((i, b.freeze()));
+            }
+        }
+        drop(ring);
+        let handles: Vec<_> = bufs
+            .chunks(5)
+            .map(|c| {
+                let c = c.to_vec();
+                std::thread::spawn(move || {
+                    for (i, b) in c {
+                        assert!(holds(i, &b));
+                    }
+                })
+            })
+            .collect();
+        drop(bufs);
+        handles.into_iter().for_each(|h| h.join().unwrap());
+    }
+}
+
+#[test]
+fn ring_is_send_and_moves_between_threads() {
+    let ring = Ring::new(1024);
+    let b = ring.fixed(8).unwrap();
+    let ring = std::thread::spawn(move || {
+        let c = ring.fixed(8).unwrap();
+        drop(c);
+        ring
+    })
+    .join()
+    .unwrap();
+    drop(b);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn stats_track_use() {
+    let ring = Ring::new(4096);
+    let a = ring.fixed(100).unwrap();
+    let b = ring.typed::<u64>(10).unwrap();
+    let s = ring.stats();
+    assert_eq!((s.live_buffers, s.bytes_in_use, s.capacity, s.blocks), (2, 112 + 88, 4096, 1));
+    drop((a, b));
+    assert_eq!(ring.stats().bytes_in_use, 0);
+}
+
+#[test]
+fn typed_is_send_only_for_send_values() {
+    fn is_send<T: Send>(_: &T) {}
+    let ring = Ring::new(1024);
+    let v = ring.typed::<u8>(1).unwrap();
+    is_send(&v);
+    let r = ring.typed::<Rc<u8>>(1).unwrap();
+    drop(r);
+}
