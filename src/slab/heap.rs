@@ -1,0 +1,208 @@
+//! The allocating side of a pool: the pages it owns, the page it allocates from, and the
+//! free bits of that page it has taken for itself.
+//!
+//! One `Heap` is used by one thread at a time (`Pool` and `Arena` own one; each shard of
+//! a `SharedArena` owns one behind its lock). Handles never touch the heap: they release
+//! into their page's word, and the heap takes those bits back when it runs out.
+//!
+//! Allocation is `local & (local - 1)` on the fast path. When `local` is empty the heap
+//! takes the released bits of its current page, then walks its other pages round-robin.
+//! Growth is decided by a lap count: once the walk has visited as many pages as the heap
+//! has and found fewer free slots than pages visited, the pool is nearly full and it
+//! grows by half its size. So every page visit is paid for by a slot found or by a share
+//! of the new pages, and allocation is O(1) amortised while the pages stay nearly full
+//! only while the pool really is.
+
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+
+use super::page::{Page, Slot, Word, ALL_FREE, SLOTS};
+use super::AllocError;
+
+/// Invariants:
+/// - `current` is `Some(pages[cursor])`, or `None` with `local == 0`;
+/// - `local` is a subset of `ALL_FREE`, disjoint from `current`'s free word; its bits are
+///   slots of `current` that no handle owns;
+/// - every page in `pages` is live and listed once; pages not in `pages` are orphaned.
+pub(crate) struct Heap<T, W: Word> {
+    local: u64,
+    current: Option<NonNull<Page<T, W>>>,
+    cursor: usize,
+    pages: Vec<NonNull<Page<T, W>>>,
+    /// Pages visited by the walk in this lap, and free slots it found.
+    visits: usize,
+    found: usize,
+}
+
+impl<T, W: Word> Heap<T, W> {
+    /// An empty heap; it allocates nothing until the first slot is asked for.
+    pub(crate) const fn new() -> Self {
+        Heap {
+            local: 0,
+            current: None,
+            cursor: 0,
+            pages: Vec::new(),
+            visits: 0,
+            found: 0,
+        }
+    }
+
+    /// A heap with room for at least `cap` values.
+    pub(crate) fn with_capacity(cap: usize) -> Result<Self, AllocError> {
+        let mut heap = Self::new();
+        heap.grow(cap.div_ceil(SLOTS))?;
+        Ok(heap)
+    }
+
+    /// Takes a free slot. The slot's value is uninitialised; the caller owns the slot
+    /// until it releases it through [`Page::release`].
+    #[inline(always)]
+    pub(crate) fn take(&mut self) -> Result<NonNull<Slot<T, W>>, AllocError> {
+        let bits = self.local;
+        if bits != 0 {
+            self.local = bits & (bits - 1);
+            debug_assert!(self.current.is_some(), "free bits {bits:#x} cached without a page");
+            // SAFETY: `local != 0` implies `current` is `Some` (struct invariant).
+            let page = unsafe { self.current.unwrap_unchecked() };
+            // SAFETY: `current` is live and `trailing_zeros` of a non-zero subset of
+            // `ALL_FREE` is below `SLOTS`.
+            return Ok(unsafe { Page::slot(page, bits.trailing_zeros() as usize) });
+        }
+        self.take_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_slow(&mut self) -> Result<NonNull<Slot<T, W>>, AllocError> {
+        self.refill()?;
+        debug_assert!(self.local != 0 && self.current.is_some());
+        self.take()
+    }
+
+    /// Makes `local` non-empty: from the current page's releases, the other pages', or
+    /// new pages.
+    fn refill(&mut self) -> Result<(), AllocError> {
+        if let Some(page) = self.current {
+            // SAFETY: listed pages are live.
+            let bits = unsafe { page.as_ref() }.free.take_acquire();
+            if bits != 0 {
+                self.local = bits;
+                return Ok(());
+            }
+        }
+        let n = self.pages.len();
+        for _ in 1..n {
+            self.cursor = (self.cursor + 1) % n;
+            let page = self.pages[self.cursor];
+            // SAFETY: listed pages are live.
+            let bits = unsafe { page.as_ref() }.free.take_acquire();
+            self.visits += 1;
+            self.found += bits.count_ones() as usize;
+            self.current = Some(page);
+            self.local = bits;
+            let lap_done = self.visits >= n;
+            let poor = self.found < self.visits;
+            if lap_done {
+                self.visits = 0;
+                self.found = 0;
+            }
+            if bits != 0 {
+                if lap_done && poor {
+                    // Keep what we found, but the pool is nearly full: grow now so the
+                    // next walks find fresh pages.
+                    self.grow_keep_current(n.div_ceil(2))?;
+                }
+                return Ok(());
+            }
+            if lap_done && poor {
+                break;
+            }
+        }
+        // Nothing free anywhere we looked: new pages.
+        self.grow(n.div_ceil(2).max(1))
+    }
+
+    /// Adds `count` pages and makes the first of them current.
+    fn grow(&mut self, count: usize) -> Result<(), AllocError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let first = self.pages.len();
+        self.grow_keep_current(count)?;
+        // The new pages were made with every bit in their word; take the first one's.
+        let page = self.pages[first];
+        // SAFETY: just made and listed.
+        self.local = unsafe { page.as_ref() }.free.take_acquire();
+        self.current = Some(page);
+        self.cursor = first;
+        Ok(())
+    }
+
+    /// Adds `count` pages (all free, bits in their words), leaving `current` alone.
+    fn grow_keep_current(&mut self, count: usize) -> Result<(), AllocError> {
+        self.pages.try_reserve(count).map_err(|_| AllocError {
+            requested: count.saturating_mul(core::mem::size_of::<usize>()),
+            align: core::mem::align_of::<usize>(),
+        })?;
+        for _ in 0..count {
+            let page = Page::alloc(ALL_FREE)?;
+            self.pages.push(page);
+        }
+        Ok(())
+    }
+
+    /// Pages owned.
+    pub(crate) fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Free slots: the bits released into the pages plus the ones cached here. A
+    /// snapshot: other threads may release more meanwhile.
+    pub(crate) fn free_slots(&self) -> usize {
+        let released: usize = self
+            .pages
+            .iter()
+            // SAFETY: listed pages are live.
+            .map(|p| (unsafe { p.as_ref() }.free.load() & ALL_FREE).count_ones() as usize)
+            .sum();
+        released + self.local.count_ones() as usize
+    }
+
+    /// Frees every page with no slot in use; returns how many went.
+    pub(crate) fn shrink(&mut self) -> usize {
+        if let Some(page) = self.current.take() {
+            // SAFETY: listed pages are live; the cached bits go back where handles put
+            // theirs, so the page word alone tells whether the page is unused.
+            unsafe { page.as_ref() }.free.or_release(self.local);
+            self.local = 0;
+        }
+        let before = self.pages.len();
+        self.pages.retain(|&page| {
+            // SAFETY: listed pages are live. Acquire: pairs with the releases, so the
+            // values' drops happen before the page is freed.
+            let all_free = unsafe { page.as_ref() }.free.load_acquire() == ALL_FREE;
+            if all_free {
+                // SAFETY: no slot is in use, so no handle can touch the page, and only
+                // this heap could allocate from it; it is unlisted right here.
+                unsafe { Page::dealloc(page) };
+            }
+            !all_free
+        });
+        self.pages.shrink_to_fit();
+        self.cursor = 0;
+        self.visits = 0;
+        self.found = 0;
+        before - self.pages.len()
+    }
+}
+
+impl<T, W: Word> Drop for Heap<T, W> {
+    fn drop(&mut self) {
+        for &page in &self.pages {
+            let cached = if Some(page) == self.current { self.local } else { 0 };
+            // SAFETY: listed pages are live, `cached` is exactly our bits for the page,
+            // and the heap forgets every page here.
+            unsafe { Page::orphan(page, cached) };
+        }
+    }
+}
