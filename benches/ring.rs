@@ -1,2 +1,125 @@
-//! Criterion micro-benchmarks of the ring's hot paths (filled below).
-fn main() {}
+//! Criterion micro-benchmarks of the ring's hot paths, each run through one small trait
+//! so the ring and the system allocator execute the same loop code.
+//!
+//! `cargo bench --bench ring` (the peers are compared in `bench/`, the only crate that
+//! depends on them).
+
+use std::hint::black_box;
+use std::io::Write;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use ringmem::Ring;
+
+/// A source of writable byte buffers.
+trait Bytes {
+    type Buf: Write + AsRef<[u8]> + Send + 'static;
+    fn name(&self) -> &'static str;
+    fn get(&self, n: usize) -> Self::Buf;
+}
+
+struct RingBytes(Ring);
+impl Bytes for RingBytes {
+    type Buf = ringmem::FixedBufMut;
+    fn name(&self) -> &'static str {
+        "ringmem"
+    }
+    #[inline]
+    fn get(&self, n: usize) -> Self::Buf {
+        self.0.fixed(n).expect("ring sized for the bench")
+    }
+}
+
+struct VecBytes;
+impl Bytes for VecBytes {
+    type Buf = Vec<u8>;
+    fn name(&self) -> &'static str {
+        "Vec (system allocator)"
+    }
+    #[inline]
+    fn get(&self, n: usize) -> Self::Buf {
+        Vec::with_capacity(n)
+    }
+}
+
+fn alloc_write_drop<B: Bytes>(c: &mut Criterion, src: &B) {
+    let mut g = c.benchmark_group("alloc+write+drop");
+    for size in [64usize, 1024] {
+        let data = vec![7u8; size];
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(format!("{}/{size}", src.name()), |b| {
+            b.iter(|| {
+                let mut buf = src.get(size);
+                buf.write_all(black_box(&data)).unwrap();
+                black_box(buf.as_ref().len());
+            })
+        });
+    }
+    g.finish();
+}
+
+fn cross_thread_release<B: Bytes>(c: &mut Criterion, src: &B) {
+    // Buffers allocated here, dropped by another thread in batches of 64.
+    let mut g = c.benchmark_group("cross-thread release (batch of 64)");
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<B::Buf>>(4);
+    let dropper = std::thread::spawn(move || for batch in rx { drop(batch) });
+    g.throughput(Throughput::Elements(64));
+    g.bench_function(src.name(), |b| {
+        b.iter_batched(
+            || (),
+            |()| {
+                let batch: Vec<_> = (0..64).map(|_| src.get(64)).collect();
+                tx.send(batch).unwrap();
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    drop(tx);
+    dropper.join().unwrap();
+    g.finish();
+}
+
+fn ring_only(c: &mut Criterion) {
+    let ring = Ring::new(1 << 20);
+    let mut g = c.benchmark_group("ring only");
+    g.bench_function("freeze+clone+drop", |b| {
+        b.iter(|| {
+            let mut buf = ring.fixed(64).unwrap();
+            buf.write_all(&[1; 64]).unwrap();
+            let f = buf.freeze();
+            let f2 = black_box(f.clone());
+            drop(f);
+            drop(f2);
+        })
+    });
+    g.bench_function("extendable 0 -> 4 KiB in 64 B writes", |b| {
+        b.iter(|| {
+            let mut ext = ring.extendable(0).unwrap();
+            for _ in 0..64 {
+                ext.write_all(black_box(&[2; 64])).unwrap();
+            }
+            black_box(ext.finalize());
+        })
+    });
+    g.bench_function("Vec 0 -> 4 KiB in 64 B writes", |b| {
+        b.iter(|| {
+            let mut v = Vec::new();
+            for _ in 0..64 {
+                v.write_all(black_box(&[2; 64])).unwrap();
+            }
+            black_box(v);
+        })
+    });
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let ring = RingBytes(Ring::new(1 << 20));
+    alloc_write_drop(c, &ring);
+    alloc_write_drop(c, &VecBytes);
+    cross_thread_release(c, &RingBytes(Ring::new(1 << 20)));
+    cross_thread_release(c, &VecBytes);
+    ring_only(c);
+}
+
+criterion_group!(ring_benches, benches);
+criterion_main!(ring_benches);
