@@ -9,6 +9,7 @@ use core::fmt;
 use core::mem;
 
 pub use ext::ExtBuf;
+pub(crate) use ext::ExtParts;
 pub use fixed::FixedBufMut;
 pub use frozen::FixedBuf;
 pub use typed::TypedBuf;
@@ -105,7 +106,7 @@ impl Ring {
     ///
     /// ```
     /// #[repr(align(64))]
-    /// struct Line([u8; 64]);
+    /// struct Line(#[allow(dead_code)] [u8; 64]);
     /// let ring = ringmem::Ring::new(4096);
     /// let mut v = ring.typed::<Line>(2).unwrap();
     /// v.push(Line([1; 64])).ok().unwrap();
