@@ -44,6 +44,20 @@ pub struct ExtBuf<'r> {
     block: Option<NonNull<BlockCtl>>,
 }
 
+/// An [`ExtBuf`] without its ring borrow: the region stays held (count 1) and is
+/// released only by an `ExtBuf` rebuilt with [`ExtBuf::from_parts`]. Dropping the parts
+/// leaks the region (it is never reused), so holders must rebuild and drop them.
+pub(crate) struct ExtParts {
+    hdr: NonNull<Header>,
+    /// The first data byte.
+    pub(crate) ptr: NonNull<u8>,
+    /// Initialised bytes from `ptr`.
+    pub(crate) len: usize,
+    /// Usable bytes from `ptr`.
+    pub(crate) cap: usize,
+    block: Option<NonNull<BlockCtl>>,
+}
+
 /// Smallest capacity a growing buffer moves to.
 const MIN_GROW: usize = 64;
 
@@ -52,6 +66,52 @@ impl<'r> ExtBuf<'r> {
     #[inline]
     pub(crate) fn from_claim(ring: &'r Ring, c: Claim) -> Self {
         ExtBuf { ring, hdr: c.hdr, ptr: c.data, len: 0, cap: c.cap, block: c.block }
+    }
+
+    /// Takes the buffer apart without releasing its region, for a holder that owns the
+    /// ring and so cannot keep a borrow of it (the codec pool); see [`ExtParts`].
+    #[inline]
+    pub(crate) fn into_parts(self) -> ExtParts {
+        let this = ManuallyDrop::new(self);
+        ExtParts { hdr: this.hdr, ptr: this.ptr, len: this.len, cap: this.cap, block: this.block }
+    }
+
+    /// Puts back together a buffer taken apart by [`into_parts`](Self::into_parts).
+    ///
+    /// # Safety
+    /// - `parts` came from `into_parts` on a buffer of this very `ring`;
+    /// - they are used once: no other buffer was rebuilt from the same parts;
+    /// - `parts.len <= parts.cap` and the first `parts.len` bytes are initialised.
+    #[inline]
+    pub(crate) unsafe fn from_parts(ring: &'r Ring, parts: ExtParts) -> Self {
+        debug_assert!(parts.len <= parts.cap, "ExtParts len {} > cap {}", parts.len, parts.cap);
+        let ExtParts { hdr, ptr, len, cap, block } = parts;
+        ExtBuf { ring, hdr, ptr, len, cap, block }
+    }
+
+    /// The unwritten capacity (for `bytes::BufMut`); follow it with
+    /// [`assume_written`](Self::assume_written).
+    #[inline]
+    pub(crate) fn spare_uninit(&mut self) -> &mut [core::mem::MaybeUninit<u8>] {
+        // SAFETY: bytes `len..cap` of the region belong to this handle; `MaybeUninit`
+        // makes no claim about their contents.
+        unsafe {
+            core::slice::from_raw_parts_mut(
+                self.ptr.as_ptr().add(self.len).cast::<core::mem::MaybeUninit<u8>>(),
+                self.cap - self.len,
+            )
+        }
+    }
+
+    /// Marks `n` more bytes as written.
+    ///
+    /// # Safety
+    /// - `n <= self.capacity() - self.len()`;
+    /// - the first `n` bytes of [`spare_uninit`](Self::spare_uninit) are initialised.
+    #[inline]
+    pub(crate) unsafe fn assume_written(&mut self, n: usize) {
+        debug_assert!(n <= self.cap - self.len, "assume_written({n}) past {}", self.cap - self.len);
+        self.len += n;
     }
 
     /// Bytes written so far.
