@@ -1,4 +1,143 @@
-//! The comparison binary (filled by the benchmark issue).
+//! `ringmem-bench`: ringmem against its peer crates, each scenario reproduced as
+//! the peer publishes it, printed as a table in the peer's own format (time per
+//! run and speed-up against `Vec`/`Box` on the system allocator).
+//!
+//! ```text
+//! cargo run --release -p ringmem-bench                 # --quick: ~2 minutes, sizes scaled down
+//! cargo run --release -p ringmem-bench -- --full       # the peers' published sizes
+//! cargo run --release -p ringmem-bench -- --only ringal-fixed --reps 5
+//! ```
+//!
+//! The Markdown report goes to `target/ringmem-report/report.md`.
+
+mod buffer_sv2;
+mod buffers;
+mod harness;
+mod many_threads;
+mod ring_alloc;
+mod ringal_ext;
+mod ringal_fixed;
+mod shared_arena;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use harness::{Config, Table};
+
+/// A scenario's entry point: its tables.
+type Scenario = fn(&Config) -> Vec<Table>;
+
+/// The scenarios in run order: id (for `--only`) and entry point.
+const SCENARIOS: [(&str, Scenario); 6] = [
+    ("ringal-fixed", |c| vec![ringal_fixed::run(c)]),
+    ("ringal-ext", |c| vec![ringal_ext::run(c)]),
+    ("shared-arena", shared_arena::run),
+    ("buffer-sv2", buffer_sv2::run),
+    ("ring-alloc", ring_alloc::run),
+    ("many-threads", |c| vec![many_threads::run(c)]),
+];
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: ringmem-bench [--quick | --full] [--reps N] [--only SCENARIO[,SCENARIO]] [--out DIR]\n\
+         scenarios: {}",
+        SCENARIOS.map(|s| s.0).join(", ")
+    );
+    std::process::exit(2)
+}
+
 fn main() {
-    println!("ringmem-bench: comparison not written yet");
+    let mut full = false;
+    let mut reps = None;
+    let mut only: Vec<String> = Vec::new();
+    let mut out = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => full = false,
+            "--full" => full = true,
+            "--reps" => reps = args.next().and_then(|s| s.parse().ok()).or_else(|| usage()),
+            "--only" => only.extend(
+                args.next()
+                    .unwrap_or_else(|| usage())
+                    .split(',')
+                    .map(String::from),
+            ),
+            "--out" => out = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
+            "--bench" => {} // passed by `cargo bench`-style runners; ignored
+            _ => usage(),
+        }
+    }
+    for o in &only {
+        if !SCENARIOS.iter().any(|s| s.0 == o) {
+            usage();
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = Config {
+        scale: if full { 1.0 } else { QUICK_SCALE },
+        reps: reps.unwrap_or(if full { 5 } else { 3 }).max(1),
+        mode: if full { "--full" } else { "--quick" },
+        cores,
+    };
+    let started = Instant::now();
+    let header = format!(
+        "# ringmem-bench {}\n\nmode `{}`: iteration counts × {}, repetitions per timing: {} (median, min–max), \
+         repetitions interleaved across competitors; {} CPUs, load average at start {}; ringmem rows: {}.\n",
+        env!("CARGO_PKG_VERSION"),
+        cfg.mode,
+        cfg.factor(),
+        cfg.reps,
+        cfg.cores,
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "unknown".into()),
+        if cfg!(feature = "ringmem-rows") { "on" } else { "off (feature `ringmem-rows`)" },
+    );
+    println!("{header}");
+    let mut report = header;
+    for (id, run) in SCENARIOS {
+        if !only.is_empty() && !only.iter().any(|o| o == id) {
+            continue;
+        }
+        eprintln!("== {id}");
+        let t = Instant::now();
+        for table in run(&cfg) {
+            let s = table.render();
+            println!("{s}");
+            report.push_str(&s);
+            report.push('\n');
+        }
+        eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
+    }
+    let footer = format!(
+        "\nTotal {:.0} s; peak RSS {:.0} MiB. Reproduce: `cargo run --release -p ringmem-bench -- {}`.\n",
+        started.elapsed().as_secs_f64(),
+        harness::peak_rss_mib().unwrap_or(0.0),
+        cfg.mode
+    );
+    println!("{footer}");
+    report.push_str(&footer);
+    let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
+    if let Err(e) = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::File::create(dir.join("report.md")))
+        .and_then(|mut f| f.write_all(report.as_bytes()))
+    {
+        eprintln!("could not write the report in {}: {e}", dir.display());
+    } else {
+        eprintln!("report: {}", dir.join("report.md").display());
+    }
+}
+
+/// Iteration scale of `--quick`, chosen so the whole run takes about 2 minutes on 2 cores.
+const QUICK_SCALE: f64 = 1.0 / 20.0;
+
+/// The workspace's target directory (`CARGO_TARGET_DIR`, else next to the workspace root).
+fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    bench.parent().unwrap_or(&bench).join("target")
 }

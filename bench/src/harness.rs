@@ -1,0 +1,404 @@
+//! The measuring machinery every scenario shares: run configuration, a small
+//! deterministic random generator, interleaved repetitions with median and
+//! spread, the mimalloc allocator handles, and the Markdown tables.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// How big and how often: chosen once on the command line.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Multiplies every published iteration count (1.0 with `--full`).
+    pub scale: f64,
+    /// Repetitions per timing; the table shows their median and min–max.
+    pub reps: usize,
+    /// `--quick` or `--full`, for the headings.
+    pub mode: &'static str,
+    /// Number of CPUs seen by this process.
+    pub cores: usize,
+}
+
+impl Config {
+    /// Scales a published iteration count, keeping at least `min`.
+    pub fn scaled(&self, published: usize, min: usize) -> usize {
+        ((published as f64 * self.scale).round() as usize).max(min)
+    }
+
+    /// The scale factor as printed in headings, e.g. `1/20`.
+    pub fn factor(&self) -> String {
+        if self.scale >= 1.0 {
+            "1 (published sizes)".to_string()
+        } else {
+            format!("1/{:.0}", 1.0 / self.scale)
+        }
+    }
+}
+
+/// xorshift64*: deterministic, allocation-free, the same stream for every competitor.
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a non-zero seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed | 1)
+    }
+
+    /// The next 64 random bits.
+    #[inline(always)]
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `lo..=hi`.
+    #[inline(always)]
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
+    }
+}
+
+/// `n` random bytes, the payload every competitor copies from.
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut rng = Rng::new(0x5eed);
+    (0..n).map(|_| rng.next_u64() as u8).collect()
+}
+
+/// One timed run: its duration, and how often a ring had to wait for space.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// Wall time of the run.
+    pub time: Duration,
+    /// Times the producer found its ring full and yielded.
+    pub waits: u64,
+}
+
+/// Median and spread of the repetitions of one competitor, per operation.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    /// Median seconds per unit of work.
+    pub median: f64,
+    /// Fastest repetition.
+    pub min: f64,
+    /// Slowest repetition.
+    pub max: f64,
+    /// Median of the waits counted per run.
+    pub waits: u64,
+}
+
+/// A competitor: its column name and one run of the scenario's loop.
+pub type Runner<'a> = (String, Box<dyn FnMut() -> Option<Sample> + 'a>);
+
+/// Runs every competitor `reps` times, interleaved (each repetition runs all of
+/// them, starting from a different one), and divides times by `per`. A
+/// competitor that cannot run (`None`) gets no stats.
+pub fn measure(reps: usize, per: f64, runners: &mut [Runner<'_>]) -> Vec<Option<Stats>> {
+    let n = runners.len();
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::with_capacity(reps); n];
+    for rep in 0..reps {
+        for k in 0..n {
+            let i = (rep + k) % n;
+            if let Some(s) = (runners[i].1)() {
+                samples[i].push(s);
+            }
+        }
+    }
+    samples
+        .into_iter()
+        .map(|mut v| {
+            if v.is_empty() {
+                return None;
+            }
+            v.sort_by_key(|s| s.time);
+            let secs: Vec<f64> = v.iter().map(|s| s.time.as_secs_f64() / per).collect();
+            let mut waits: Vec<u64> = v.iter().map(|s| s.waits).collect();
+            waits.sort_unstable();
+            Some(Stats {
+                median: median(&secs),
+                min: secs[0],
+                max: secs[secs.len() - 1],
+                waits: waits[waits.len() / 2],
+            })
+        })
+        .collect()
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// How a table prints its times.
+#[derive(Clone, Copy, Debug)]
+pub enum Unit {
+    /// Milliseconds per run (ringal's tables).
+    Ms,
+    /// Auto-ranged time (ns / µs / ms), criterion-table style.
+    Auto,
+    /// Millions of operations per second (higher is better).
+    Mops,
+}
+
+/// One row: its parameters and, per competitor, its stats (None = not run).
+pub struct Row {
+    /// Values of the parameter columns.
+    pub params: Vec<String>,
+    /// One entry per competitor column.
+    pub cells: Vec<Option<Stats>>,
+}
+
+/// A table in the peer's layout: parameter columns, then one column per competitor.
+pub struct Table {
+    /// Heading.
+    pub title: String,
+    /// Names of the parameter columns.
+    pub params: Vec<String>,
+    /// Competitor column names.
+    pub columns: Vec<String>,
+    /// Index of the column speed-ups are relative to.
+    pub baseline: usize,
+    /// Print unit.
+    pub unit: Unit,
+    /// Rows.
+    pub rows: Vec<Row>,
+    /// Columns whose wait counts are printed in a trailing column.
+    pub wait_columns: Vec<usize>,
+    /// Notes printed under the table.
+    pub notes: Vec<String>,
+}
+
+impl Table {
+    /// An empty table.
+    pub fn new(title: impl Into<String>, params: &[&str], columns: &[String], unit: Unit) -> Self {
+        Table {
+            title: title.into(),
+            params: params.iter().map(|s| s.to_string()).collect(),
+            columns: columns.to_vec(),
+            baseline: 0,
+            unit,
+            rows: Vec::new(),
+            wait_columns: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Sets the speed-up reference column by name.
+    pub fn baseline(mut self, name: &str) -> Self {
+        self.baseline = self.columns.iter().position(|c| c == name).unwrap_or(0);
+        self
+    }
+
+    fn fmt_time(&self, secs: f64) -> String {
+        match self.unit {
+            Unit::Ms => format!("{:.1}", secs * 1e3),
+            Unit::Mops => format!("{:.2}", 1e-6 / secs),
+            Unit::Auto => {
+                if secs < 1e-6 {
+                    format!("{:.2} ns", secs * 1e9)
+                } else if secs < 1e-3 {
+                    format!("{:.2} µs", secs * 1e6)
+                } else {
+                    format!("{:.2} ms", secs * 1e3)
+                }
+            }
+        }
+    }
+
+    fn head_suffix(&self) -> &'static str {
+        match self.unit {
+            Unit::Ms => " (ms)",
+            Unit::Mops => " (M/s)",
+            Unit::Auto => "",
+        }
+    }
+
+    /// Renders the table as Markdown.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "### {}\n", self.title);
+        let mut head: Vec<String> = self.params.clone();
+        for c in &self.columns {
+            head.push(format!("{}{}", c, self.head_suffix()));
+        }
+        if !self.wait_columns.is_empty() {
+            let names: Vec<&str> = self
+                .wait_columns
+                .iter()
+                .map(|&i| self.columns[i].as_str())
+                .collect();
+            head.push(format!("waits ({})", names.join(" / ")));
+        }
+        let _ = writeln!(s, "| {} |", head.join(" | "));
+        let _ = writeln!(
+            s,
+            "|{}",
+            head.iter()
+                .enumerate()
+                .map(|(i, _)| if i < self.params.len() {
+                    "---|"
+                } else {
+                    "---:|"
+                })
+                .collect::<String>()
+        );
+        for row in &self.rows {
+            let mut cells: Vec<String> = row.params.clone();
+            let base = row.cells.get(self.baseline).copied().flatten();
+            for cell in &row.cells {
+                cells.push(match (cell, base) {
+                    (None, _) => "–".to_string(),
+                    (Some(st), b) => {
+                        let speed = b.map(|b| b.median / st.median);
+                        let speed = match speed {
+                            Some(x) if x >= 1.0 => format!(" **{x:.2}×**"),
+                            Some(x) => format!(" *{x:.2}×*"),
+                            None => String::new(),
+                        };
+                        format!(
+                            "{}{} <sub>{}–{}</sub>",
+                            self.fmt_time(st.median),
+                            speed,
+                            self.fmt_time(if matches!(self.unit, Unit::Mops) {
+                                st.max
+                            } else {
+                                st.min
+                            }),
+                            self.fmt_time(if matches!(self.unit, Unit::Mops) {
+                                st.min
+                            } else {
+                                st.max
+                            }),
+                        )
+                    }
+                });
+            }
+            if !self.wait_columns.is_empty() {
+                let w: Vec<String> = self
+                    .wait_columns
+                    .iter()
+                    .map(|&i| row.cells[i].map_or("–".into(), |st| st.waits.to_string()))
+                    .collect();
+                cells.push(w.join(" / "));
+            }
+            let _ = writeln!(s, "| {} |", cells.join(" | "));
+        }
+        if !self.notes.is_empty() {
+            s.push('\n');
+            for n in &self.notes {
+                let _ = writeln!(s, "- {n}");
+            }
+        }
+        s
+    }
+}
+
+/// Thousands separators, as the peers print counts.
+pub fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Implements an allocator-api2 `Allocator` that forwards to mimalloc's
+/// `GlobalAlloc` methods, so `Vec<u8, Mi>` measures mimalloc in this process
+/// while the global allocator stays the system one.
+macro_rules! mimalloc_handle {
+    ($api:ident) => {
+        unsafe impl $api::alloc::Allocator for Mi {
+            #[inline]
+            fn allocate(
+                &self,
+                layout: std::alloc::Layout,
+            ) -> Result<std::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                if layout.size() == 0 {
+                    let dangling = std::ptr::NonNull::new(std::ptr::without_provenance_mut::<u8>(
+                        layout.align(),
+                    ))
+                    .ok_or($api::alloc::AllocError)?;
+                    return Ok(std::ptr::NonNull::slice_from_raw_parts(dangling, 0));
+                }
+                // SAFETY: `layout` has a non-zero size, checked above.
+                let p = unsafe { std::alloc::GlobalAlloc::alloc(&mimalloc::MiMalloc, layout) };
+                std::ptr::NonNull::new(p)
+                    .map(|p| std::ptr::NonNull::slice_from_raw_parts(p, layout.size()))
+                    .ok_or($api::alloc::AllocError)
+            }
+
+            #[inline]
+            unsafe fn deallocate(&self, ptr: std::ptr::NonNull<u8>, layout: std::alloc::Layout) {
+                if layout.size() != 0 {
+                    // SAFETY: the caller passes a block this allocator returned for
+                    // `layout`, and non-zero sizes came from `MiMalloc::alloc`.
+                    unsafe {
+                        std::alloc::GlobalAlloc::dealloc(&mimalloc::MiMalloc, ptr.as_ptr(), layout)
+                    };
+                }
+            }
+
+            #[inline]
+            unsafe fn grow(
+                &self,
+                ptr: std::ptr::NonNull<u8>,
+                old: std::alloc::Layout,
+                new: std::alloc::Layout,
+            ) -> Result<std::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                if old.size() == 0 || old.align() != new.align() {
+                    let fresh = self.allocate(new)?;
+                    // SAFETY: `ptr` holds `old.size()` readable bytes (caller contract),
+                    // `fresh` holds at least `new.size() >= old.size()` and is a new block.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            ptr.as_ptr(),
+                            fresh.as_ptr().cast::<u8>(),
+                            old.size(),
+                        );
+                        self.deallocate(ptr, old);
+                    }
+                    return Ok(fresh);
+                }
+                // SAFETY: `ptr` was allocated by mimalloc with `old` (non-zero size, same
+                // alignment as `new`), and `new.size()` is non-zero (it is >= old.size()).
+                let p = unsafe {
+                    std::alloc::GlobalAlloc::realloc(
+                        &mimalloc::MiMalloc,
+                        ptr.as_ptr(),
+                        old,
+                        new.size(),
+                    )
+                };
+                std::ptr::NonNull::new(p)
+                    .map(|p| std::ptr::NonNull::slice_from_raw_parts(p, new.size()))
+                    .ok_or($api::alloc::AllocError)
+            }
+        }
+    };
+}
+
+/// mimalloc as an allocator-api2 allocator (both API generations the peers use).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mi;
+
+mimalloc_handle!(allocator_api2_02);
+mimalloc_handle!(allocator_api2_04);
+
+/// Peak resident set size of this process so far, in MiB (Linux `VmHWM`).
+pub fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}

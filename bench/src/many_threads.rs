@@ -1,0 +1,90 @@
+//! Scenario 6, many threads: N producer threads (1, 2, all cores), each with its
+//! own allocator (its own ring for ringal and ringmem) and its own consumer thread
+//! that drops the buffers in batches, as in ringal's fixed scenario
+//! (buffer size 1 KiB, 64 held). Throughput over all threads.
+
+use crate::buffers::{self, ByteBufs, Shape};
+use crate::harness::{measure, random_bytes, thousands, Config, Row, Runner, Table, Unit};
+
+fn runner<'a, B: ByteBufs + 'a>(
+    name: &str,
+    threads: usize,
+    shape: Shape,
+    data: &'a [u8],
+) -> Runner<'a> {
+    (
+        name.to_string(),
+        Box::new(move || Some(buffers::pipelines::<B>(threads, shape, data))),
+    )
+}
+
+/// Scenario 6.
+pub fn run(cfg: &Config) -> Table {
+    let data = random_bytes(1024);
+    let mut columns = vec!["ringal".to_string()];
+    if cfg!(feature = "ringmem-rows") {
+        columns.push("ringmem".into());
+    }
+    columns.extend(
+        [
+            "Vec (glibc)",
+            "Vec (mimalloc)",
+            "Vec (mimalloc global)",
+            "control",
+        ]
+        .map(String::from),
+    );
+    let iterations = cfg.scaled(4_000_000, 1000);
+    let mut t = Table::new(
+        format!("many threads: each producer its own ring, frees on its consumer thread ({} buffers of ≤ 1 KiB per producer)", thousands(iterations)),
+        &["producers", "threads"],
+        &columns,
+        Unit::Mops,
+    )
+    .baseline("Vec (glibc)");
+    t.wait_columns = if cfg!(feature = "ringmem-rows") {
+        vec![0, 1]
+    } else {
+        vec![0]
+    };
+    let mut counts = vec![1, 2, cfg.cores];
+    counts.dedup();
+    counts.sort_unstable();
+    counts.dedup();
+    for n in counts {
+        let shape = Shape {
+            iterations,
+            size: 1024,
+            max_buffers: 64,
+            extendable: false,
+        };
+        eprintln!("  many threads: {n} producers");
+        let d = &data[..];
+        let mut r: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", n, shape, d)];
+        #[cfg(feature = "ringmem-rows")]
+        r.push(runner::<buffers::Ringmem>("ringmem", n, shape, d));
+        r.push(runner::<buffers::SysVec>("Vec (glibc)", n, shape, d));
+        r.push(runner::<buffers::MiVec>("Vec (mimalloc)", n, shape, d));
+        r.push((
+            "Vec (mimalloc global)".into(),
+            Box::new(move || buffers::mimalloc_child(n, shape)),
+        ));
+        r.push(runner::<buffers::Control>("control", n, shape, d));
+        let stats = measure(cfg.reps, (n * iterations) as f64, &mut r);
+        t.rows.push(Row {
+            params: vec![n.to_string(), (2 * n).to_string()],
+            cells: stats,
+        });
+    }
+    t.notes = vec![
+        "Millions of buffers per second over all producers (higher is better), median of the repetitions, ratio against `Vec (glibc)`; \
+         min–max in small print. Each producer has its own consumer thread, so N producers run 2N threads."
+            .into(),
+        format!("This machine has {} CPUs: rows beyond {} producers oversubscribe it.", cfg.cores, cfg.cores / 2),
+        "waits: median, summed over producers, of the times a ring was full and the producer yielded.".into(),
+        "`Vec (mimalloc)`: allocator-api2 `Vec<u8, Mi>` in this process; `Vec (mimalloc global)`: the same loop in a child process \
+         with mimalloc as `#[global_allocator]`."
+            .into(),
+    ];
+    t
+}

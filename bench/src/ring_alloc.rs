@@ -1,0 +1,293 @@
+//! Scenario 5, ring-alloc's `benches/bench.rs` (criterion, allocator-api2):
+//! - "warm-up / alloc 4 bytes x 65535": 65,535 `allocate(Layout::new::<u32>())`
+//!   never freed, then the allocator's reset, per iteration;
+//! - "allocation / alloc": one `allocate` + `deallocate` of a `u32`;
+//! - "vec / push x n" and "vec / reserve_exact(1) x n" for n in 10, 146, 2,134,
+//!   17,453: an allocator-api2 `Vec` built in the allocator, dropped, allocator
+//!   reset, per iteration (the loop calls `reserve_exact(i)` on an empty `Vec`,
+//!   so the capacity grows by one element per call).
+//!
+//! Same loops against ring-alloc's `RingAlloc` and `OneRingAlloc`, `bumpalo::Bump`,
+//! `blink_alloc::BlinkAlloc` (allocator-api2 0.4), `Global` and mimalloc.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use crate::harness::{measure, Config, Mi, Row, Runner, Sample, Table, Unit};
+
+/// ring-alloc's vector sizes.
+const VEC_SIZES: [usize; 4] = [10, 146, 2134, 17_453];
+/// ring-alloc's warm-up count.
+const WARM_UP: usize = 65_535;
+
+/// Which loop to run, with its iteration count.
+#[derive(Clone, Copy)]
+pub enum Case {
+    /// 65,535 × 4 bytes, then reset; `k` iterations.
+    WarmUp(usize),
+    /// `k` × allocate + deallocate one `u32`.
+    Alloc(usize),
+    /// `k` × (push n `usize`s, drop, reset).
+    Push(usize, usize),
+    /// `k` × (reserve_exact(i) for i in 0..n on a `Vec<u32>`, drop, reset).
+    Reserve(usize, usize),
+}
+
+macro_rules! loops {
+    ($module:ident, $api:ident) => {
+        /// The loops over one allocator-api2 generation.
+        pub mod $module {
+            use super::*;
+            use $api::alloc::{Allocator, Layout};
+            use $api::vec::Vec as AVec;
+
+            /// An allocator under test and its reset (as each peer's bench resets it).
+            pub trait Subject {
+                /// The allocator handle the loops allocate from.
+                type A<'a>: Allocator
+                where
+                    Self: 'a;
+                /// The handle.
+                fn alloc(&self) -> Self::A<'_>;
+                /// Between iterations: free everything at once where the allocator can.
+                fn reset(&mut self);
+            }
+
+            /// One run of `case` against `s`.
+            pub fn run<S: Subject>(
+                s: &mut S,
+                case: Case,
+                ptrs: &mut Vec<std::ptr::NonNull<u8>>,
+            ) -> Sample {
+                let l = Layout::new::<u32>();
+                let mut time = std::time::Duration::ZERO;
+                match case {
+                    Case::WarmUp(k) => {
+                        for _ in 0..k {
+                            let start = Instant::now();
+                            {
+                                let a = s.alloc();
+                                for _ in 0..WARM_UP {
+                                    ptrs.push(black_box(a.allocate(l).unwrap()).cast());
+                                }
+                            }
+                            time += start.elapsed();
+                            {
+                                let a = s.alloc();
+                                for p in ptrs.drain(..) {
+                                    // SAFETY: `p` came from `a.allocate(l)` above and is freed once.
+                                    unsafe { a.deallocate(p, l) };
+                                }
+                            }
+                            let start = Instant::now();
+                            s.reset();
+                            time += start.elapsed();
+                        }
+                    }
+                    Case::Alloc(k) => {
+                        let start = Instant::now();
+                        let a = s.alloc();
+                        for _ in 0..k {
+                            let p = black_box(a.allocate(l).unwrap());
+                            // SAFETY: `p` was just allocated with `l` by `a`.
+                            unsafe { a.deallocate(p.cast(), l) };
+                        }
+                        time = start.elapsed();
+                    }
+                    Case::Push(n, k) => {
+                        let start = Instant::now();
+                        for _ in 0..k {
+                            {
+                                let mut v = AVec::new_in(s.alloc());
+                                for i in 0..n {
+                                    v.push(i);
+                                }
+                                black_box(&v);
+                            }
+                            s.reset();
+                        }
+                        time = start.elapsed();
+                    }
+                    Case::Reserve(n, k) => {
+                        let start = Instant::now();
+                        for _ in 0..k {
+                            {
+                                let mut v = AVec::<u32, _>::new_in(s.alloc());
+                                for i in 0..n {
+                                    v.reserve_exact(i);
+                                }
+                                black_box(&v);
+                            }
+                            s.reset();
+                        }
+                        time = start.elapsed();
+                    }
+                }
+                Sample { time, waits: 0 }
+            }
+        }
+    };
+}
+
+loops!(api02, allocator_api2_02);
+loops!(api04, allocator_api2_04);
+
+/// `Global`: the system allocator.
+pub struct GlobalA;
+impl api02::Subject for GlobalA {
+    type A<'a> = allocator_api2_02::alloc::Global;
+    fn alloc(&self) -> Self::A<'_> {
+        allocator_api2_02::alloc::Global
+    }
+    fn reset(&mut self) {}
+}
+
+/// mimalloc through allocator-api2.
+pub struct MiA;
+impl api02::Subject for MiA {
+    type A<'a> = Mi;
+    fn alloc(&self) -> Mi {
+        Mi
+    }
+    fn reset(&mut self) {}
+}
+
+/// ring-alloc's thread-local `RingAlloc`; its bench resets it by making a new one.
+pub struct Ring(ring_alloc::RingAlloc);
+impl api02::Subject for Ring {
+    type A<'a> = &'a ring_alloc::RingAlloc;
+    fn alloc(&self) -> Self::A<'_> {
+        &self.0
+    }
+    fn reset(&mut self) {}
+}
+
+/// `RingAlloc` in the warm-up case, replaced by a new one at each reset (as published).
+pub struct RingFresh(ring_alloc::RingAlloc);
+impl api02::Subject for RingFresh {
+    type A<'a> = &'a ring_alloc::RingAlloc;
+    fn alloc(&self) -> Self::A<'_> {
+        &self.0
+    }
+    fn reset(&mut self) {
+        self.0 = ring_alloc::RingAlloc::new();
+    }
+}
+
+/// ring-alloc's global `OneRingAlloc` (thread-local rings, chunks shared globally).
+pub struct OneRing;
+impl api02::Subject for OneRing {
+    type A<'a> = ring_alloc::OneRingAlloc;
+    fn alloc(&self) -> Self::A<'_> {
+        ring_alloc::OneRingAlloc
+    }
+    fn reset(&mut self) {}
+}
+
+/// `bumpalo::Bump`, reset between iterations.
+pub struct Bump(bumpalo::Bump);
+impl api02::Subject for Bump {
+    type A<'a> = &'a bumpalo::Bump;
+    fn alloc(&self) -> Self::A<'_> {
+        &self.0
+    }
+    fn reset(&mut self) {
+        self.0.reset();
+    }
+}
+
+/// `blink_alloc::BlinkAlloc` (allocator-api2 0.4), reset between iterations.
+pub struct Blink(blink_alloc::BlinkAlloc);
+impl api04::Subject for Blink {
+    type A<'a> = &'a blink_alloc::BlinkAlloc;
+    fn alloc(&self) -> Self::A<'_> {
+        &self.0
+    }
+    fn reset(&mut self) {
+        self.0.reset();
+    }
+}
+
+fn r02<'a, S: api02::Subject + 'a>(name: &str, mut s: S, case: Case) -> Runner<'a> {
+    let mut ptrs = Vec::with_capacity(WARM_UP);
+    (
+        name.to_string(),
+        Box::new(move || Some(api02::run(&mut s, case, &mut ptrs))),
+    )
+}
+
+fn r04<'a, S: api04::Subject + 'a>(name: &str, mut s: S, case: Case) -> Runner<'a> {
+    let mut ptrs = Vec::with_capacity(WARM_UP);
+    (
+        name.to_string(),
+        Box::new(move || Some(api04::run(&mut s, case, &mut ptrs))),
+    )
+}
+
+const COLUMNS: [&str; 6] = [
+    "Global (glibc)",
+    "mimalloc",
+    "ring_alloc::RingAlloc",
+    "ring_alloc::OneRingAlloc",
+    "bumpalo::Bump",
+    "blink_alloc::BlinkAlloc",
+];
+
+fn runners<'a>(case: Case) -> Vec<Runner<'a>> {
+    let ring: Runner<'a> = if let Case::WarmUp(_) = case {
+        r02(COLUMNS[2], RingFresh(ring_alloc::RingAlloc::new()), case)
+    } else {
+        r02(COLUMNS[2], Ring(ring_alloc::RingAlloc::new()), case)
+    };
+    vec![
+        r02(COLUMNS[0], GlobalA, case),
+        r02(COLUMNS[1], MiA, case),
+        ring,
+        r02(COLUMNS[3], OneRing, case),
+        r02(COLUMNS[4], Bump(bumpalo::Bump::new()), case),
+        r04(COLUMNS[5], Blink(blink_alloc::BlinkAlloc::new()), case),
+    ]
+}
+
+/// Scenario 5: ring-alloc's three groups in one table.
+pub fn run(cfg: &Config) -> Vec<Table> {
+    let columns: Vec<String> = COLUMNS.map(String::from).to_vec();
+    let mut t = Table::new(
+        "ring-alloc: warm-up, allocation, vec (time per iteration)",
+        &["benchmark"],
+        &columns,
+        Unit::Auto,
+    )
+    .baseline("Global (glibc)");
+    let mut cases: Vec<(String, Case, usize)> = Vec::new();
+    let k = cfg.scaled(400, 3);
+    cases.push((format!("alloc 4 bytes x {WARM_UP}"), Case::WarmUp(k), k));
+    let k = cfg.scaled(20_000_000, 10_000);
+    cases.push(("alloc".into(), Case::Alloc(k), k));
+    for n in VEC_SIZES {
+        let k = cfg.scaled(40_000_000 / n, 3);
+        cases.push((format!("push x {n}"), Case::Push(n, k), k));
+        let k = cfg.scaled(4_000_000 / n, 3);
+        cases.push((format!("reserve_exact(1) x {n}"), Case::Reserve(n, k), k));
+    }
+    for (label, case, k) in cases {
+        eprintln!("  ring-alloc: {label} ({k} iterations per run)");
+        let stats = measure(cfg.reps, k as f64, &mut runners(case));
+        t.rows.push(Row {
+            params: vec![format!("`{label}`")],
+            cells: stats,
+        });
+    }
+    t.notes = vec![
+        "Time per iteration (criterion-table layout: speed-up against `Global`), median of the repetitions, min–max in small print.".into(),
+        "warm-up: the published loop never frees the 65,535 allocations (it leaks them on `Global`); here they are deallocated \
+         outside the timing, then the allocator's reset is timed as published (`RingAlloc`: a new one; `Bump`/`BlinkAlloc`: `reset()`)."
+            .into(),
+        "`bumpalo::Bump` needs nightly in ring-alloc's bench; here it runs on stable through bumpalo's `allocator-api2` feature. \
+         `BlinkAlloc` implements allocator-api2 0.4, the others 0.2: the same loop code is instantiated for both."
+            .into(),
+        "`mimalloc`: an allocator-api2 handle calling `mimalloc::MiMalloc`'s `GlobalAlloc` methods (grow = `realloc`).".into(),
+        "ringmem rows: pending issue 5/7 (the allocator-api2 adapter).".into(),
+    ];
+    vec![t]
+}

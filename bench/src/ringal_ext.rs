@@ -1,0 +1,10 @@
+//! Scenario 2, ringal's "extendable buffer (chunked writes)" table: the same five
+//! rows as the fixed table, but each buffer starts empty and grows while the
+//! random length is written in 64-byte chunks, then is sent to the consumer.
+
+use crate::harness::{Config, Table};
+
+/// Scenario 2.
+pub fn run(cfg: &Config) -> Table {
+    crate::ringal_fixed::ringal_table(cfg, true)
+}
