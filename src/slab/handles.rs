@@ -4,7 +4,7 @@
 //! Dropping the last handle drops the value and releases the slot into its page's
 //! word; the pool itself is never touched, so handles may outlive it.
 
-use core::cell::Cell;
+use crate::sync::Cell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::{self, MaybeUninit};
@@ -80,7 +80,8 @@ where
 /// ```compile_fail
 /// let pool = ringmem::slab::Pool::new();
 /// let a = pool.alloc(1u32);
-/// let b = a.clone();
+/// let b: ringmem::slab::PoolBox<u32> = a.clone();
+/// drop((a, b));
 /// ```
 pub struct PoolBox<T> {
     slot: NonNull<Slot<T, Cell<u64>>>,
@@ -115,7 +116,8 @@ pub struct PoolBox<T> {
 /// ```compile_fail
 /// let arena = ringmem::slab::Arena::new();
 /// let a = arena.alloc(1u32);
-/// let b = a.clone();
+/// let b: ringmem::slab::ArenaBox<u32> = a.clone();
+/// drop((a, b));
 /// ```
 pub struct ArenaBox<T> {
     slot: NonNull<Slot<T, AtomicU64>>,
@@ -231,8 +233,8 @@ impl<T> ArenaRc<T> {
     pub(crate) unsafe fn from_slot<W: Word>(slot: NonNull<Slot<T, W>>) -> Self {
         // SAFETY: the page is live while we own the slot.
         let meta = unsafe { Slot::meta(slot) };
-        debug_assert!(meta.load() < COUNT_ONE, "fresh slot {slot:p} has a count");
-        meta.store(meta.load() + COUNT_ONE);
+        debug_assert!(meta.read() < COUNT_ONE, "fresh slot {slot:p} has a count");
+        meta.write(meta.read() + COUNT_ONE);
         ArenaRc {
             // SAFETY: slots are never null.
             value: unsafe { NonNull::new_unchecked(Slot::value_ptr(slot)) },
@@ -268,9 +270,9 @@ impl<T> ArenaRc<T> {
         let count = |m: u64| (m / COUNT_ONE) as usize;
         this.with_slot(
             // SAFETY: the handle keeps its page alive.
-            |s| count(unsafe { Slot::meta(s) }.load()),
+            |s| count(unsafe { Slot::meta(s) }.read()),
             // SAFETY: as above.
-            |s| count(unsafe { Slot::meta(s) }.load()),
+            |s| count(unsafe { Slot::meta(s) }.read()),
         )
     }
 
@@ -295,10 +297,10 @@ impl<T> ArenaArc<T> {
     pub(crate) unsafe fn from_slot(slot: NonNull<Slot<T, AtomicU64>>) -> Self {
         // SAFETY: the page is live while we own the slot.
         let meta = unsafe { Slot::meta(slot) };
-        debug_assert!(meta.load() < COUNT_ONE, "fresh slot {slot:p} has a count");
+        debug_assert!(meta.read() < COUNT_ONE, "fresh slot {slot:p} has a count");
         // No other thread knows the slot yet: a plain store, published by whatever
         // sends the handle.
-        meta.store(meta.load() + COUNT_ONE);
+        meta.write(meta.read() + COUNT_ONE);
         ArenaArc {
             slot,
             _owns: PhantomData,
@@ -315,7 +317,7 @@ impl<T> ArenaArc<T> {
     /// ```
     pub fn strong_count(this: &Self) -> usize {
         // SAFETY: the handle keeps its page alive.
-        (unsafe { Slot::meta(this.slot) }.load() / COUNT_ONE) as usize
+        (unsafe { Slot::meta(this.slot) }.read() / COUNT_ONE) as usize
     }
 
     /// Whether two handles share one value.
@@ -416,10 +418,10 @@ impl<T> Drop for ArenaBox<T> {
 unsafe fn rc_release<T, W: Word>(slot: NonNull<Slot<T, W>>) {
     // SAFETY: our reference keeps the page alive until the release below.
     let meta = unsafe { Slot::meta(slot) };
-    let m = meta.load();
+    let m = meta.read();
     debug_assert!(m >= COUNT_ONE, "ArenaRc {slot:p} dropped with count 0");
     // Every reference is on this thread (`ArenaRc` is `!Send`): load and store suffice.
-    meta.store(m - COUNT_ONE);
+    meta.write(m - COUNT_ONE);
     if m < 2 * COUNT_ONE {
         // SAFETY: this was the last reference: the value is dropped once and the slot
         // released once.
@@ -450,7 +452,11 @@ impl<T> Drop for ArenaArc<T> {
         let meta = unsafe { Slot::meta(self.slot) };
         // Release, paired with the Acquire fence below in the last owner.
         let old = meta.sub_release(COUNT_ONE);
-        debug_assert!(old >= COUNT_ONE, "ArenaArc {:p} dropped with count 0", self.slot);
+        debug_assert!(
+            old >= COUNT_ONE,
+            "ArenaArc {:p} dropped with count 0",
+            self.slot
+        );
         if old < 2 * COUNT_ONE {
             // Sees every other owner's use of the value before we drop it.
             AtomicU64::acquire_fence();
@@ -475,9 +481,9 @@ impl<T> Clone for ArenaRc<T> {
     #[inline]
     fn clone(&self) -> Self {
         fn bump<W: Word>(meta: &W) {
-            let m = meta.load();
+            let m = meta.read();
             assert!(m < MAX_COUNT, "ArenaRc count overflow");
-            meta.store(m + COUNT_ONE);
+            meta.write(m + COUNT_ONE);
         }
         self.with_slot(
             // SAFETY: this handle keeps the page alive.

@@ -61,7 +61,10 @@ impl<T, W: Word> Heap<T, W> {
         let bits = self.local;
         if bits != 0 {
             self.local = bits & (bits - 1);
-            debug_assert!(self.current.is_some(), "free bits {bits:#x} cached without a page");
+            debug_assert!(
+                self.current.is_some(),
+                "free bits {bits:#x} cached without a page"
+            );
             // SAFETY: `local != 0` implies `current` is `Some` (struct invariant).
             let page = unsafe { self.current.unwrap_unchecked() };
             // SAFETY: `current` is live and `trailing_zeros` of a non-zero subset of
@@ -84,18 +87,20 @@ impl<T, W: Word> Heap<T, W> {
     fn refill(&mut self) -> Result<(), AllocError> {
         if let Some(page) = self.current {
             // SAFETY: listed pages are live.
-            let bits = unsafe { page.as_ref() }.free.take_acquire();
+            let bits = unsafe { Page::word(page) }.take_acquire();
             if bits != 0 {
                 self.local = bits;
                 return Ok(());
             }
         }
         let n = self.pages.len();
-        for _ in 1..n {
+        // Every other page once; every page if none is current (after `shrink`).
+        let others = n - usize::from(self.current.is_some() && n > 0);
+        for _ in 0..others {
             self.cursor = (self.cursor + 1) % n;
             let page = self.pages[self.cursor];
             // SAFETY: listed pages are live.
-            let bits = unsafe { page.as_ref() }.free.take_acquire();
+            let bits = unsafe { Page::word(page) }.take_acquire();
             self.visits += 1;
             self.found += bits.count_ones() as usize;
             self.current = Some(page);
@@ -109,8 +114,9 @@ impl<T, W: Word> Heap<T, W> {
             if bits != 0 {
                 if lap_done && poor {
                     // Keep what we found, but the pool is nearly full: grow now so the
-                    // next walks find fresh pages.
-                    self.grow_keep_current(n.div_ceil(2))?;
+                    // next walks find fresh pages. Opportunistic: if the system has no
+                    // memory, the slots just found still serve this allocation.
+                    self.grow_keep_current(n.div_ceil(2)).ok();
                 }
                 return Ok(());
             }
@@ -132,7 +138,7 @@ impl<T, W: Word> Heap<T, W> {
         // The new pages were made with every bit in their word; take the first one's.
         let page = self.pages[first];
         // SAFETY: just made and listed.
-        self.local = unsafe { page.as_ref() }.free.take_acquire();
+        self.local = unsafe { Page::word(page) }.take_acquire();
         self.current = Some(page);
         self.cursor = first;
         Ok(())
@@ -163,7 +169,7 @@ impl<T, W: Word> Heap<T, W> {
             .pages
             .iter()
             // SAFETY: listed pages are live.
-            .map(|p| (unsafe { p.as_ref() }.free.load() & ALL_FREE).count_ones() as usize)
+            .map(|p| (unsafe { Page::word(*p) }.read() & ALL_FREE).count_ones() as usize)
             .sum();
         released + self.local.count_ones() as usize
     }
@@ -173,14 +179,14 @@ impl<T, W: Word> Heap<T, W> {
         if let Some(page) = self.current.take() {
             // SAFETY: listed pages are live; the cached bits go back where handles put
             // theirs, so the page word alone tells whether the page is unused.
-            unsafe { page.as_ref() }.free.or_release(self.local);
+            unsafe { Page::word(page) }.or_release(self.local);
             self.local = 0;
         }
         let before = self.pages.len();
         self.pages.retain(|&page| {
             // SAFETY: listed pages are live. Acquire: pairs with the releases, so the
             // values' drops happen before the page is freed.
-            let all_free = unsafe { page.as_ref() }.free.load_acquire() == ALL_FREE;
+            let all_free = unsafe { Page::word(page) }.read_acquire() == ALL_FREE;
             if all_free {
                 // SAFETY: no slot is in use, so no handle can touch the page, and only
                 // this heap could allocate from it; it is unlisted right here.
@@ -199,7 +205,11 @@ impl<T, W: Word> Heap<T, W> {
 impl<T, W: Word> Drop for Heap<T, W> {
     fn drop(&mut self) {
         for &page in &self.pages {
-            let cached = if Some(page) == self.current { self.local } else { 0 };
+            let cached = if Some(page) == self.current {
+                self.local
+            } else {
+                0
+            };
             // SAFETY: listed pages are live, `cached` is exactly our bits for the page,
             // and the heap forgets every page here.
             unsafe { Page::orphan(page, cached) };

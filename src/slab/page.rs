@@ -22,12 +22,17 @@
 //! atomic instructions), `AtomicU64` for [`Arena`](super::Arena) and
 //! [`SharedArena`](super::SharedArena) pages (handles may be released on any thread).
 
-use alloc::alloc::{alloc, dealloc, Layout};
-use core::cell::{Cell, UnsafeCell};
+use alloc::alloc::Layout;
+// Under loom, pages come from loom's allocator, which fails a model that leaks a page or
+// frees one twice.
+#[cfg(not(loom))]
+use alloc::alloc::{alloc, dealloc};
 use core::mem::{align_of, size_of, MaybeUninit};
 use core::ptr::{self, addr_of, addr_of_mut, NonNull};
+#[cfg(loom)]
+use loom::alloc::{alloc, dealloc};
 
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Cell, Ordering, UnsafeCell};
 
 use super::AllocError;
 
@@ -56,11 +61,11 @@ pub(crate) trait Word {
     /// A new word holding `v`.
     fn new(v: u64) -> Self;
     /// Reads the word; synchronises with nothing (statistics, `meta` of an owned slot).
-    fn load(&self) -> u64;
+    fn read(&self) -> u64;
     /// Reads the word; `Acquire`: pairs with the `Release` of [`Word::or_release`].
-    fn load_acquire(&self) -> u64;
+    fn read_acquire(&self) -> u64;
     /// Writes the word; synchronises with nothing (`meta` of a slot this thread owns).
-    fn store(&self, v: u64);
+    fn write(&self, v: u64);
     /// Sets `bits`, returns the old word; `Release`: publishes everything the releasing
     /// thread did to the slot (its value's drop) to the thread that reuses it.
     fn or_release(&self, bits: u64) -> u64;
@@ -86,15 +91,15 @@ impl Word for Cell<u64> {
         Cell::new(v)
     }
     #[inline(always)]
-    fn load(&self) -> u64 {
+    fn read(&self) -> u64 {
         self.get()
     }
     #[inline(always)]
-    fn load_acquire(&self) -> u64 {
+    fn read_acquire(&self) -> u64 {
         self.get()
     }
     #[inline(always)]
-    fn store(&self, v: u64) {
+    fn write(&self, v: u64) {
         self.set(v)
     }
     #[inline(always)]
@@ -134,17 +139,17 @@ impl Word for AtomicU64 {
         AtomicU64::new(v)
     }
     #[inline(always)]
-    fn load(&self) -> u64 {
+    fn read(&self) -> u64 {
         // Synchronises with nothing: callers only read statistics or the immutable index.
         self.load(Ordering::Relaxed)
     }
     #[inline(always)]
-    fn load_acquire(&self) -> u64 {
+    fn read_acquire(&self) -> u64 {
         // Synchronises with the `Release` RMWs of `or_release` (slot releases).
         self.load(Ordering::Acquire)
     }
     #[inline(always)]
-    fn store(&self, v: u64) {
+    fn write(&self, v: u64) {
         // Synchronises with nothing: the caller owns the slot this word belongs to.
         self.store(v, Ordering::Relaxed)
     }
@@ -287,10 +292,10 @@ impl<T, W: Word> Page<T, W> {
         let p = page.as_ptr();
         debug_assert!(
             // SAFETY: the caller guarantees `p` is a live page.
-            unsafe { (*p).free.load() } & ALL_FREE == ALL_FREE,
+            unsafe { (*p).free.read() } & ALL_FREE == ALL_FREE,
             "page {p:p} freed with live slots: {:#066b}",
             // SAFETY: as above.
-            unsafe { (*p).free.load() }
+            unsafe { (*p).free.read() }
         );
         // SAFETY: every word of the page was initialised by `alloc`; the values are
         // `MaybeUninit`, so only the words are dropped. The caller guarantees the page is
@@ -299,6 +304,18 @@ impl<T, W: Word> Page<T, W> {
             ptr::drop_in_place(p);
             dealloc(p.cast::<u8>(), Layout::new::<Self>());
         }
+    }
+
+    /// The free word of `page`, without making a reference to the rest of the page
+    /// (whose values other threads may be using).
+    ///
+    /// # Safety
+    /// - `page` is live for `'a`.
+    #[inline(always)]
+    pub(crate) unsafe fn word<'a>(page: NonNull<Self>) -> &'a W {
+        // SAFETY: the page is live (caller) and its word initialised by `alloc`; the
+        // word is a cell or an atomic, so shared references to it may coexist.
+        unsafe { &*addr_of!((*page.as_ptr()).free) }
     }
 
     /// The slot `idx` of `page`.
@@ -325,7 +342,7 @@ impl<T, W: Word> Page<T, W> {
         let s = slot.as_ptr();
         // SAFETY: `slot` lies in a live page (caller), whose `meta` words were
         // initialised by `alloc`.
-        let idx = (unsafe { (*s).meta.load() } & IDX_MASK) as usize;
+        let idx = (unsafe { (*s).meta.read() } & IDX_MASK) as usize;
         debug_assert!(idx < SLOTS, "slot {s:p}: corrupt meta index {idx}");
         let back = Self::SLOTS_OFFSET + idx * size_of::<Slot<T, W>>();
         // SAFETY: `slot` was derived from its page's pointer by `Page::slot` at exactly
@@ -348,7 +365,7 @@ impl<T, W: Word> Page<T, W> {
         let bit = 1u64 << idx;
         // SAFETY: the page is live: this slot is still in use, and an orphaned page is
         // only freed once every slot has been released.
-        let old = unsafe { (*page.as_ptr()).free.or_release(bit) };
+        let old = unsafe { Self::word(page) }.or_release(bit);
         debug_assert!(old & bit == 0, "slot {idx} of page {page:p} released twice");
         if old | bit == u64::MAX {
             Self::free_orphan(page);
@@ -375,8 +392,11 @@ impl<T, W: Word> Page<T, W> {
     pub(crate) unsafe fn orphan(page: NonNull<Self>, cached: u64) {
         let mine = cached | ORPHAN;
         // SAFETY: the page is live (caller).
-        let old = unsafe { (*page.as_ptr()).free.or_acq_rel(mine) };
-        debug_assert!(old & mine == 0, "page {page:p} orphaned twice or cached bits overlap");
+        let old = unsafe { Self::word(page) }.or_acq_rel(mine);
+        debug_assert!(
+            old & mine == 0,
+            "page {page:p} orphaned twice or cached bits overlap"
+        );
         if old | mine == u64::MAX {
             // SAFETY: all slots are free and the allocator forgets the page: nothing
             // can reach it any more.

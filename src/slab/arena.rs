@@ -1,0 +1,201 @@
+//! `Arena<T>`: the pool one thread allocates from at a time; handles drop anywhere.
+
+use crate::sync::UnsafeCell;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use super::heap::Heap;
+use super::page::{Slot, SLOTS};
+use super::{AllocError, ArenaBox};
+use crate::sync::AtomicU64;
+
+/// A pool that one thread allocates from at a time, whose values may be dropped on any
+/// thread.
+///
+/// Allocation is a few plain instructions; dropping an [`ArenaBox`] or the last
+/// [`ArenaArc`](super::ArenaArc) is one atomic `fetch_or` on its page. The arena can be
+/// moved to another thread (it is `Send` when `T` is) but not shared (`!Sync`); use a
+/// [`SharedArena`](super::SharedArena) to allocate from several threads at once.
+/// Handles may outlive the arena.
+///
+/// ```
+/// use ringmem::slab::Arena;
+///
+/// let arena = Arena::new();
+/// let foo = arena.alloc(1);
+/// let bar = std::thread::spawn(move || {
+///     let bar = arena.alloc(100);
+///     drop(arena); // the values stay valid
+///     bar
+/// });
+/// assert_eq!(*bar.join().unwrap() + *foo, 101);
+/// ```
+///
+/// Not `Sync`:
+///
+/// ```compile_fail
+/// fn sync<S: Sync>(_: S) {}
+/// sync(ringmem::slab::Arena::<u8>::new());
+/// ```
+///
+/// and `Send` only when `T` is:
+///
+/// ```compile_fail
+/// fn send<S: Send>(_: S) {}
+/// send(ringmem::slab::Arena::<std::rc::Rc<u8>>::new());
+/// ```
+pub struct Arena<T> {
+    /// Only ever borrowed inside one method call, never across user code.
+    heap: UnsafeCell<Heap<T, AtomicU64>>,
+    /// The arena makes `T`s; `!Sync` comes from the `UnsafeCell`.
+    _values: PhantomData<T>,
+}
+
+// SAFETY: the heap is only reached through `&self` methods and `Arena` is `!Sync`, so
+// wherever the arena moves, one thread at a time uses it; the pages it shares with
+// handles are only touched through atomic operations on their words. `T: Send` keeps a
+// container of `!Send` values from crossing threads, as `Vec<T>` does.
+unsafe impl<T: Send> Send for Arena<T> {}
+
+impl<T> Arena<T> {
+    /// An empty pool. It allocates its first page with its first value.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::<String>::new();
+    /// assert_eq!(pool.capacity(), 0);
+    /// ```
+    pub const fn new() -> Self {
+        Arena {
+            heap: UnsafeCell::new(Heap::new()),
+            _values: PhantomData,
+        }
+    }
+
+    /// A pool with room for at least `cap` values (rounded up to whole pages of 63).
+    ///
+    /// # Panics
+    ///
+    /// Calls [`handle_alloc_error`](alloc::alloc::handle_alloc_error) if the pages
+    /// cannot be allocated.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::<u32>::with_capacity(2048);
+    /// assert_eq!(pool.stats(), (0, 2079));
+    /// ```
+    pub fn with_capacity(cap: usize) -> Self {
+        super::or_oom(Self::try_with_capacity(cap))
+    }
+
+    /// [`with_capacity`](Self::with_capacity), returning [`AllocError`] instead.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::<u32>::try_with_capacity(100).unwrap();
+    /// assert_eq!(pool.capacity(), 126);
+    /// ```
+    pub fn try_with_capacity(cap: usize) -> Result<Self, AllocError> {
+        Ok(Arena {
+            heap: UnsafeCell::new(Heap::with_capacity(cap)?),
+            _values: PhantomData,
+        })
+    }
+
+    /// Runs `f` on the heap.
+    #[inline(always)]
+    fn heap<R>(&self, f: impl FnOnce(&mut Heap<T, AtomicU64>) -> R) -> R {
+        // SAFETY: `Arena` is `!Sync`, and no method lends the heap across a call into
+        // user code (the closures given here never run any), so this is the only
+        // reference to it.
+        f(unsafe { &mut *self.heap.get() })
+    }
+
+    #[inline(always)]
+    fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        self.heap(|h| h.take())
+    }
+
+    /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::new();
+    /// let item = pool.alloc(1);
+    /// assert_eq!(pool.stats(), (1, 62));
+    /// # drop(item);
+    /// ```
+    pub fn stats(&self) -> (usize, usize) {
+        self.heap(|h| {
+            let free = h.free_slots();
+            (h.pages() * SLOTS - free, free)
+        })
+    }
+
+    /// Values alive in the pool. Walks every page.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::new();
+    /// let _v: Vec<_> = (0..5).map(|i| pool.alloc(i)).collect();
+    /// assert_eq!(pool.len(), 5);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.stats().0
+    }
+
+    /// Whether no value is alive in the pool.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::<u8>::new();
+    /// assert!(pool.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values the pool can hold without a new page.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::new();
+    /// let _one = pool.alloc(1);
+    /// assert_eq!(pool.capacity(), 63);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.heap(|h| h.pages() * SLOTS)
+    }
+
+    /// Returns every page with no live value to the system; `true` if any went.
+    ///
+    /// ```
+    /// let pool = ringmem::slab::Arena::with_capacity(2048);
+    /// let _values: Vec<_> = (0..80).map(|i| pool.alloc(i)).collect();
+    /// assert!(pool.shrink_to_fit());
+    /// assert_eq!(pool.stats(), (80, 46)); // the 2 pages holding values stay
+    /// ```
+    pub fn shrink_to_fit(&self) -> bool {
+        self.heap(|h| h.shrink()) > 0
+    }
+}
+
+box_api!(Arena, ArenaBox);
+shared_api!(Arena, ArenaRc, alloc_rc, try_alloc_rc, alloc_rc_with);
+shared_api!(Arena, ArenaArc, alloc_arc, try_alloc_arc, alloc_arc_with);
+
+impl<T> Default for Arena<T> {
+    /// [`Arena::new`].
+    ///
+    /// ```
+    /// let pool: ringmem::slab::Arena<u8> = Default::default();
+    /// assert!(pool.is_empty());
+    /// ```
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for Arena<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (used, free) = self.stats();
+        f.debug_struct("Arena")
+            .field("used", &used)
+            .field("free", &free)
+            .finish()
+    }
+}

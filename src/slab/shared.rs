@@ -1,0 +1,417 @@
+//! `SharedArena<T>`: many threads allocate at once.
+//!
+//! The arena is a few shards, each a heap behind a one-word try-lock, padded to its own
+//! cache lines. A thread starts at the shard its identity hashes to (see
+//! `thread_hint`), takes the lock with one atomic swap, allocates as a plain `Arena`
+//! would, and unlocks with a `Release` store. If its shard is busy it tries the others;
+//! there is no global lock. Pages belong to one shard, but handles release into the page
+//! word, so they never take a lock.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use super::heap::Heap;
+use super::page::{Slot, SLOTS};
+use super::{AllocError, ArenaBox};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+
+/// A pool that many threads allocate from at once; its values may be dropped on any
+/// thread.
+///
+/// It makes [`ArenaBox`]es, [`ArenaArc`](super::ArenaArc)s and
+/// [`ArenaRc`](super::ArenaRc)s, which may outlive it. It is `Send` and `Sync` when `T`
+/// is `Send`.
+///
+/// ```
+/// use ringmem::slab::SharedArena;
+/// use std::sync::Arc;
+///
+/// let arena = Arc::new(SharedArena::new());
+/// let threads: Vec<_> = (0..4u64)
+///     .map(|t| {
+///         let arena = Arc::clone(&arena);
+///         std::thread::spawn(move || (0..100).map(|i| arena.alloc(t * 100 + i)).collect::<Vec<_>>())
+///     })
+///     .collect();
+/// let values: Vec<_> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+/// assert_eq!(arena.len(), 400);
+/// drop(arena); // the values stay valid
+/// assert_eq!(values.iter().map(|v| **v).sum::<u64>(), (0..400).sum());
+/// ```
+///
+/// `Send` and `Sync` only when `T` is `Send`:
+///
+/// ```compile_fail
+/// fn sync<S: Sync>(_: S) {}
+/// sync(ringmem::slab::SharedArena::<std::rc::Rc<u8>>::new());
+/// ```
+///
+/// ```compile_fail
+/// fn send<S: Send>(_: S) {}
+/// send(ringmem::slab::SharedArena::<std::rc::Rc<u8>>::new());
+/// ```
+pub struct SharedArena<T> {
+    /// A power of two of shards.
+    shards: Box<[Shard<T>]>,
+    _values: PhantomData<T>,
+}
+
+// SAFETY: each shard's heap is only reached under its lock (`Shard::lock`), so it is used
+// by one thread at a time; the pages it shares with handles are only touched through
+// atomic operations on their words. `T: Send`: values made on one thread are dropped by
+// handles that may be sent, and a `!Send` `T` has no business in a shared container.
+unsafe impl<T: Send> Send for SharedArena<T> {}
+// SAFETY: as above: `&SharedArena` only allocates, under the shard locks.
+unsafe impl<T: Send> Sync for SharedArena<T> {}
+
+/// A heap behind a try-lock, on cache lines of its own.
+///
+/// Invariant: `heap` is only accessed by the thread that set `locked` from `false` to
+/// `true`, until it stores `false` again.
+#[repr(align(128))]
+struct Shard<T> {
+    locked: AtomicBool,
+    heap: LockCell<Heap<T, AtomicU64>>,
+}
+
+/// Proof that this thread holds a shard's lock; unlocks on drop.
+struct Locked<'a, T> {
+    shard: &'a Shard<T>,
+}
+
+impl<T> Shard<T> {
+    /// Takes the lock if it looks free: a plain load first, so a busy shard costs no
+    /// RMW (Relaxed: only a hint; the swap decides).
+    #[inline(always)]
+    fn try_lock(&self) -> Option<Locked<'_, T>> {
+        if self.locked.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.try_swap()
+    }
+
+    /// Takes the lock if it is free. Unlike the plain load of `try_lock`, the swap
+    /// always reads the latest value, so loops built on it make progress (in loom too).
+    #[inline(always)]
+    fn try_swap(&self) -> Option<Locked<'_, T>> {
+        // Acquire: pairs with the `Release` unlock, so the previous holder's heap
+        // writes are visible.
+        if self.locked.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(Locked { shard: self })
+    }
+
+    /// Waits for the lock: only for the slow paths (`stats`, `shrink_to_fit`).
+    fn lock(&self) -> Locked<'_, T> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(locked) = self.try_swap() {
+                return locked;
+            }
+            spin(&mut spins);
+        }
+    }
+}
+
+impl<T> Locked<'_, T> {
+    /// Runs `f` on the shard's heap; `f` must not run user code.
+    #[inline(always)]
+    fn heap<R>(&self, f: impl FnOnce(&mut Heap<T, AtomicU64>) -> R) -> R {
+        self.shard.heap.with_mut(|heap| {
+            // SAFETY: we hold the shard's lock, so this is the only reference to the
+            // heap (struct invariant of `Shard`).
+            f(unsafe { &mut *heap })
+        })
+    }
+}
+
+impl<T> Drop for Locked<'_, T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Release: pairs with the `Acquire` swap of the next holder.
+        #[cfg(not(loom))]
+        self.shard.locked.store(false, Ordering::Release);
+        // loom keeps only a partial modification order between a plain store and other
+        // threads' RMWs: it lets a later swap read a failed locker's `true` written
+        // before this store (impossible in C11: an RMW reads the value immediately
+        // before it), and then reports a lock that is never released. An RMW unlock has
+        // the same `Release` synchronisation and loom orders it totally.
+        #[cfg(loom)]
+        self.shard.locked.swap(false, Ordering::Release);
+    }
+}
+
+/// Waits a little: a CPU hint, a scheduler yield after a while, a loom yield in models.
+fn spin(spins: &mut u32) {
+    *spins += 1;
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(all(not(loom), feature = "std"))]
+    if *spins > 64 {
+        std::thread::yield_now();
+        return;
+    }
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// Which shard a thread starts at: a hash of an address that is fixed for the thread and
+/// distinct between live threads, so threads spread over the shards and each keeps its
+/// own. Only a hint: any shard is correct.
+///
+/// With `std`, the address of a thread-local (a `const` one: no lazy initialisation,
+/// one instruction to find). Without `std`, the stack address: thread stacks are
+/// separate mappings, but a thread whose stack depth crosses a 64 KiB boundary changes
+/// shard (harmless, only slower).
+#[inline(always)]
+fn thread_hint() -> usize {
+    #[cfg(feature = "std")]
+    let addr = {
+        std::thread_local! {
+            static ANCHOR: u8 = const { 0 };
+        }
+        ANCHOR.with(|anchor| core::ptr::addr_of!(*anchor) as usize as u64)
+    };
+    #[cfg(not(feature = "std"))]
+    let addr = {
+        let marker = 0u8;
+        (core::ptr::addr_of!(marker) as usize as u64) >> 16
+    };
+    // The top 6 bits of a multiplicative hash: enough for the at most 64 shards.
+    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize
+}
+
+/// How many shards a new arena gets: twice the parallelism, as a power of two.
+fn shard_count() -> usize {
+    #[cfg(any(loom, miri))]
+    let n: usize = 2;
+    #[cfg(all(not(any(loom, miri)), feature = "std"))]
+    let n = std::thread::available_parallelism().map_or(4, |n| n.get() * 2);
+    #[cfg(all(not(any(loom, miri)), not(feature = "std")))]
+    let n: usize = 8;
+    n.next_power_of_two().clamp(2, 64)
+}
+
+impl<T> SharedArena<T> {
+    /// An empty arena. Each shard allocates its first page with its first value.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::<String>::new();
+    /// assert_eq!(arena.capacity(), 0);
+    /// ```
+    pub fn new() -> Self {
+        super::or_oom(Self::try_with_capacity(0))
+    }
+
+    /// An arena with room for at least `cap` values (rounded up to whole pages of 63,
+    /// spread over the shards).
+    ///
+    /// # Panics
+    ///
+    /// Calls [`handle_alloc_error`](alloc::alloc::handle_alloc_error) if the pages
+    /// cannot be allocated.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::<u32>::with_capacity(2048);
+    /// assert_eq!(arena.stats(), (0, 2079));
+    /// ```
+    pub fn with_capacity(cap: usize) -> Self {
+        super::or_oom(Self::try_with_capacity(cap))
+    }
+
+    /// [`with_capacity`](Self::with_capacity), returning [`AllocError`] instead.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::<u32>::try_with_capacity(100).unwrap();
+    /// assert_eq!(arena.capacity(), 126);
+    /// ```
+    pub fn try_with_capacity(cap: usize) -> Result<Self, AllocError> {
+        let n = shard_count();
+        let pages = cap.div_ceil(SLOTS);
+        let mut shards = Vec::new();
+        shards.try_reserve_exact(n).map_err(|_| AllocError {
+            requested: n.saturating_mul(core::mem::size_of::<Shard<T>>()),
+            align: core::mem::align_of::<Shard<T>>(),
+        })?;
+        for i in 0..n {
+            let share = pages / n + usize::from(i < pages % n);
+            shards.push(Shard {
+                locked: AtomicBool::new(false),
+                heap: LockCell::new(Heap::with_capacity(share * SLOTS)?),
+            });
+        }
+        debug_assert!(n.is_power_of_two(), "{n} shards");
+        Ok(SharedArena {
+            shards: shards.into_boxed_slice(),
+            _values: PhantomData,
+        })
+    }
+
+    #[inline(always)]
+    fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        let home = thread_hint() & (self.shards.len() - 1);
+        match self.shards[home].try_lock() {
+            Some(locked) => locked.heap(|h| h.take()),
+            None => self.slot_contended(home),
+        }
+    }
+
+    /// The home shard is busy: try the others, then wait.
+    #[cold]
+    #[inline(never)]
+    fn slot_contended(&self, home: usize) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        let mask = self.shards.len() - 1;
+        let mut spins = 0;
+        for i in 1..=self.shards.len() {
+            if let Some(locked) = self.shards[(home + i) & mask].try_lock() {
+                return locked.heap(|h| h.take());
+            }
+        }
+        loop {
+            spin(&mut spins);
+            for i in 0..self.shards.len() {
+                if let Some(locked) = self.shards[(home + i) & mask].try_swap() {
+                    return locked.heap(|h| h.take());
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on every shard's heap in turn, under its lock.
+    fn each_heap(&self, mut f: impl FnMut(&mut Heap<T, AtomicU64>)) {
+        for shard in self.shards.iter() {
+            shard.lock().heap(&mut f);
+        }
+    }
+
+    /// `(used, free)` slots, like `shared_arena`'s `stats`: a snapshot, since other
+    /// threads may allocate and release meanwhile. Visits every page.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::new();
+    /// let item = arena.alloc(1);
+    /// assert_eq!(arena.stats(), (1, 62));
+    /// # drop(item);
+    /// ```
+    pub fn stats(&self) -> (usize, usize) {
+        let (mut pages, mut free) = (0, 0);
+        self.each_heap(|h| {
+            pages += h.pages();
+            free += h.free_slots();
+        });
+        (pages * SLOTS - free, free)
+    }
+
+    /// Values alive in the arena (a snapshot). Visits every page.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::new();
+    /// let _v: Vec<_> = (0..5).map(|i| arena.alloc(i)).collect();
+    /// assert_eq!(arena.len(), 5);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.stats().0
+    }
+
+    /// Whether no value is alive in the arena (a snapshot).
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::<u8>::new();
+    /// assert!(arena.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values the arena can hold without a new page.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::new();
+    /// let _one = arena.alloc(1);
+    /// assert_eq!(arena.capacity(), 63);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        let mut pages = 0;
+        self.each_heap(|h| pages += h.pages());
+        pages * SLOTS
+    }
+
+    /// Returns every page with no live value to the system; `true` if any went. Takes
+    /// each shard's lock in turn, so allocations on other threads wait a moment.
+    ///
+    /// ```
+    /// let arena = ringmem::slab::SharedArena::with_capacity(2048);
+    /// let _values: Vec<_> = (0..10).map(|i| arena.alloc(i)).collect();
+    /// assert!(arena.shrink_to_fit());
+    /// assert_eq!(arena.stats().0, 10);
+    /// assert!(arena.capacity() < 2048);
+    /// ```
+    pub fn shrink_to_fit(&self) -> bool {
+        let mut freed = 0;
+        self.each_heap(|h| freed += h.shrink());
+        freed > 0
+    }
+}
+
+box_api!(SharedArena, ArenaBox);
+shared_api!(SharedArena, ArenaRc, alloc_rc, try_alloc_rc, alloc_rc_with);
+shared_api!(
+    SharedArena,
+    ArenaArc,
+    alloc_arc,
+    try_alloc_arc,
+    alloc_arc_with
+);
+
+impl<T> Default for SharedArena<T> {
+    /// [`SharedArena::new`].
+    ///
+    /// ```
+    /// let arena: ringmem::slab::SharedArena<u8> = Default::default();
+    /// assert!(arena.is_empty());
+    /// ```
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for SharedArena<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (used, free) = self.stats();
+        f.debug_struct("SharedArena")
+            .field("shards", &self.shards.len())
+            .field("used", &used)
+            .field("free", &free)
+            .finish()
+    }
+}
+
+/// The shards' cell: `core`'s `UnsafeCell`, or loom's under `cfg(loom)` so the models
+/// check that the shard lock really gives exclusive access. (Kept here, mirroring
+/// `crate::sync`, until `sync` exports an `UnsafeCell`.)
+#[cfg(not(loom))]
+struct LockCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+struct LockCell<T>(loom::cell::UnsafeCell<T>);
+
+impl<T> LockCell<T> {
+    fn new(value: T) -> Self {
+        #[cfg(not(loom))]
+        return LockCell(core::cell::UnsafeCell::new(value));
+        #[cfg(loom)]
+        return LockCell(loom::cell::UnsafeCell::new(value));
+    }
+
+    #[inline(always)]
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        return f(self.0.get());
+        #[cfg(loom)]
+        return self.0.with_mut(f);
+    }
+}

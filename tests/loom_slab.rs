@@ -1,0 +1,220 @@
+//! Every interleaving (to the preemption bound) of the slab's release, reuse and
+//! drop-the-pool-while-live protocols.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_slab
+//! ```
+//!
+//! Pages come from loom's tracked allocator under `cfg(loom)`, so a leaked or twice
+//! freed page fails the model. Values carry a loom `UnsafeCell` that their `Drop` writes
+//! and the allocator writes again when it reuses the slot: if a release were not
+//! `Release`, or the reuse not `Acquire`, loom would report the two writes as a race.
+#![cfg(loom)]
+
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use ringmem::slab::{Arena, ArenaArc, ArenaBox, SharedArena, PAGE_SLOTS};
+
+/// Runs one model with the bound the docs name unless the environment sets one.
+fn run_model(name: &str, f: impl Fn() + Send + Sync + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    eprintln!("loom model: {name}");
+    builder.check(f);
+}
+
+/// State shared by all values of one model: a cell their `Drop` writes (standing for the
+/// memory of the slot) and a drop counter.
+struct Shared {
+    cell: UnsafeCell<u64>,
+    drops: AtomicUsize,
+}
+
+impl Shared {
+    fn new() -> Arc<Self> {
+        Arc::new(Shared {
+            cell: UnsafeCell::new(0),
+            drops: AtomicUsize::new(0),
+        })
+    }
+
+    /// A write to "the slot's memory"; loom checks it is ordered with the others.
+    fn touch(&self) {
+        self.cell.with_mut(|p| {
+            // SAFETY: loom checks this access against every other one for a race.
+            unsafe { *p += 1 }
+        });
+    }
+}
+
+/// A value; fillers (`shared: None`) only take room. A `touching` value writes the
+/// shared cell when dropped: the slot whose reuse the model checks.
+struct Value {
+    key: u64,
+    shared: Option<Arc<Shared>>,
+    touching: bool,
+}
+
+impl Value {
+    fn new(key: u64, shared: &Arc<Shared>) -> Self {
+        Value {
+            key,
+            shared: Some(shared.clone()),
+            touching: false,
+        }
+    }
+
+    fn touching(key: u64, shared: &Arc<Shared>) -> Self {
+        Value {
+            key,
+            shared: Some(shared.clone()),
+            touching: true,
+        }
+    }
+
+    fn filler(key: u64) -> Self {
+        Value {
+            key,
+            shared: None,
+            touching: false,
+        }
+    }
+}
+
+impl Drop for Value {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            if self.touching {
+                shared.touch();
+            }
+            shared.drops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Fills the current page of `alloc`'s pool so that its next allocation must look at
+/// the page word (the released bits), returning the fillers.
+fn fill_page<B>(mut alloc: impl FnMut(u64) -> B, already: usize) -> Vec<B> {
+    (already..PAGE_SLOTS)
+        .map(|i| alloc(100 + i as u64))
+        .collect()
+}
+
+/// A box dropped on another thread while the arena's thread allocates: the slot is
+/// reused only after the drop's effects are visible.
+#[test]
+fn arena_release_on_other_thread_then_reuse() {
+    run_model("arena release / reuse", || {
+        let shared = Shared::new();
+        let arena = Arena::new();
+        let a = arena.alloc(Value::touching(1, &shared));
+        let a_addr = &*a as *const Value as usize;
+        let t = thread::spawn(move || drop(a));
+        let fillers = fill_page(|k| arena.alloc(Value::filler(k)), 1);
+        let b = arena.alloc(Value::new(2, &shared));
+        if &*b as *const Value as usize == a_addr {
+            // Reused `a`'s slot: `a`'s drop must happen before this.
+            shared.touch();
+            assert_eq!(shared.drops.load(Ordering::Relaxed), 1);
+        }
+        assert_eq!(b.key, 2);
+        t.join().unwrap();
+        drop((b, fillers));
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
+    });
+}
+
+/// The arena is dropped while another thread drops the last values: the page is freed
+/// exactly once, by whichever goes last (loom's allocator checks once, and not never).
+#[test]
+fn arena_dropped_while_handles_live() {
+    run_model("arena dropped while live", || {
+        let shared = Shared::new();
+        let arena = Arena::new();
+        let a = arena.alloc(Value::new(1, &shared));
+        let b = arena.alloc(Value::new(2, &shared));
+        let t = thread::spawn(move || {
+            assert_eq!(a.key, 1);
+            drop(a);
+        });
+        drop(arena);
+        assert_eq!(b.key, 2);
+        drop(b);
+        t.join().unwrap();
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
+    });
+}
+
+/// The arena moves to another thread and is dropped there while this thread drops a
+/// value and an `ArenaArc` clone is dropped on a third.
+#[test]
+fn arena_moved_and_dropped_with_arc_clones() {
+    run_model("arena moved, arcs", || {
+        let shared = Shared::new();
+        let arena = Arena::new();
+        let arc: ArenaArc<Value> = arena.alloc_arc(Value::new(7, &shared));
+        let clone = arc.clone();
+        let t = thread::spawn(move || {
+            assert_eq!(clone.key, 7);
+            drop(clone);
+        });
+        let u = thread::spawn(move || drop(arena));
+        drop(arc);
+        t.join().unwrap();
+        u.join().unwrap();
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 1);
+    });
+}
+
+/// Two threads allocate from one `SharedArena` at once (its shard locks), each drops
+/// its box on the other thread's side, then the slots are reused.
+#[test]
+fn shared_arena_concurrent_alloc_and_release() {
+    run_model("shared arena alloc / release", || {
+        let shared = Shared::new();
+        let arena = Arc::new(SharedArena::new());
+        let (arena2, shared2) = (arena.clone(), shared.clone());
+        let t = thread::spawn(move || arena2.alloc(Value::new(1, &shared2)));
+        let mine = arena.alloc(Value::new(2, &shared));
+        let theirs: ArenaBox<Value> = t.join().unwrap();
+        assert_ne!(&*mine as *const Value, &*theirs as *const Value);
+        assert_eq!((mine.key, theirs.key), (2, 1));
+        let u = thread::spawn(move || drop(mine));
+        drop(theirs);
+        u.join().unwrap();
+        assert_eq!(arena.len(), 0);
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
+    });
+}
+
+/// A `SharedArena` value dropped on another thread while its allocator reuses the page,
+/// then the arena is dropped while a box is still alive elsewhere.
+#[test]
+fn shared_arena_reuse_and_drop_while_live() {
+    run_model("shared arena reuse, dropped while live", || {
+        let shared = Shared::new();
+        let arena = SharedArena::new();
+        let a = arena.alloc(Value::touching(1, &shared));
+        let a_addr = &*a as *const Value as usize;
+        let t = thread::spawn(move || drop(a));
+        let fillers = fill_page(|k| arena.alloc(Value::filler(k)), 1);
+        let b = arena.alloc(Value::new(2, &shared));
+        if &*b as *const Value as usize == a_addr {
+            shared.touch();
+        }
+        let u = thread::spawn(move || {
+            assert_eq!(b.key, 2);
+            drop(b);
+        });
+        drop(arena);
+        drop(fillers);
+        t.join().unwrap();
+        u.join().unwrap();
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
+    });
+}
