@@ -1,0 +1,504 @@
+//! allocator-api2 `Allocator` over the ring: `&Ring`, [`RingAlloc`] and [`OneRingAlloc`].
+//!
+//! Every allocation is a ring region (or, above a size threshold, a heap region with
+//! the same one-word header, marked `HEAP`), held by one handle: the collection. So
+//! `deallocate` is the ring's ordinary unique release, one `Release` store, valid on
+//! any thread, and it needs no allocator state at all.
+//!
+//! # Finding the header
+//!
+//! `deallocate(ptr, layout)` gets only the data pointer. The word just before the data
+//! always tells where the header is:
+//!
+//! - alignment ≤ 8: the ring places the data right after the header, so the header
+//!   *is* the word at `ptr - 8` (no load needed to find it);
+//! - alignment > 8: the ring may put padding between header and data. When it does
+//!   (`pad > 8`), [`hand_out`] writes `pad` into the word at `ptr - 8`, inside the
+//!   padding. `pad` is a multiple of 8, so that word is even, while a header of a
+//!   region held by one handle has count 1 in its low bits and is odd. Reading that
+//!   one word tells "this is the header" (odd) from "the header is `pad` bytes back"
+//!   (even).
+//!
+//! The tag costs one store per over-aligned allocation that got padding and one load
+//! on its release (the header load that the release does anyway, when there is no
+//! padding); it works for every alignment up to [`MAX_ALIGN`] and for heap regions,
+//! whose header always sits right before the data.
+//!
+//! # Growing and shrinking
+//!
+//! `grow`, `grow_zeroed` and `shrink` keep the data where it is whenever they can:
+//!
+//! - a ring region of the calling thread's ring, growing to at most the heap threshold:
+//!   `BlockCtl::grow_in_place` absorbs the free regions after it (the usual case for a
+//!   `Vec` that is the latest allocation: the rest of the block is free);
+//! - a ring region, shrinking: `BlockCtl::trim` gives the tail back to the ring;
+//! - a heap region: the global allocator's `realloc`;
+//! - a ring region of *another* thread's ring (an [`OneRingAlloc`] collection that
+//!   moved): shrinking keeps the region as it is (only the owning thread may rewrite
+//!   region lengths), growing moves it.
+//!
+//! Otherwise (the successors are live, the alignment changes, or the new size passes
+//! the threshold) they allocate, copy and release the old region.
+
+#[cfg(feature = "std")]
+mod global;
+mod local;
+
+use core::alloc::Layout;
+use core::ptr::{self, NonNull};
+
+use allocator_api2::alloc::{AllocError, Allocator};
+
+#[cfg(feature = "std")]
+pub use global::OneRingAlloc;
+pub use local::RingAlloc;
+
+use crate::ring::{self, round_up, Claim, Header, Ring, HDR, MAX_ALIGN, WORD};
+use crate::sync::Ordering;
+
+// The tag scheme reads the header as the word before the data.
+const _: () = assert!(HDR == WORD);
+
+/// Requests larger than this many bytes go to the global allocator by default.
+pub(crate) const DEFAULT_HEAP_THRESHOLD: usize = 256 * 1024;
+
+/// Whether two layouts release the same way: the same alignment class for the header
+/// lookup (≤ 8, or equal) and for a heap region's layout.
+#[inline]
+fn same_class(a: Layout, b: Layout) -> bool {
+    a.align().max(WORD) == b.align().max(WORD)
+}
+
+/// A well-aligned, non-null pointer for zero-size layouts; never dereferenced.
+#[inline]
+fn dangling(align: usize) -> NonNull<[u8]> {
+    // No provenance: a zero-size block is never read or written.
+    let p = ptr::null_mut::<u8>().wrapping_add(align);
+    // SAFETY: `align` is a power of two, at least 1, so `p` is not null.
+    NonNull::slice_from_raw_parts(unsafe { NonNull::new_unchecked(p) }, 0)
+}
+
+/// Turns a fresh claim for an allocation of alignment `align` into the block handed to
+/// the caller, writing the pad tag where the header is not the word before the data.
+#[inline]
+fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
+    if align > WORD {
+        let pad = c.data.as_ptr() as usize - c.hdr.as_ptr() as usize;
+        if pad > HDR {
+            debug_assert!(
+                pad % WORD == 0 && pad <= align,
+                "pad {pad} for align {align}"
+            );
+            // SAFETY: `pad > HDR`, so the word before the data lies in the region's
+            // padding, after its header; it is word-aligned (the data is aligned to
+            // `align > WORD`) and belongs to the caller's new region.
+            unsafe {
+                c.data
+                    .as_ptr()
+                    .sub(WORD)
+                    .cast::<Header>()
+                    .write(Header::new(pad as u64))
+            };
+        }
+    }
+    NonNull::slice_from_raw_parts(c.data, c.cap)
+}
+
+/// The header of the allocation at `ptr` (see the module docs).
+///
+/// # Safety
+/// - `ptr` is the data pointer of a live, non-zero-size allocation of this module,
+///   made with alignment `align` (or one of its class), whose only handle the caller
+///   holds.
+#[inline]
+unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
+    // SAFETY: every allocation has its header or pad tag in the word before the data,
+    // inside its region (contract).
+    let word = unsafe { NonNull::new_unchecked(ptr.as_ptr().sub(WORD)) }.cast::<Header>();
+    if align <= WORD {
+        return word;
+    }
+    // SAFETY: as above: the word was written by the claim or by `hand_out`.
+    // Relaxed: written by the allocating thread before the allocation reached this one,
+    // through whatever synchronisation moved it here.
+    let w = unsafe { word.as_ref() }.load(Ordering::Relaxed);
+    if w & 1 != 0 {
+        word
+    } else {
+        debug_assert!(
+            w as usize > HDR && w as usize <= align && w as usize % WORD == 0,
+            "bad pad tag {w:#x} before {ptr:p} (align {align})"
+        );
+        // SAFETY: the tag is the distance from the header to the data, both inside the
+        // region.
+        unsafe { NonNull::new_unchecked(ptr.as_ptr().sub(w as usize)) }.cast()
+    }
+}
+
+/// The ring's walk and full path, out of line so the fast path stays small.
+#[inline(never)]
+fn claim_walk(ring: &Ring, size: usize, align: usize) -> Option<Claim> {
+    ring.claim(size, align, 1)
+}
+
+/// A heap region, out of line.
+#[cold]
+#[inline(never)]
+fn claim_heap(size: usize, align: usize) -> Option<Claim> {
+    ring::heap_claim(size, align, 1)
+}
+
+/// `realloc` for a heap region, out of line.
+///
+/// # Safety
+/// As for `ring::heap_resize`.
+#[cold]
+#[inline(never)]
+unsafe fn resize_heap(hdr: NonNull<Header>, align: usize, size: usize) -> Option<NonNull<[u8]>> {
+    // SAFETY: forwarded from this function's contract.
+    let c = unsafe { ring::heap_resize(hdr, align, size) }?;
+    Some(NonNull::slice_from_raw_parts(c.data, c.cap))
+}
+
+/// Releases an allocation; a no-op for zero-size layouts.
+///
+/// # Safety
+/// - `ptr` was handed out by this module for `layout` (or a layout that fits it) and
+///   is not used afterwards.
+#[inline]
+pub(crate) unsafe fn deallocate(ptr: NonNull<u8>, layout: Layout) {
+    if layout.size() == 0 {
+        return;
+    }
+    // SAFETY: a live allocation of this alignment class (contract).
+    let hdr = unsafe { header_of(ptr, layout.align()) };
+    // SAFETY: allocator regions are held by exactly one handle, the caller's, which
+    // gives it up here; heap regions were claimed with this alignment class.
+    unsafe { ring::release_unique(hdr, layout.align()) }
+}
+
+/// Where allocations come from: a ring (if the thread has one) and the threshold above
+/// which requests go to the global allocator.
+#[derive(Clone, Copy)]
+pub(crate) struct Source<'r> {
+    /// The ring to claim from and to grow in; `None` sends everything to the heap.
+    pub(crate) ring: Option<&'r Ring>,
+    /// Requests above this many bytes go to the global allocator.
+    pub(crate) threshold: usize,
+}
+
+impl<'r> Source<'r> {
+    /// Every request from the global allocator (a thread whose ring is gone).
+    #[cfg(feature = "std")]
+    pub(crate) const HEAP: Source<'static> = Source {
+        ring: None,
+        threshold: 0,
+    };
+
+    /// A ring with a threshold.
+    #[inline]
+    pub(crate) fn new(ring: &'r Ring, threshold: usize) -> Self {
+        Source {
+            ring: Some(ring),
+            threshold,
+        }
+    }
+
+    /// A region for `size` bytes aligned to `align`: the free region at the ring's
+    /// head when it fits (inlined), else the ring's walk and policy, else the heap.
+    #[inline(always)]
+    fn claim(self, size: usize, align: usize) -> Option<Claim> {
+        if let Some(ring) = self.ring {
+            if size <= self.threshold {
+                if align <= WORD {
+                    if let Some(c) = ring.claim_at_head(size, 1) {
+                        return Some(c);
+                    }
+                }
+                return claim_walk(ring, size, align);
+            }
+        }
+        claim_heap(size, align)
+    }
+
+    /// `Allocator::allocate`.
+    #[inline]
+    pub(crate) fn allocate(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let (size, align) = (layout.size(), layout.align());
+        if size == 0 {
+            return Ok(dangling(align));
+        }
+        if align > MAX_ALIGN {
+            return Err(AllocError);
+        }
+        let c = self.claim(size, align).ok_or(AllocError)?;
+        Ok(hand_out(c, align))
+    }
+
+    /// `Allocator::deallocate` on the ring's own thread: the release, and the head
+    /// moved back when this was the latest allocation (`ring::release_unique_in`).
+    ///
+    /// # Safety
+    /// As for [`deallocate`]; `self.ring` is the calling thread's.
+    #[inline]
+    pub(crate) unsafe fn deallocate(self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        // SAFETY: a live allocation of this alignment class (contract).
+        let hdr = unsafe { header_of(ptr, layout.align()) };
+        match self.ring {
+            // SAFETY: as in `deallocate`; `ring` is this thread's (contract).
+            Some(ring) => unsafe { ring::release_unique_in(ring, hdr, layout.align()) },
+            // SAFETY: as in `deallocate`.
+            None => unsafe { ring::release_unique(hdr, layout.align()) },
+        }
+    }
+
+    /// `Allocator::allocate_zeroed`: ring memory is reused, so it is zeroed here.
+    #[inline]
+    pub(crate) fn allocate_zeroed(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let block = self.allocate(layout)?;
+        // SAFETY: the block is fresh and `block.len()` bytes long.
+        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
+        Ok(block)
+    }
+
+    /// Resizes the allocation at `ptr` (header `hdr`, alignment `align`) to `size`
+    /// bytes without a copy of ours: in place in the ring, or by `realloc` for a heap
+    /// region. `None` when neither applies; nothing changed then.
+    ///
+    /// # Safety
+    /// - `hdr` leads the live region of the allocation at `ptr`, whose only handle the
+    ///   caller holds, made with alignment `align`; `size` is not zero;
+    /// - on success only the returned block is used.
+    #[inline]
+    unsafe fn resize(
+        self,
+        hdr: NonNull<Header>,
+        ptr: NonNull<u8>,
+        align: usize,
+        size: usize,
+    ) -> Option<NonNull<[u8]>> {
+        if ring::region_is_heap(hdr) {
+            // SAFETY: a heap region of ours made with `align` (contract).
+            return unsafe { resize_heap(hdr, align, size) };
+        }
+        // Only the ring's own thread rewrites region lengths, and only in its blocks.
+        let block = self.ring?.block_of(hdr)?;
+        let pad = ptr.as_ptr() as usize - hdr.as_ptr() as usize;
+        if size > block.len() {
+            return None;
+        }
+        // No overflow: `size` and `pad` are bounded by the block's length.
+        let want = pad + round_up(size, WORD);
+        if want > block.len() {
+            return None;
+        }
+        let span = ring::region_span(hdr);
+        let span = if want > span {
+            if size > self.threshold {
+                return None;
+            }
+            block.grow_in_place(hdr, want)?
+        } else {
+            block.trim(hdr, want);
+            ring::region_span(hdr)
+        };
+        Some(NonNull::slice_from_raw_parts(ptr, span - pad))
+    }
+
+    /// `Allocator::grow` (`zeroed = false`) and `Allocator::grow_zeroed`.
+    ///
+    /// # Safety
+    /// The `Allocator::grow` contract: `ptr` is a live allocation of this module for
+    /// `old` (or a layout that fits it), and `new.size() >= old.size()`.
+    #[inline]
+    pub(crate) unsafe fn grow(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        debug_assert!(new.size() >= old.size(), "grow from {old:?} to {new:?}");
+        if old.size() != 0 && same_class(old, new) && new.align() <= MAX_ALIGN {
+            // SAFETY: a live allocation made with `old`'s alignment class (contract).
+            let hdr = unsafe { header_of(ptr, old.align()) };
+            // SAFETY: as above; the size is not zero (`new >= old > 0`).
+            if let Some(block) = unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
+                if zeroed {
+                    // SAFETY: the block holds `block.len() >= old.size()` bytes, ours.
+                    unsafe {
+                        ptr::write_bytes(
+                            block.as_ptr().cast::<u8>().add(old.size()),
+                            0,
+                            block.len() - old.size(),
+                        )
+                    };
+                }
+                return Ok(block);
+            }
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.grow_by_moving(ptr, old, new, zeroed) }
+    }
+
+    /// The rest of `grow`: from a zero size, or by allocate-copy-release.
+    ///
+    /// # Safety
+    /// As for [`grow`](Self::grow).
+    #[inline(never)]
+    unsafe fn grow_by_moving(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        if old.size() == 0 {
+            return if zeroed {
+                self.allocate_zeroed(new)
+            } else {
+                self.allocate(new)
+            };
+        }
+        if new.align() > MAX_ALIGN {
+            return Err(AllocError);
+        }
+        let block = self.allocate(new)?;
+        // SAFETY: both blocks are live and distinct; the new one holds at least
+        // `new.size() >= old.size()` bytes.
+        unsafe {
+            ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), old.size());
+            if zeroed {
+                ptr::write_bytes(
+                    block.as_ptr().cast::<u8>().add(old.size()),
+                    0,
+                    block.len() - old.size(),
+                );
+            }
+        }
+        // SAFETY: the old allocation is ours and no longer used (contract).
+        unsafe { deallocate(ptr, old) };
+        Ok(block)
+    }
+
+    /// `Allocator::shrink`.
+    ///
+    /// # Safety
+    /// The `Allocator::shrink` contract: `ptr` is a live allocation of this module for
+    /// `old` (or a layout that fits it), and `new.size() <= old.size()`.
+    #[inline]
+    pub(crate) unsafe fn shrink(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        debug_assert!(new.size() <= old.size(), "shrink from {old:?} to {new:?}");
+        if new.size() == 0 {
+            // SAFETY: the allocation is ours and no longer used (contract).
+            unsafe { deallocate(ptr, old) };
+            return Ok(dangling(new.align()));
+        }
+        if new.align() > MAX_ALIGN {
+            return Err(AllocError);
+        }
+        if same_class(old, new) {
+            // SAFETY: a live, non-zero-size allocation of `old`'s class (contract).
+            let hdr = unsafe { header_of(ptr, old.align()) };
+            // SAFETY: as above; `new.size() > 0`.
+            return Ok(
+                match unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
+                    Some(block) => block,
+                    // Another thread's ring region (or a refused `realloc`): it stays as it
+                    // is, and still fits `new`.
+                    None => NonNull::slice_from_raw_parts(ptr, new.size()),
+                },
+            );
+        }
+        let block = self.allocate(new)?;
+        // SAFETY: both live and distinct; the new one holds at least `new.size()` bytes.
+        unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), new.size()) };
+        // SAFETY: the old allocation is ours and no longer used (contract).
+        unsafe { deallocate(ptr, old) };
+        Ok(block)
+    }
+}
+
+/// Allocates from the ring; requests above [`RingAlloc::DEFAULT_HEAP_THRESHOLD`] bytes
+/// go to the global allocator, and otherwise the ring's [`WhenFull`](crate::WhenFull)
+/// policy applies when it is full (so [`WhenFull::Fail`](crate::WhenFull::Fail) makes
+/// a collection's growth fail). Alignments up to [`RingAlloc::MAX_ALIGN`] are served;
+/// larger ones get [`AllocError`]. Implemented on `Ring` itself, so `&Ring` is an
+/// allocator through allocator-api2's blanket impl for references.
+///
+/// ```
+/// use allocator_api2::{boxed::Box, vec::Vec};
+/// let ring = ringmem::Ring::new(64 * 1024);
+/// let mut v: Vec<u32, &ringmem::Ring> = Vec::new_in(&ring);
+/// v.extend(0..1000); // grows in place: the rest of the block is free
+/// let b = Box::new_in([7u8; 3], &ring);
+/// assert_eq!(v[999], 999);
+/// assert_eq!(ring.stats().live_buffers, 2);
+/// # drop(b);
+/// ```
+///
+/// With the `nightly` feature the same impl is `core::alloc::Allocator` (allocator-api2
+/// then re-exports the standard trait), so `std`'s `Vec<T, &Ring>` works too.
+// SAFETY: blocks handed out stay valid until deallocated, also after the ring moves or
+// drops (a dropped ring's blocks live until their last region is released); each is a
+// distinct region of at least the requested size and alignment; `grow`/`shrink` keep
+// or copy the contents as the trait requires.
+unsafe impl Allocator for Ring {
+    #[inline]
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        Source::new(self, DEFAULT_HEAP_THRESHOLD).allocate(layout)
+    }
+
+    #[inline]
+    fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        Source::new(self, DEFAULT_HEAP_THRESHOLD).allocate_zeroed(layout)
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the `Allocator::deallocate` contract; `&Ring` is not `Send`, so this
+        // is the ring's thread.
+        unsafe { Source::new(self, DEFAULT_HEAP_THRESHOLD).deallocate(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn grow(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the `Allocator::grow` contract.
+        unsafe { Source::new(self, DEFAULT_HEAP_THRESHOLD).grow(ptr, old, new, false) }
+    }
+
+    #[inline]
+    unsafe fn grow_zeroed(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the `Allocator::grow_zeroed` contract.
+        unsafe { Source::new(self, DEFAULT_HEAP_THRESHOLD).grow(ptr, old, new, true) }
+    }
+
+    #[inline]
+    unsafe fn shrink(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the `Allocator::shrink` contract.
+        unsafe { Source::new(self, DEFAULT_HEAP_THRESHOLD).shrink(ptr, old, new) }
+    }
+}

@@ -1,0 +1,719 @@
+//! allocator-api2 `Allocator` over the ring: `&Ring`, `RingAlloc`, `OneRingAlloc`.
+#![cfg(feature = "allocator-api2")]
+
+use std::alloc::{GlobalAlloc, System};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use allocator_api2::alloc::{Allocator, Global, Layout};
+use allocator_api2::boxed::Box;
+use allocator_api2::vec::Vec;
+use proptest::prelude::*;
+use ringmem::{OneRingAlloc, Ring, RingAlloc, WhenFull};
+
+/// Iteration counts, shrunk under Miri.
+const N: usize = if cfg!(miri) { 64 } else { 20_000 };
+/// Alignments swept: 1, 2, 4, ..., 4096.
+const ALIGNS: [usize; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+
+// ---------------------------------------------------------------------------------
+// A global allocator that counts live ring blocks of a few distinctive sizes, so the
+// tests can see when a block is freed (and that it is not freed while in use).
+
+/// Region bytes of the rings whose blocks the tracker counts.
+const TRACKED: [usize; 2] = [123_456, 98_760];
+/// Bytes of a block's control area (the block layout is `CTL + len`, align 4096).
+const CTL: usize = 64;
+static LIVE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+struct Tracker;
+
+fn tracked(layout: std::alloc::Layout) -> Option<usize> {
+    if layout.align() != 4096 {
+        return None;
+    }
+    TRACKED.iter().position(|&len| layout.size() == CTL + len)
+}
+
+// SAFETY: forwards to `System`, only counting.
+unsafe impl GlobalAlloc for Tracker {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let p = unsafe { System.alloc(layout) };
+        if let (Some(i), false) = (tracked(layout), p.is_null()) {
+            LIVE[i].fetch_add(1, Ordering::SeqCst);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if let Some(i) = tracked(layout) {
+            LIVE[i].fetch_sub(1, Ordering::SeqCst);
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        debug_assert!(tracked(layout).is_none());
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Tracker = Tracker;
+
+/// Live blocks of tracked ring `i`, after giving the orphan sweep a chance: a sweep of
+/// another test may hold the orphan stack for a moment, and ring activity sweeps.
+fn live_blocks(i: usize, expect: usize) -> usize {
+    for _ in 0..1000 {
+        if LIVE[i].load(Ordering::SeqCst) == expect {
+            return expect;
+        }
+        drop(Ring::new(64)); // creating and dropping a ring sweeps orphans
+        std::thread::yield_now();
+    }
+    LIVE[i].load(Ordering::SeqCst)
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers
+
+fn fill(p: NonNull<[u8]>, len: usize, seed: u8) {
+    for i in 0..len {
+        // SAFETY: the block holds at least `len` bytes (callers pass its requested size).
+        unsafe {
+            p.cast::<u8>()
+                .as_ptr()
+                .add(i)
+                .write(seed.wrapping_add(i as u8))
+        };
+    }
+}
+
+fn check(p: NonNull<[u8]>, len: usize, seed: u8) {
+    for i in 0..len {
+        // SAFETY: as in `fill`, and the bytes were written by `fill`.
+        let b = unsafe { p.cast::<u8>().as_ptr().add(i).read() };
+        assert_eq!(
+            b,
+            seed.wrapping_add(i as u8),
+            "byte {i} of {:p}",
+            p.cast::<u8>()
+        );
+    }
+}
+
+fn addr(p: NonNull<[u8]>) -> usize {
+    p.cast::<u8>().as_ptr() as usize
+}
+
+// ---------------------------------------------------------------------------------
+// Collections
+
+#[test]
+fn vec_and_box_on_ring_ref() {
+    let ring = Ring::new(256 * 1024);
+    {
+        let mut v: Vec<u64, &Ring> = Vec::new_in(&ring);
+        for i in 0..N.min(5000) as u64 {
+            v.push(i * 3);
+        }
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64 * 3));
+        let b = Box::new_in([1u16, 2, 3], &ring);
+        assert_eq!(*b, [1, 2, 3]);
+        assert_eq!(ring.stats().live_buffers, 2);
+    }
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn vec_of_boxes_on_ring_alloc() {
+    fn build(n: usize) -> Vec<Box<String, RingAlloc>, RingAlloc> {
+        let a = RingAlloc::with_capacity(16 * 1024);
+        let mut v = Vec::new_in(a.clone());
+        for i in 0..n {
+            v.push(Box::new_in(i.to_string(), a.clone()));
+        }
+        v
+    }
+    let n = N.min(3000);
+    let v = build(n);
+    assert!(v.iter().enumerate().all(|(i, s)| **s == i.to_string()));
+    let a = v.allocator().clone();
+    assert_eq!(a.ring().stats().live_buffers, n + 1);
+    drop(v);
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
+#[test]
+fn hashmap_on_ring_alloc_and_one_ring() {
+    let n = N.min(2000);
+    let a = RingAlloc::with_capacity(8 * 1024);
+    let mut m = hashbrown::HashMap::new_in(a.clone());
+    let mut g = hashbrown::HashMap::new_in(OneRingAlloc);
+    for i in 0..n {
+        m.insert(i, i * 2);
+        g.insert(i.to_string(), i);
+    }
+    for i in (0..n).step_by(2) {
+        assert_eq!(m.remove(&i), Some(i * 2));
+        assert_eq!(g.remove(&i.to_string()), Some(i));
+    }
+    assert!((1..n)
+        .step_by(2)
+        .all(|i| m[&i] == i * 2 && g[&i.to_string()] == i));
+    m.shrink_to_fit();
+    drop(m);
+    assert_eq!(a.ring().stats().live_buffers, 0);
+    let g = std::thread::spawn(move || {
+        assert_eq!(g.len(), n / 2);
+        g
+    })
+    .join()
+    .unwrap();
+    drop(g);
+}
+
+#[test]
+fn vec_grows_and_shrinks_in_place() {
+    let ring = Ring::new(256 * 1024);
+    let mut v: Vec<u32, &Ring> = Vec::with_capacity_in(1, &ring);
+    let start = v.as_ptr();
+    for i in 0..N.min(10_000) as u32 {
+        v.reserve_exact(1);
+        v.push(i);
+        assert_eq!(v.as_ptr(), start, "the latest allocation grows in place");
+    }
+    let before = ring.stats().bytes_in_use;
+    v.truncate(10);
+    v.shrink_to_fit();
+    assert_eq!(v.as_ptr(), start, "shrinking keeps the data in place");
+    assert!(ring.stats().bytes_in_use < before);
+    assert_eq!(&v[..], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // The trimmed tail serves the next allocation right after the vector.
+    let next = Box::new_in(7u32, &ring);
+    assert!((&*next as *const u32 as usize) > start as usize);
+    assert!((&*next as *const u32 as usize) < start as usize + 128);
+}
+
+#[test]
+fn growth_blocked_by_a_live_neighbour_moves() {
+    let ring = Ring::new(64 * 1024);
+    let mut v: Vec<u8, &Ring> = Vec::with_capacity_in(16, &ring);
+    v.extend_from_slice(b"0123456789abcdef");
+    let pin = Box::new_in(1u64, &ring); // right after the vector
+    let old = v.as_ptr();
+    v.reserve_exact(100);
+    assert_ne!(v.as_ptr(), old, "a live successor forces a move");
+    assert_eq!(&v[..], b"0123456789abcdef");
+    assert_eq!(ring.stats().live_buffers, 2);
+    drop(pin);
+}
+
+// ---------------------------------------------------------------------------------
+// Alignment, zero sizes, bad input
+
+fn alignment_sweep<A: Allocator>(a: &A) {
+    for (k, &align) in ALIGNS.iter().enumerate() {
+        for (j, &size) in [1, 7, 8, 9, 100, align, 3 * align].iter().enumerate() {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let seed = (k * 16 + j) as u8;
+            // A small allocation first moves the ring's head, so the padding between
+            // header and data varies across the sweep.
+            let skew = a
+                .allocate(Layout::from_size_align(8 * (j + 1), 8).unwrap())
+                .unwrap();
+            let p = a.allocate(layout).unwrap();
+            assert_eq!(addr(p) % align, 0, "align {align} size {size}");
+            assert!(p.len() >= size);
+            fill(p, size, seed);
+            // SAFETY: allocated above with its layout.
+            unsafe {
+                a.deallocate(
+                    skew.cast(),
+                    Layout::from_size_align(8 * (j + 1), 8).unwrap(),
+                )
+            };
+            // Grow, then shrink, with the same alignment: the contents stay.
+            let bigger = Layout::from_size_align(size * 2 + 24, align).unwrap();
+            // SAFETY: `p` is live with `layout`; `bigger` is larger, same alignment.
+            let q = unsafe { a.grow(p.cast(), layout, bigger) }.unwrap();
+            assert_eq!(addr(q) % align, 0);
+            check(q, size, seed);
+            fill(q, bigger.size(), seed);
+            // SAFETY: `q` is live with `bigger`; `layout` is smaller.
+            let r = unsafe { a.shrink(q.cast(), bigger, layout) }.unwrap();
+            assert_eq!(addr(r) % align, 0);
+            check(r, size, seed);
+            // SAFETY: `r` is live with `layout`.
+            unsafe { a.deallocate(r.cast(), layout) };
+        }
+    }
+    // Many live at once, of every alignment, freed in a scrambled order.
+    let mut live = std::vec::Vec::new();
+    for i in 0..ALIGNS.len() * 4 {
+        let layout = Layout::from_size_align(1 + i * 5, ALIGNS[(i * 7) % ALIGNS.len()]).unwrap();
+        let p = a.allocate(layout).unwrap();
+        assert_eq!(addr(p) % layout.align(), 0);
+        fill(p, layout.size(), i as u8);
+        live.push((p, layout, i as u8));
+    }
+    while !live.is_empty() {
+        let (p, layout, seed) = live.swap_remove((live.len() * 5) % live.len().max(1) / 3);
+        check(p, layout.size(), seed);
+        // SAFETY: allocated above with `layout`, freed once.
+        unsafe { a.deallocate(p.cast(), layout) };
+    }
+}
+
+#[test]
+fn alignments_1_to_4096_ring_ref() {
+    let ring = Ring::builder()
+        .capacity(256 * 1024)
+        .when_full(WhenFull::Grow)
+        .build()
+        .unwrap();
+    alignment_sweep(&&ring);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn alignments_1_to_4096_ring_alloc_and_heap() {
+    let a = RingAlloc::with_capacity(32 * 1024);
+    alignment_sweep(&a);
+    assert_eq!(a.ring().stats().live_buffers, 0);
+    a.set_heap_threshold(0); // every request a heap region
+    alignment_sweep(&a);
+    a.set_heap_threshold(64); // small ones in the ring, then moved to the heap
+    alignment_sweep(&a);
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
+#[test]
+fn alignments_1_to_4096_one_ring() {
+    alignment_sweep(&OneRingAlloc);
+}
+
+#[test]
+fn alignments_above_max_are_refused() {
+    let ring = Ring::new(64 * 1024);
+    let a = RingAlloc::new();
+    for align in [8192, 1 << 20] {
+        let l = Layout::from_size_align(8, align).unwrap();
+        assert!(ring.allocate(l).is_err());
+        assert!(a.allocate(l).is_err());
+        assert!(OneRingAlloc.allocate(l).is_err());
+        // Growing into such an alignment fails and leaves the block as it was.
+        let small = Layout::from_size_align(8, 8).unwrap();
+        let p = a.allocate(small).unwrap();
+        fill(p, 8, 9);
+        // SAFETY: `p` is live with `small`; `l` is not smaller.
+        assert!(unsafe { a.grow(p.cast(), small, l) }.is_err());
+        check(p, 8, 9);
+        // SAFETY: still live with `small`.
+        unsafe { a.deallocate(p.cast(), small) };
+    }
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
+#[test]
+fn zero_size_layouts_do_not_touch_the_ring() {
+    let ring = Ring::new(4096);
+    let a = RingAlloc::with_capacity(4096);
+    for &align in &ALIGNS {
+        let l = Layout::from_size_align(0, align).unwrap();
+        for p in [ring.allocate(l), a.allocate(l), OneRingAlloc.allocate(l)] {
+            let p = p.unwrap();
+            assert_eq!((p.len(), addr(p) % align), (0, 0));
+            assert_ne!(addr(p), 0);
+            // SAFETY: a zero-size block; deallocating it is a no-op.
+            unsafe { ring.deallocate(p.cast(), l) };
+        }
+        // Grow from zero allocates; shrink to zero releases.
+        let big = Layout::from_size_align(24, align).unwrap();
+        let z = a.allocate(l).unwrap();
+        // SAFETY: `z` is a zero-size block of `l`.
+        let g = unsafe { a.grow_zeroed(z.cast(), l, big) }.unwrap();
+        assert_eq!(addr(g) % align, 0);
+        check(g, 0, 0);
+        // SAFETY: the block holds 24 zeroed bytes.
+        assert!(unsafe { g.as_ref() }[..24].iter().all(|&b| b == 0));
+        // SAFETY: `g` is live with `big`.
+        let s = unsafe { a.shrink(g.cast(), big, l) }.unwrap();
+        assert_eq!((s.len(), addr(s) % align), (0, 0));
+    }
+    assert_eq!(ring.stats().live_buffers, 0);
+    assert_eq!(a.ring().stats().live_buffers, 0);
+    let mut units: Vec<(), RingAlloc> = Vec::new_in(a.clone());
+    units.extend(std::iter::repeat(()).take(1000));
+    let b = Box::new_in((), a.clone());
+    assert_eq!(a.ring().stats().live_buffers, 0);
+    drop((units, b));
+}
+
+#[test]
+fn bad_sizes_fail_without_ub() {
+    let ring = Ring::new(4096); // WhenFull::Fail
+    let huge = Layout::from_size_align(isize::MAX as usize - 4095, 4096).unwrap();
+    assert!(ring.allocate(huge).is_err());
+    assert!(RingAlloc::new().allocate(huge).is_err());
+    assert!(OneRingAlloc.allocate(huge).is_err());
+    let big = Layout::from_size_align(10_000, 8).unwrap();
+    assert!(ring.allocate(big).is_err(), "a full Fail ring refuses");
+    let mut v: Vec<u8, &Ring> = Vec::new_in(&ring);
+    assert!(v.try_reserve(8192).is_err());
+    v.try_reserve(1000).unwrap();
+    assert_eq!(ring.stats().live_buffers, 1);
+}
+
+#[test]
+fn zeroed_memory_is_zero_on_a_dirty_ring() {
+    let a = RingAlloc::with_capacity(4096);
+    a.set_heap_threshold(usize::MAX);
+    for _ in 0..3 {
+        let l = Layout::from_size_align(2048, 8).unwrap();
+        let p = a.allocate(l).unwrap();
+        fill(p, 2048, 0xA5);
+        // SAFETY: allocated above with `l`.
+        unsafe { a.deallocate(p.cast(), l) };
+        let z = a
+            .allocate_zeroed(Layout::from_size_align(1000, 64).unwrap())
+            .unwrap();
+        // SAFETY: a live block of `z.len()` bytes.
+        assert!(unsafe { z.as_ref() }.iter().all(|&b| b == 0));
+        let l1 = Layout::from_size_align(1000, 64).unwrap();
+        fill(z, 10, 1);
+        let l2 = Layout::from_size_align(1900, 64).unwrap();
+        // SAFETY: `z` is live with `l1`.
+        let g = unsafe { a.grow_zeroed(z.cast(), l1, l2) }.unwrap();
+        check(g, 10, 1);
+        // SAFETY: a live block of `g.len()` bytes.
+        assert!(unsafe { g.as_ref() }[1000..].iter().all(|&b| b == 0));
+        // SAFETY: `g` is live with `l2`.
+        unsafe { a.deallocate(g.cast(), l2) };
+    }
+}
+
+#[test]
+fn heap_threshold_sends_large_requests_to_the_heap() {
+    let a = RingAlloc::with_capacity(64 * 1024);
+    a.set_heap_threshold(1024);
+    let mut v: Vec<u8, RingAlloc> = Vec::new_in(a.clone());
+    for i in 0..N.min(10_000) {
+        v.push(i as u8);
+        let on_ring = a.ring().stats().live_buffers;
+        assert_eq!(
+            on_ring,
+            usize::from(v.capacity() <= 1024),
+            "capacity {}",
+            v.capacity()
+        );
+    }
+    assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
+    v.truncate(100);
+    v.shrink_to_fit(); // a heap region shrinks by realloc and stays on the heap
+    assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
+    drop(v);
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
+// ---------------------------------------------------------------------------------
+// Threads and lifetimes
+
+#[test]
+fn one_ring_allocations_are_freed_on_other_threads() {
+    let (tx, rx) =
+        crossbeam_channel::bounded::<(Vec<u64, OneRingAlloc>, Box<[u8; 24], OneRingAlloc>)>(16);
+    let n = N.min(2000);
+    let consumer = std::thread::spawn(move || {
+        let mut sum = 0u64;
+        for (mut v, b) in rx {
+            sum += v.iter().sum::<u64>() + u64::from(b[0]);
+            v.push(1); // grows on this thread: moved into this thread's ring
+            v.truncate(1);
+            v.shrink_to_fit(); // another thread's region (or ours): stays valid
+            sum += v[0];
+        }
+        sum
+    });
+    let mut expect = 0;
+    for i in 0..n as u64 {
+        let mut v = Vec::with_capacity_in(4, OneRingAlloc);
+        v.extend([i, i + 1, i + 2, i + 3]);
+        expect += 4 * i + 6 + (i % 256) + i;
+        tx.send((v, Box::new_in([i as u8; 24], OneRingAlloc)))
+            .unwrap();
+    }
+    drop(tx);
+    assert_eq!(consumer.join().unwrap(), expect);
+}
+
+#[test]
+fn thread_exit_with_live_allocations_frees_the_block_after_the_last() {
+    const T: usize = 0;
+    let before = LIVE[T].load(Ordering::SeqCst);
+    assert_eq!(before, 0);
+    let (v, b) = std::thread::spawn(|| {
+        ringmem::tls::configure(Ring::builder().capacity(TRACKED[T])).unwrap();
+        let mut v = Vec::new_in(OneRingAlloc);
+        v.extend(0..1000u32);
+        let b = Box::new_in(*b"outlives its thread", OneRingAlloc);
+        let scratch = Box::new_in([0u8; 64], OneRingAlloc);
+        drop(scratch);
+        assert_eq!(LIVE[T].load(Ordering::SeqCst), 1, "the thread's ring block");
+        (v, b)
+    })
+    .join()
+    .unwrap();
+    // The thread and its ring are gone; the block still holds `v` and `b`.
+    assert_eq!(live_blocks(T, 1), 1, "not freed under live data");
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
+    drop(v);
+    assert_eq!(live_blocks(T, 1), 1, "one allocation still lives");
+    assert_eq!(&*b, b"outlives its thread");
+    drop(b);
+    assert_eq!(
+        live_blocks(T, 0),
+        0,
+        "freed after the last allocation, not leaked"
+    );
+}
+
+#[test]
+fn ring_handles_dropped_while_a_vec_lives_on() {
+    const T: usize = 1;
+    let a = RingAlloc::from(Ring::new(TRACKED[T]));
+    let mut v: Vec<u64, RingAlloc> = Vec::new_in(a.clone());
+    v.extend(0..100);
+    drop(a); // the vector's clone keeps the ring
+    assert_eq!(live_blocks(T, 1), 1);
+    v.extend(100..N.min(5000) as u64);
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
+    let mut w = Vec::new_in(v.allocator().clone());
+    w.push(1u8);
+    drop(v);
+    assert_eq!(live_blocks(T, 1), 1);
+    drop(w); // the last handle: ring and block go
+    assert_eq!(live_blocks(T, 0), 0);
+}
+
+#[test]
+fn one_ring_alloc_is_a_send_sync_copy_zst() {
+    fn send_sync_copy<T: Send + Sync + Copy + Default>() {}
+    send_sync_copy::<OneRingAlloc>();
+    assert_eq!(std::mem::size_of::<OneRingAlloc>(), 0);
+    let v: Vec<u8, OneRingAlloc> = Vec::new_in(OneRingAlloc);
+    assert_eq!(std::mem::size_of_val(&v), 3 * std::mem::size_of::<usize>());
+}
+
+#[test]
+fn ring_alloc_new_recycles_the_threads_spare_ring() {
+    std::thread::spawn(|| {
+        let a = RingAlloc::new();
+        let l = Layout::from_size_align(100, 8).unwrap();
+        let live = a.allocate(l).unwrap(); // outlives its RingAlloc
+        fill(live, 100, 3);
+        let first = addr(live);
+        drop(a);
+        let b = RingAlloc::new(); // the same ring, warm
+        assert_eq!(b.ring().stats().live_buffers, 1);
+        let mut v: Vec<u8, RingAlloc> = Vec::new_in(b.clone());
+        v.extend(0..=255u8);
+        let start = v.as_ptr() as usize;
+        assert!(
+            start.abs_diff(first) < RingAlloc::DEFAULT_CAPACITY,
+            "same block"
+        );
+        assert!(start >= first + 100 || start + 256 <= first, "no overlap");
+        check(live, 100, 3);
+        // SAFETY: allocated above with `l`; the ring is alive in `b`.
+        unsafe { b.deallocate(live.cast(), l) };
+        drop(v);
+        assert_eq!(b.ring().stats().live_buffers, 0);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn box_owning_its_ring() {
+    // `Ring` itself is an allocator: a box may own the ring it lives in.
+    let b = Box::new_in(5u32, Ring::new(4096));
+    assert_eq!(Box::allocator(&b).stats().live_buffers, 1);
+    assert_eq!(*b, 5);
+}
+
+#[test]
+fn global_is_a_drop_in_peer() {
+    // The helpers run against `Global` too, to validate the sweep itself.
+    alignment_sweep(&Global);
+}
+
+// ---------------------------------------------------------------------------------
+// Model-based: random allocate / grow / grow_zeroed / shrink / free sequences
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc {
+        size: usize,
+        align_pow: u32,
+    },
+    Grow {
+        idx: usize,
+        extra: usize,
+        zeroed: bool,
+    },
+    Shrink {
+        idx: usize,
+        keep_pct: usize,
+    },
+    Free {
+        idx: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0usize..600, 0u32..13).prop_map(|(size, align_pow)| Op::Alloc { size, align_pow }),
+        3 => (any::<usize>(), 0usize..900, any::<bool>())
+            .prop_map(|(idx, extra, zeroed)| Op::Grow { idx, extra, zeroed }),
+        1 => (any::<usize>(), 0usize..=100).prop_map(|(idx, keep_pct)| Op::Shrink { idx, keep_pct }),
+        2 => any::<usize>().prop_map(|idx| Op::Free { idx }),
+    ]
+}
+
+/// One live block of the model: where, with which layout, and its seed.
+struct Live {
+    p: NonNull<[u8]>,
+    layout: Layout,
+    seed: u8,
+    /// Bytes from `zeroed_from` to the layout's size must be zero (grow_zeroed).
+    zeroed_from: usize,
+}
+
+fn run_model<A: Allocator>(a: &A, ops: &[Op]) {
+    let mut live: std::vec::Vec<Live> = std::vec::Vec::new();
+    let mut next_seed = 0u8;
+    for op in ops {
+        match *op {
+            Op::Alloc { size, align_pow } => {
+                let layout = Layout::from_size_align(size, 1 << align_pow).unwrap();
+                let p = a.allocate(layout).unwrap();
+                assert_eq!(addr(p) % layout.align(), 0);
+                next_seed = next_seed.wrapping_add(37);
+                fill(p, size, next_seed);
+                live.push(Live {
+                    p,
+                    layout,
+                    seed: next_seed,
+                    zeroed_from: size,
+                });
+            }
+            Op::Grow { idx, extra, zeroed } if !live.is_empty() => {
+                let n = live.len();
+                let l = &mut live[idx % n];
+                let new =
+                    Layout::from_size_align(l.layout.size() + extra, l.layout.align()).unwrap();
+                // SAFETY: `l.p` is live with `l.layout`; `new` is not smaller.
+                let q = unsafe {
+                    if zeroed {
+                        a.grow_zeroed(l.p.cast(), l.layout, new)
+                    } else {
+                        a.grow(l.p.cast(), l.layout, new)
+                    }
+                }
+                .unwrap();
+                assert_eq!(addr(q) % new.align(), 0);
+                check(q, l.zeroed_from.min(l.layout.size()), l.seed);
+                if zeroed {
+                    // SAFETY: `q` holds `new.size()` bytes.
+                    let bytes = unsafe { &q.as_ref()[l.layout.size()..new.size()] };
+                    assert!(bytes.iter().all(|&b| b == 0), "grow_zeroed left garbage");
+                }
+                // Refill so that the whole block carries the pattern again.
+                fill(q, new.size(), l.seed);
+                l.p = q;
+                l.layout = new;
+                l.zeroed_from = new.size();
+            }
+            Op::Shrink { idx, keep_pct } if !live.is_empty() => {
+                let n = live.len();
+                let l = &mut live[idx % n];
+                let new =
+                    Layout::from_size_align(l.layout.size() * keep_pct / 100, l.layout.align())
+                        .unwrap();
+                // SAFETY: `l.p` is live with `l.layout`; `new` is not larger.
+                let q = unsafe { a.shrink(l.p.cast(), l.layout, new) }.unwrap();
+                assert_eq!(addr(q) % new.align(), 0);
+                check(q, new.size(), l.seed);
+                l.p = q;
+                l.layout = new;
+                l.zeroed_from = new.size();
+            }
+            Op::Free { idx } if !live.is_empty() => {
+                let l = live.swap_remove(idx % live.len());
+                check(l.p, l.layout.size(), l.seed);
+                // SAFETY: live with `l.layout`, freed once.
+                unsafe { a.deallocate(l.p.cast(), l.layout) };
+            }
+            _ => {}
+        }
+        // No two live blocks overlap, and every block holds what was written.
+        let mut spans: std::vec::Vec<(usize, usize)> = live
+            .iter()
+            .filter(|l| l.layout.size() > 0)
+            .map(|l| (addr(l.p), addr(l.p) + l.layout.size()))
+            .collect();
+        spans.sort_unstable();
+        assert!(
+            spans.windows(2).all(|w| w[0].1 <= w[1].0),
+            "overlapping blocks: {spans:?}"
+        );
+        for l in &live {
+            check(l.p, l.layout.size(), l.seed);
+        }
+    }
+    for l in live {
+        // SAFETY: live with `l.layout`, freed once.
+        unsafe { a.deallocate(l.p.cast(), l.layout) };
+    }
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 128 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn model_ring_alloc(
+        ops in prop::collection::vec(op(), 1..if cfg!(miri) { 24 } else { 200 }),
+        cap in 1usize..64,
+        threshold in prop_oneof![Just(usize::MAX), 0usize..4096],
+    ) {
+        let a = RingAlloc::with_capacity(cap * 512);
+        a.set_heap_threshold(threshold);
+        run_model(&a, &ops);
+        prop_assert_eq!(a.ring().stats().live_buffers, 0);
+    }
+
+    #[test]
+    fn model_ring_ref_heap_policy(
+        ops in prop::collection::vec(op(), 1..if cfg!(miri) { 24 } else { 200 }),
+        cap in 1usize..32,
+    ) {
+        let ring = Ring::builder().capacity(cap * 1024).when_full(WhenFull::Heap).build().unwrap();
+        run_model(&&ring, &ops);
+        prop_assert_eq!(ring.stats().live_buffers, 0);
+    }
+
+    #[test]
+    fn model_one_ring(ops in prop::collection::vec(op(), 1..if cfg!(miri) { 24 } else { 200 })) {
+        run_model(&OneRingAlloc, &ops);
+    }
+}
