@@ -1,20 +1,29 @@
-//! ringmem makes short-lived memory nearly free.
-//!
-//! (Crate docs: see README.)
+#![doc = include_str!("../README.md")]
 #![cfg_attr(not(feature = "std"), no_std)]
+#![cfg_attr(feature = "nightly", feature(allocator_api))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, missing_docs)]
 #![doc(test(attr(deny(warnings))))]
 
 extern crate alloc;
 
+#[cfg(all(feature = "allocator-api2", not(loom)))]
+mod alloc_api;
 mod buf;
+#[cfg(feature = "bytes")]
+mod bytes_impl;
 mod raw;
 mod ring;
 mod sync;
 
+pub mod codec;
 pub mod slab;
-#[cfg(feature = "std")]
+// The thread-local ring outlives a loom execution, so it is left out of loom builds.
+#[cfg(all(feature = "std", not(loom)))]
 pub mod tls;
 
 pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};
+#[cfg(all(feature = "allocator-api2", feature = "std", not(loom)))]
+pub use alloc_api::OneRingAlloc;
+#[cfg(all(feature = "allocator-api2", not(loom)))]
+pub use alloc_api::RingAlloc;

@@ -6,6 +6,41 @@
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
+/// The global allocator; under `cfg(loom)`, loom's tracking wrapper around it, so a
+/// model fails when a block is leaked or freed twice.
+#[cfg(not(loom))]
+mod sys {
+    pub(super) use alloc::alloc::{alloc, dealloc, realloc};
+}
+
+#[cfg(loom)]
+mod sys {
+    pub(super) use loom::alloc::{alloc, dealloc};
+
+    /// `realloc` through loom's tracked `alloc` and `dealloc` (loom has none).
+    ///
+    /// # Safety
+    /// As `alloc::alloc::realloc`.
+    pub(super) unsafe fn realloc(
+        ptr: *mut u8,
+        layout: core::alloc::Layout,
+        new_size: usize,
+    ) -> *mut u8 {
+        // SAFETY: the caller guarantees a valid layout for `new_size` and alignment.
+        let new_layout = unsafe { core::alloc::Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: non-zero size (the caller's contract).
+        let new = unsafe { alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks are live and distinct; `min` of the sizes fits both.
+            unsafe {
+                core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                dealloc(ptr, layout);
+            }
+        }
+        new
+    }
+}
+
 /// Allocates `layout`, or returns `None` when the allocator refuses.
 ///
 /// Zero-sized layouts are never passed to the global allocator: they are a bug in the
@@ -17,7 +52,29 @@ pub(crate) fn alloc(layout: Layout) -> Option<NonNull<u8>> {
         return None;
     }
     // SAFETY: the layout has a non-zero size, checked just above.
-    NonNull::new(unsafe { alloc::alloc::alloc(layout) })
+    NonNull::new(unsafe { sys::alloc(layout) })
+}
+
+/// Resizes memory obtained from [`alloc`] (or this function) to `new_size` bytes with
+/// the same alignment, keeping the first `min(old, new)` bytes; `None` when the
+/// allocator refuses, in which case the old memory is untouched and still owned.
+///
+/// # Safety
+/// - `ptr` was returned by [`alloc`] or [`realloc`] with exactly this `layout`, and
+///   has not been deallocated since;
+/// - `new_size` is non-zero and `Layout::from_size_align(new_size, layout.align())`
+///   is valid;
+/// - on success nothing touches `ptr` afterwards (the memory may have moved).
+#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+#[inline]
+pub(crate) unsafe fn realloc(
+    ptr: NonNull<u8>,
+    layout: Layout,
+    new_size: usize,
+) -> Option<NonNull<u8>> {
+    debug_assert!(new_size != 0, "raw::realloc called with a zero new size");
+    // SAFETY: forwarded from this function's contract.
+    NonNull::new(unsafe { sys::realloc(ptr.as_ptr(), layout, new_size) })
 }
 
 /// Returns memory obtained from [`alloc`] to the global allocator.
@@ -28,5 +85,5 @@ pub(crate) fn alloc(layout: Layout) -> Option<NonNull<u8>> {
 #[inline]
 pub(crate) unsafe fn dealloc(ptr: NonNull<u8>, layout: Layout) {
     // SAFETY: forwarded from this function's contract.
-    unsafe { alloc::alloc::dealloc(ptr.as_ptr(), layout) }
+    unsafe { sys::dealloc(ptr.as_ptr(), layout) }
 }

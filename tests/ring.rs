@@ -72,7 +72,8 @@ fn fills_then_refuses_then_reuses() {
     let mut held: Vec<_> = (0..8).map(|_| ring.fixed(64).unwrap()).collect();
     assert!(ring.fixed(1).is_none(), "the ring is exactly full");
     held.remove(3);
-    let again = ring.fixed(64).expect("the freed region is reused");
+    // After a full lap, up to 16 requests look at the oldest region only.
+    let again = (0..=16).find_map(|_| ring.fixed(64)).expect("the freed region is reused");
     held.push(again);
     assert_eq!(ring.stats().live_buffers, 8);
     let ranges = held.iter().map(|b| (b.as_ptr() as usize, b.capacity())).collect();

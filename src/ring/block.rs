@@ -34,7 +34,20 @@ pub(crate) struct BlockCtl {
     pub(crate) cursor: Cell<usize>,
     /// Link in the orphan stack (see `orphan.rs`).
     pub(crate) next: Cell<*mut BlockCtl>,
+    /// Retries left that look at the head region only, after a lap found no room.
+    stuck: Cell<u32>,
+    /// The first byte of the region area, with the provenance of the whole allocation:
+    /// headers and data are reached from it, not from `&self` (whose borrow covers only
+    /// the control area under Stacked Borrows).
+    regions: NonNull<u8>,
 }
+
+/// After a lap of the walk finds no room, this many following claims look only at the
+/// head region (the oldest, so usually the next to be released) before walking again.
+/// A producer waiting on a full ring then costs one header load per retry instead of a
+/// lap, and does not pull every header's cache line away from the releasing threads.
+/// A pinned buffer at the head delays the next full walk by at most this many claims.
+const RETRIES_AT_HEAD: u32 = 16;
 
 /// Bytes of the control area; the region area starts here.
 const CTL: usize = core::mem::size_of::<BlockCtl>();
@@ -58,7 +71,11 @@ impl BlockCtl {
     pub(crate) fn create(len: usize) -> Option<NonNull<BlockCtl>> {
         debug_assert!(len % WORD == 0 && len >= HDR, "bad block length {len}");
         let layout = Self::layout(len)?;
-        let base = raw::alloc(layout)?.cast::<BlockCtl>();
+        let raw = raw::alloc(layout)?;
+        let base = raw.cast::<BlockCtl>();
+        // SAFETY: `CTL + len` is the allocation's size, so `raw + CTL` is inside it (or
+        // one past its end, never dereferenced as such).
+        let regions = unsafe { NonNull::new_unchecked(raw.as_ptr().add(CTL)) };
         // SAFETY: `base` is a fresh allocation of `layout`, large and aligned enough
         // for a `BlockCtl` followed by `len` bytes.
         unsafe {
@@ -67,6 +84,8 @@ impl BlockCtl {
                 head: Cell::new(0),
                 cursor: Cell::new(0),
                 next: Cell::new(core::ptr::null_mut()),
+                stuck: Cell::new(0),
+                regions,
             });
             base.as_ref().hdr_ptr(0).write(Header::new(pack(len, 0)));
         }
@@ -100,9 +119,8 @@ impl BlockCtl {
     #[inline]
     fn hdr_ptr(&self, off: usize) -> *mut Header {
         debug_assert!(off < self.len && off % WORD == 0, "bad header offset {off}");
-        // SAFETY: `off < len`, so the result stays inside the block allocation that
-        // `self` heads.
-        unsafe { (self as *const Self as *mut u8).add(CTL + off).cast() }
+        // SAFETY: `off < len`, so the result stays inside the region area.
+        unsafe { self.regions.as_ptr().add(off).cast() }
     }
 
     /// The header at region offset `off`.
@@ -123,6 +141,15 @@ impl BlockCtl {
         let off = hdr.as_ptr() as usize - base;
         debug_assert!(off < self.len, "header {hdr:p} is not in block {self:p}");
         off
+    }
+
+    /// Whether `hdr` points into this block's region area (so its region belongs to
+    /// this block). A pure address comparison: `hdr` need not point to a live header.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline]
+    pub(crate) fn contains(&self, hdr: NonNull<Header>) -> bool {
+        let base = self as *const Self as usize + CTL;
+        (hdr.as_ptr() as usize).wrapping_sub(base) < self.len
     }
 
     /// Bytes a region at `off` needs for `bytes` data bytes aligned to `align`, and the
@@ -147,6 +174,17 @@ impl BlockCtl {
     pub(crate) fn claim(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         let len = self.len;
         let start = self.head.get();
+        let stuck = self.stuck.get();
+        if stuck != 0 {
+            // SAFETY: `head` is always a header offset.
+            // Acquire: as below.
+            let h = unsafe { self.hdr(start) }.load(Ordering::Acquire);
+            if count(h) != 0 {
+                self.stuck.set(stuck - 1);
+                return None;
+            }
+            self.stuck.set(0);
+        }
         let mut off = start;
         let mut wrapped = false;
         loop {
@@ -179,7 +217,52 @@ impl BlockCtl {
             }
         }
         self.head.set(if off >= len { 0 } else { off });
+        self.stuck.set(RETRIES_AT_HEAD);
         None
+    }
+
+    /// The allocation fast path for alignments up to [`WORD`]: takes the region at the
+    /// head when it is free and holds `bytes` data bytes; no walk, no merge (`None`:
+    /// call [`claim`](Self::claim)). The caller guarantees `bytes <= len`.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline(always)]
+    pub(crate) fn claim_at_head(&self, bytes: usize, init: u64) -> Option<Claim> {
+        let off = self.head.get();
+        // SAFETY: `head` is always a header offset.
+        // Acquire: as in `claim`, pairs with the release of the region.
+        let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+        let need = HDR + round_up(bytes, WORD);
+        if count(h) == 0 && span(h) >= need {
+            Some(self.take(off, span(h), need, HDR, init))
+        } else {
+            None
+        }
+    }
+
+    /// [`claim`](Self::claim) with a full walk even right after a lap found no room
+    /// (for the `Grow` policy, which must not add a block while this one has space).
+    #[cold]
+    pub(crate) fn claim_walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        self.stuck.set(0);
+        self.claim(bytes, align, init)
+    }
+
+    /// Moves the head back to the region led by `hdr` (of `span` bytes) when it lies in
+    /// this block and ends where the head is, i.e. it was the latest allocation. The
+    /// caller, on the owning thread, releases the region right after (nothing runs in
+    /// between), so the next claim reuses the same, cache-hot bytes: last in, first out.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline]
+    pub(crate) fn rewind(&self, hdr: NonNull<Header>, span: usize) {
+        let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
+        if off >= self.len {
+            return; // another block's (or ring's) region
+        }
+        let end = off + span;
+        let head = self.head.get();
+        if head == end || (head == 0 && end == self.len) {
+            self.head.set(off);
+        }
     }
 
     /// Merges the free regions that follow the free region at `off` (of `have` bytes)

@@ -10,8 +10,9 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use super::block::Claim;
-use super::header::{pack, span, Header, HDR, HEAP, MAX_WORDS, WORD};
+use super::header::{count, pack, span, Header, HDR, HEAP, MAX_WORDS, WORD};
 use crate::raw;
+use crate::sync::Ordering;
 
 fn layout(bytes: usize, align: usize) -> Option<(Layout, usize)> {
     let a = align.max(WORD).max(HDR.next_power_of_two());
@@ -41,6 +42,46 @@ pub(crate) fn claim(bytes: usize, align: usize, init: u64) -> Option<Claim> {
         // SAFETY: as above.
         data: unsafe { NonNull::new_unchecked(data) },
         cap: layout.size() - a,
+        block: None,
+    })
+}
+
+/// Resizes a heap region held by exactly one handle so that it holds `bytes` data
+/// bytes, with the global allocator's `realloc` (which may move it). The first
+/// `min(old, bytes)` data bytes are kept. `None` leaves the region as it was.
+///
+/// # Safety
+/// - `hdr` leads a live heap region created by [`claim`] (or this function) with this
+///   `align`, and the caller holds its only handle;
+/// - on success the caller uses only the returned claim, never the old pointers.
+#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+pub(crate) unsafe fn resize(hdr: NonNull<Header>, align: usize, bytes: usize) -> Option<Claim> {
+    // SAFETY: the caller's handle keeps the region, hence its header, alive.
+    // Relaxed: only the holder of a unique handle changes this header.
+    let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
+    debug_assert!(h & HEAP != 0 && count(h) == 1, "heap resize of header {h:#x} at {hdr:p}");
+    let (new_layout, a) = layout(bytes, align)?;
+    // SAFETY: the header sits `a - HDR` bytes after the allocation base (see `claim`).
+    let base = unsafe { NonNull::new_unchecked(hdr.as_ptr().cast::<u8>().add(HDR).sub(a)) };
+    // SAFETY: the size and alignment the region was allocated with (see `free`).
+    let old = unsafe { Layout::from_size_align_unchecked(span(h), a) };
+    // SAFETY: `base` came from `raw::alloc`/`raw::realloc` with `old`; `new_layout` is a
+    // valid layout of the same alignment; the old pointers are not used on success.
+    let base = unsafe { raw::realloc(base, old, new_layout.size()) }?;
+    // SAFETY: `a < new_layout.size()`, so data and header lie inside the allocation,
+    // the header word-aligned (as `a` is).
+    let (data, hdr) = unsafe {
+        let data = base.as_ptr().add(a);
+        (data, data.sub(HDR).cast::<Header>())
+    };
+    // SAFETY: as above; the region is still held by the caller's handle alone.
+    unsafe { hdr.write(Header::new(pack(new_layout.size(), count(h)) | HEAP)) };
+    Some(Claim {
+        // SAFETY: derived from a non-null allocation.
+        hdr: unsafe { NonNull::new_unchecked(hdr) },
+        // SAFETY: as above.
+        data: unsafe { NonNull::new_unchecked(data) },
+        cap: new_layout.size() - a,
         block: None,
     })
 }

@@ -13,6 +13,8 @@ use core::ptr::NonNull;
 
 pub(crate) use block::{BlockCtl, Claim, MAX_ALIGN};
 pub(crate) use header::{round_up, Header, HDR, WORD};
+#[cfg(feature = "allocator-api2")]
+pub(crate) use heap::{claim as heap_claim, resize as heap_resize};
 use header::{count, span, COUNT_MASK, HEAP, MAX_REFS, MAX_WORDS};
 
 use crate::sync::{fence, Cell, Ordering, UnsafeCell};
@@ -189,6 +191,12 @@ pub struct RingStats {
 /// allocation ended, steps over regions that are still live, merges free neighbours
 /// and wraps at the end of the block; when nothing fits, the [`WhenFull`] policy applies.
 ///
+/// Waiting on a full ring is cheap: after a walk finds no room, the next 16 requests
+/// look only at the oldest region (the next to be released when buffers are dropped in
+/// the order they were made) before walking the whole ring again. So a region released
+/// out of order may be reused up to 16 requests late under [`WhenFull::Fail`] and
+/// [`WhenFull::Heap`]; [`WhenFull::Grow`] always walks before it adds a block.
+///
 /// ```
 /// use std::io::Write;
 /// let ring = ringmem::Ring::new(64 * 1024);
@@ -340,6 +348,41 @@ impl Ring {
         self.claim_full(bytes, align, init)
     }
 
+    /// The block of this ring whose region area holds `hdr`, if any (`None` for a
+    /// heap region or a region of another ring). Checks the current block first.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline]
+    pub(crate) fn block_of(&self, hdr: NonNull<Header>) -> Option<&BlockCtl> {
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        let cur = unsafe { self.cur.get().as_ref() };
+        if cur.contains(hdr) {
+            return Some(cur);
+        }
+        self.block_of_slow(hdr)
+    }
+
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[cold]
+    fn block_of_slow(&self, hdr: NonNull<Header>) -> Option<&BlockCtl> {
+        self.blocks().iter().map(|b| {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            unsafe { b.as_ref() }
+        }).find(|b| b.contains(hdr))
+    }
+
+    /// The fast path of [`claim`](Self::claim) for alignments up to [`WORD`]: the free
+    /// region at the current block's head, if it fits; `None` means "call `claim`".
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline(always)]
+    pub(crate) fn claim_at_head(&self, bytes: usize, init: u64) -> Option<Claim> {
+        if bytes > self.block_len {
+            return None;
+        }
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; every
+        // block is at least `block_len` long.
+        unsafe { self.cur.get().as_ref() }.claim_at_head(bytes, init)
+    }
+
     /// The full path: the current block has no room.
     #[cold]
     #[inline(never)]
@@ -359,10 +402,13 @@ impl Ring {
                 for &b in self.blocks() {
                     // SAFETY: the ring's blocks stay alive while the ring does.
                     let block = unsafe { b.as_ref() };
-                    if b == self.cur.get() || bytes > block.len() {
+                    if bytes > block.len() {
                         continue;
                     }
-                    if let Some(c) = block.claim(bytes, align, init) {
+                    // A full walk of every block, the current one included (its claim
+                    // may have looked at its head only): no block is added while one
+                    // has room.
+                    if let Some(c) = block.claim_walk(bytes, align, init) {
                         self.cur.set(b);
                         return Some(c);
                     }
@@ -390,6 +436,13 @@ impl Drop for Ring {
     }
 }
 
+/// The ordering of the unique release. Always `Release`; the loom models prove that the
+/// known-bug mutant `--cfg ringmem_mutant_relaxed_release` (never on by default) fails.
+#[cfg(not(ringmem_mutant_relaxed_release))]
+const RELEASE: Ordering = Ordering::Release;
+#[cfg(ringmem_mutant_relaxed_release)]
+const RELEASE: Ordering = Ordering::Relaxed;
+
 /// Releases a region held by exactly one handle.
 ///
 /// # Safety
@@ -406,12 +459,33 @@ pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
     if h & HEAP == 0 {
         // Release: publishes every access to the region's bytes before the allocating
         // thread's Acquire load in `BlockCtl::claim` reuses them. One plain store.
-        header.store(h & !COUNT_MASK, Ordering::Release);
+        header.store(h & !COUNT_MASK, RELEASE);
         orphan::after_release();
     } else {
         // SAFETY: a heap region with no handle left (contract).
         unsafe { heap::free(hdr, h, align) };
     }
+}
+
+/// [`release_unique`] on the ring's own thread, which also moves the current block's
+/// head back to the region when it was the latest allocation (see `BlockCtl::rewind`),
+/// so an allocate-free loop or a `Vec` built and dropped over and over reuses the same
+/// bytes instead of cycling through the block.
+///
+/// # Safety
+/// As for [`release_unique`]; and the caller is on `ring`'s thread (it holds `&Ring`).
+#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+#[inline]
+pub(crate) unsafe fn release_unique_in(ring: &Ring, hdr: NonNull<Header>, align: usize) {
+    // SAFETY: the region is alive until the release below (contract).
+    // Relaxed: only this handle's thread changes the header of a uniquely held region.
+    let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
+    if h & HEAP == 0 {
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        unsafe { ring.cur.get().as_ref() }.rewind(hdr, span(h));
+    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { release_unique(hdr, align) }
 }
 
 /// Adds a handle to a shared (frozen) region.
@@ -457,6 +531,15 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
     }
 }
 
+
+/// Whether the region led by `hdr` (held by the caller) is a heap region.
+#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+#[inline]
+pub(crate) fn region_is_heap(hdr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a handle to the region, so the header is alive.
+    // Relaxed: the HEAP bit never changes while a handle exists.
+    unsafe { hdr.as_ref() }.load(Ordering::Relaxed) & HEAP != 0
+}
 
 /// The span of the region led by `hdr` (held by the caller).
 #[inline]

@@ -42,6 +42,13 @@ pub fn assert_disjoint(mut ranges: Vec<(usize, usize)>) {
     ranges.retain(|r| r.1 > 0);
     ranges.sort_unstable();
     for w in ranges.windows(2) {
-        assert!(w[0].0 + w[0].1 <= w[1].0, "buffers overlap: {:#x}+{} and {:#x}+{}", w[0].0, w[0].1, w[1].0, w[1].1);
+        assert!(
+            w[0].0 + w[0].1 <= w[1].0,
+            "buffers overlap: {:#x}+{} and {:#x}+{}",
+            w[0].0,
+            w[0].1,
+            w[1].0,
+            w[1].1
+        );
     }
 }
