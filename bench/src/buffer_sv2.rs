@@ -32,6 +32,10 @@ pub trait Codec {
     fn get_writable(&mut self, len: usize) -> &mut [u8];
     /// Takes the message built so far.
     fn get_data_owned(&mut self) -> Self::Out;
+    /// Messages that went to a heap fallback (where the buffer counts them).
+    fn fallbacks(&self) -> u64 {
+        0
+    }
 }
 
 /// What a consumer reads from a message: its length.
@@ -83,6 +87,53 @@ impl Codec for Sys {
     #[inline]
     fn get_data_owned(&mut self) -> Self::Out {
         self.0.get_data_owned()
+    }
+}
+
+/// ringmem's codec `BufferPool`: a ring of the pool's capacity, heap fallback.
+#[cfg(feature = "ringmem-rows")]
+pub struct RmPool(ringmem::codec::BufferPool);
+#[cfg(feature = "ringmem-rows")]
+impl Msg for ringmem::codec::Slice {
+    fn length(&self) -> usize {
+        self.len()
+    }
+}
+#[cfg(feature = "ringmem-rows")]
+impl Codec for RmPool {
+    type Out = ringmem::codec::Slice;
+    fn with_capacity(capacity: usize) -> Self {
+        RmPool(ringmem::codec::BufferPool::new(capacity))
+    }
+    #[inline]
+    fn get_writable(&mut self, len: usize) -> &mut [u8] {
+        ringmem::codec::Buffer::get_writable(&mut self.0, len)
+    }
+    #[inline]
+    fn get_data_owned(&mut self) -> Self::Out {
+        ringmem::codec::Buffer::get_data_owned(&mut self.0)
+    }
+    fn fallbacks(&self) -> u64 {
+        self.0.fallbacks()
+    }
+}
+
+/// ringmem's codec `BufferFromSystemMemory` (a `Vec<u8>` per message).
+#[cfg(feature = "ringmem-rows")]
+pub struct RmSys(ringmem::codec::BufferFromSystemMemory);
+#[cfg(feature = "ringmem-rows")]
+impl Codec for RmSys {
+    type Out = Vec<u8>;
+    fn with_capacity(_: usize) -> Self {
+        RmSys(ringmem::codec::BufferFromSystemMemory::new(0))
+    }
+    #[inline]
+    fn get_writable(&mut self, len: usize) -> &mut [u8] {
+        ringmem::codec::Buffer::get_writable(&mut self.0, len)
+    }
+    #[inline]
+    fn get_data_owned(&mut self) -> Self::Out {
+        ringmem::codec::Buffer::get_data_owned(&mut self.0)
     }
 }
 
@@ -230,20 +281,27 @@ fn run_loop<C: Codec>(sink: Sink, input: &[u8]) -> Sample {
         h.join().unwrap();
     }
     let time = start.elapsed();
+    let waits = c.fallbacks();
+    drop(c);
     for h in handles {
         h.join().unwrap();
     }
-    Sample { time, waits: 0 }
+    Sample { time, waits }
 }
 
-/// buffer_sv2's "without pool threaded" as published: writes go into a pool,
-/// the slices handed to the threads come from an empty `BufferFromSystemMemory`.
-fn published_without_pool(d: Duration, producer_sleep: bool, input: &[u8]) -> Sample {
+/// buffer_sv2's "without pool threaded" as published: writes go into a pool `P`,
+/// the slices handed to the threads come from an empty buffer `E`
+/// (`BufferFromSystemMemory` of the same crate).
+fn published_without_pool<P: Codec, E: Codec>(
+    d: Duration,
+    producer_sleep: bool,
+    input: &[u8],
+) -> Sample {
     let mut rng = Rng::new(2024);
     let mut handles = Vec::with_capacity(2000);
     let start = Instant::now();
-    let mut pool = Pool::with_capacity(CAPACITY);
-    let mut empty = buffer_sv2::BufferFromSystemMemory::new(0);
+    let mut pool = P::with_capacity(CAPACITY);
+    let mut empty = E::with_capacity(0);
     for i in 0..1000 {
         let len = message_len(&mut rng, 1 << 16);
         for _ in 0..2 {
@@ -251,7 +309,7 @@ fn published_without_pool(d: Duration, producer_sleep: bool, input: &[u8]) -> Sa
             let s = empty.get_data_owned();
             handles.push(thread::spawn(move || {
                 thread::sleep(d);
-                black_box(s.len());
+                black_box(s.length());
             }));
         }
         if producer_sleep {
@@ -265,106 +323,175 @@ fn published_without_pool(d: Duration, producer_sleep: bool, input: &[u8]) -> Sa
     Sample { time, waits: 0 }
 }
 
-const COLUMNS: [&str; 4] = [
-    "BufferPool",
-    "BufferFromSystemMemory",
-    "Vec (mimalloc)",
-    "control",
-];
+/// The competitor columns, in order.
+pub fn columns() -> Vec<String> {
+    let mut c = vec!["buffer_sv2 BufferPool".to_string()];
+    if cfg!(feature = "ringmem-rows") {
+        c.push("ringmem BufferPool".into());
+    }
+    c.push("buffer_sv2 BufferFromSystemMemory".into());
+    if cfg!(feature = "ringmem-rows") {
+        c.push("ringmem BufferFromSystemMemory".into());
+    }
+    c.extend(["Vec (mimalloc)", "control"].map(String::from));
+    c
+}
+
+fn runner<'a, C: Codec + 'a>(
+    sink: Sink,
+    input: &'a [u8],
+) -> Box<dyn FnMut() -> Option<Sample> + 'a> {
+    Box::new(move || Some(run_loop::<C>(sink, input)))
+}
 
 fn runners(sink: Sink, input: &[u8]) -> Vec<Runner<'_>> {
+    let mut f: Vec<Box<dyn FnMut() -> Option<Sample> + '_>> = vec![runner::<Pool>(sink, input)];
+    #[cfg(feature = "ringmem-rows")]
+    f.push(runner::<RmPool>(sink, input));
+    f.push(runner::<Sys>(sink, input));
+    #[cfg(feature = "ringmem-rows")]
+    f.push(runner::<RmSys>(sink, input));
+    f.push(runner::<MiSys>(sink, input));
+    f.push(runner::<Control>(sink, input));
+    columns().into_iter().zip(f).collect()
+}
+
+/// The published "without pool threaded" loops as written, one runner per crate,
+/// in the columns of that crate's `BufferFromSystemMemory`.
+fn published_runners(d: Duration, sleep: bool, input: &[u8]) -> Vec<Runner<'_>> {
+    let cols = columns();
+    let mut r: Vec<Runner<'_>> = Vec::new();
+    for name in &cols {
+        let f: Box<dyn FnMut() -> Option<Sample> + '_> = match name.as_str() {
+            "buffer_sv2 BufferFromSystemMemory" => {
+                Box::new(move || Some(published_without_pool::<Pool, Sys>(d, sleep, input)))
+            }
+            #[cfg(feature = "ringmem-rows")]
+            "ringmem BufferFromSystemMemory" => {
+                Box::new(move || Some(published_without_pool::<RmPool, RmSys>(d, sleep, input)))
+            }
+            _ => Box::new(|| None),
+        };
+        r.push((name.clone(), f));
+    }
+    r
+}
+
+/// The rows of the table: label and what runs in it.
+#[derive(Clone, Copy)]
+enum Case {
+    /// The fixed loops (writes and slices from the same buffer).
+    Loop(Sink),
+    /// The published "without pool threaded" loops as written.
+    Published(Duration, bool),
+}
+
+fn cases() -> Vec<(&'static str, Case)> {
     vec![
         (
-            "BufferPool".into(),
-            Box::new(move || Some(run_loop::<Pool>(sink, input))),
+            "single thread (\"with pool\" / \"without pool\")",
+            Case::Loop(Sink::Drop),
         ),
         (
-            "BufferFromSystemMemory".into(),
-            Box::new(move || Some(run_loop::<Sys>(sink, input))),
+            "thread 1: a thread per slice, sleeps 10 µs",
+            Case::Loop(Sink::Spawn(Duration::from_micros(10), false)),
         ),
         (
-            "Vec (mimalloc)".into(),
-            Box::new(move || Some(run_loop::<MiSys>(sink, input))),
+            "thread 2: a thread per slice, 10 ns sleeps",
+            Case::Loop(Sink::Spawn(Duration::from_nanos(10), true)),
         ),
         (
-            "control".into(),
-            Box::new(move || Some(run_loop::<Control>(sink, input))),
+            "one long-lived consumer thread (added)",
+            Case::Loop(Sink::Consumer),
+        ),
+        (
+            "published \"without pool threaded 1\" (writes to a pool, empty slices)",
+            Case::Published(Duration::from_micros(10), false),
+        ),
+        (
+            "published \"without pool threaded 2\" (writes to a pool, empty slices)",
+            Case::Published(Duration::from_nanos(10), true),
         ),
     ]
+}
+
+fn case_runners(case: Case, input: &[u8]) -> Vec<Runner<'_>> {
+    match case {
+        Case::Loop(sink) => runners(sink, input),
+        Case::Published(d, sleep) => published_runners(d, sleep, input),
+    }
+}
+
+/// Rows of the peak-RSS table (indices into [`cases`]).
+const RSS_ROWS: [usize; 3] = [0, 1, 3];
+
+/// One run of row `row`, column `col`, in a child process (peak-RSS table).
+pub fn child(_: &Config, row: usize, col: usize) -> Option<Sample> {
+    let input = random_bytes(1 << 17);
+    let (_, case) = *cases().get(row)?;
+    let mut r = case_runners(case, &input);
+    (r.get_mut(col)?.1)()
 }
 
 /// Scenario 4.
 pub fn run(cfg: &Config) -> Vec<Table> {
     let input = random_bytes(1 << 17);
     let input = &input[..];
-    let columns: Vec<String> = COLUMNS.map(String::from).to_vec();
+    let columns = columns();
     let mut t = Table::new(
         "buffer_sv2: 1,000 × 2 messages of 4–16 KiB written 10 bytes at a time",
         &["loop"],
         &columns,
         Unit::Auto,
     )
-    .baseline("BufferFromSystemMemory");
-    let cases: [(&str, Sink); 4] = [
-        (
-            "single thread (\"with pool\" / \"without pool\")",
-            Sink::Drop,
-        ),
-        (
-            "thread 1: a thread per slice, sleeps 10 µs",
-            Sink::Spawn(Duration::from_micros(10), false),
-        ),
-        (
-            "thread 2: a thread per slice, 10 ns sleeps",
-            Sink::Spawn(Duration::from_nanos(10), true),
-        ),
-        ("one long-lived consumer thread (added)", Sink::Consumer),
-    ];
-    for (label, sink) in cases {
+    .baseline("buffer_sv2 BufferFromSystemMemory");
+    if let Some(i) = columns.iter().position(|c| c == "ringmem BufferPool") {
+        t.wait_columns = vec![i];
+        t.wait_label = "heap fallbacks of 2,000".into();
+    }
+    for (label, case) in cases() {
         eprintln!("  buffer_sv2: {label}");
-        let stats = measure(cfg.reps, 1.0, &mut runners(sink, input));
+        // The thread-per-slice loops are dominated by `thread::spawn` and scatter widely
+        // on a loaded machine: they get more repetitions.
+        let reps = match case {
+            Case::Loop(Sink::Spawn(..)) | Case::Published(..) => cfg.reps * 2 + 1,
+            _ => cfg.reps,
+        };
+        let stats = measure(reps, 1.0, &mut case_runners(case, input));
         t.rows.push(Row {
             params: vec![label.into()],
             cells: stats,
         });
     }
-    for (label, d, sleep) in [
-        (
-            "published \"without pool threaded 1\" (writes to a pool, empty slices)",
-            Duration::from_micros(10),
-            false,
-        ),
-        (
-            "published \"without pool threaded 2\" (writes to a pool, empty slices)",
-            Duration::from_nanos(10),
-            true,
-        ),
-    ] {
-        eprintln!("  buffer_sv2: {label}");
-        let mut r: Vec<Runner<'_>> = vec![(
-            "as published".into(),
-            Box::new(move || Some(published_without_pool(d, sleep, input))),
-        )];
-        let stats = measure(cfg.reps, 1.0, &mut r);
-        t.rows.push(Row {
-            params: vec![label.into()],
-            cells: vec![None, stats[0], None, None],
-        });
-    }
     t.notes = vec![
-        "Time per run (2,000 messages), median of the repetitions, speed-up against `BufferFromSystemMemory`; sizes are buffer_sv2's own in both modes."
+        "Time per run (2,000 messages), median of the repetitions (the thread-per-slice rows: 2 × reps + 1 repetitions), speed-up against buffer_sv2's `BufferFromSystemMemory`; sizes are buffer_sv2's own in both modes."
             .into(),
         "The threaded loops spawn one OS thread per slice, as published, so they mostly measure `thread::spawn`; the added \
          long-lived-consumer row sends every slice to one thread over `std::sync::mpsc` instead."
             .into(),
         "The last two rows reproduce buffer_sv2's \"without pool threaded\" loops as written: their bytes go into a `BufferPool` \
-         and the slices come from an empty `BufferFromSystemMemory` (no allocation at all) with 2^16-byte messages; the other rows \
-         fix this (writes and slices from the same buffer, 2^14-byte messages for every column)."
+         and the slices come from an empty `BufferFromSystemMemory` (no allocation at all) with 2^16-byte messages; each crate's \
+         version is in its `BufferFromSystemMemory` column. The other rows fix this (writes and slices from the same buffer, \
+         2^14-byte messages for every column)."
+            .into(),
+        "`ringmem BufferPool` is `ringmem::codec::BufferPool::new(5 × 2^16)`: a ring of that many bytes owned by the pool, \
+         heap fallback (the last column: median number of messages, of 2,000, that went to the heap because the ring was full); \
+         `ringmem BufferFromSystemMemory` is its heap-only counterpart (a `Vec<u8>` per message). Both go through \
+         `ringmem::codec::Buffer`'s `get_writable` / `get_data_owned`, as buffer_sv2's columns go through buffer_sv2's `Buffer`."
             .into(),
         "`Vec (mimalloc)` mirrors `BufferFromSystemMemory` (resize, then take the `Vec`) over allocator-api2's `Vec<u8, Mi>`. \
          `control` lays messages one after another in one preallocated block and hands out (offset, length)."
             .into(),
-        "ringmem rows: pending issue 5/7 (the codec buffer pool).".into(),
     ];
-    vec![t]
+    let mut tables = vec![t];
+    if let Some(rss) = crate::harness::rss_table(
+        cfg,
+        "buffer-sv2",
+        "buffer_sv2: peak RSS per competitor",
+        &columns,
+        &RSS_ROWS.map(|i| (cases()[i].0.to_string(), i)),
+    ) {
+        tables.push(rss);
+    }
+    tables
 }

@@ -16,6 +16,8 @@ pub struct Config {
     pub mode: &'static str,
     /// Number of CPUs seen by this process.
     pub cores: usize,
+    /// Whether to add the peak-RSS tables (children processes; `--no-rss` turns them off).
+    pub rss: bool,
 }
 
 impl Config {
@@ -145,6 +147,8 @@ pub enum Unit {
     Auto,
     /// Millions of operations per second (higher is better).
     Mops,
+    /// Mebibytes (peak RSS): one sample, no speed-up.
+    Mib,
 }
 
 /// One row: its parameters and, per competitor, its stats (None = not run).
@@ -171,6 +175,8 @@ pub struct Table {
     pub rows: Vec<Row>,
     /// Columns whose wait counts are printed in a trailing column.
     pub wait_columns: Vec<usize>,
+    /// Heading of that trailing column (`waits` unless set).
+    pub wait_label: String,
     /// Notes printed under the table.
     pub notes: Vec<String>,
 }
@@ -186,6 +192,7 @@ impl Table {
             unit,
             rows: Vec::new(),
             wait_columns: Vec::new(),
+            wait_label: "waits".into(),
             notes: Vec::new(),
         }
     }
@@ -200,6 +207,7 @@ impl Table {
         match self.unit {
             Unit::Ms => format!("{:.1}", secs * 1e3),
             Unit::Mops => format!("{:.2}", 1e-6 / secs),
+            Unit::Mib => format!("{secs:.1}"),
             Unit::Auto => {
                 if secs < 1e-6 {
                     format!("{:.2} ns", secs * 1e9)
@@ -216,6 +224,7 @@ impl Table {
         match self.unit {
             Unit::Ms => " (ms)",
             Unit::Mops => " (M/s)",
+            Unit::Mib => " (MiB)",
             Unit::Auto => "",
         }
     }
@@ -234,7 +243,7 @@ impl Table {
                 .iter()
                 .map(|&i| self.columns[i].as_str())
                 .collect();
-            head.push(format!("waits ({})", names.join(" / ")));
+            head.push(format!("{} ({})", self.wait_label, names.join(" / ")));
         }
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(
@@ -255,6 +264,7 @@ impl Table {
             for cell in &row.cells {
                 cells.push(match (cell, base) {
                     (None, _) => "–".to_string(),
+                    (Some(st), _) if matches!(self.unit, Unit::Mib) => self.fmt_time(st.median),
                     (Some(st), b) => {
                         let speed = b.map(|b| b.median / st.median);
                         let speed = match speed {
@@ -401,4 +411,75 @@ pub fn peak_rss_mib() -> Option<f64> {
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024.0)
+}
+
+/// Runs row `row`, column `col` of scenario `scenario` once in a child process (this
+/// executable with `--rss-child`) and returns the child's peak RSS in MiB. `col` =
+/// `usize::MAX` runs nothing: the baseline of an idle child.
+pub fn rss_child(cfg: &Config, scenario: &str, row: usize, col: usize) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .args([
+            "--rss-child",
+            scenario,
+            &row.to_string(),
+            &col.to_string(),
+            cfg.mode,
+        ])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let line = String::from_utf8(out.stdout).ok()?;
+    line.lines()
+        .find_map(|l| l.strip_prefix("rss "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A peak-RSS table: each `(label, row)` of the scenario run once per column, each
+/// in its own child process; the trailing column is an idle child.
+pub fn rss_table(
+    cfg: &Config,
+    scenario: &str,
+    title: &str,
+    columns: &[String],
+    rows: &[(String, usize)],
+) -> Option<Table> {
+    if !cfg.rss {
+        return None;
+    }
+    let mut cols = columns.to_vec();
+    cols.push("idle child".into());
+    let mut t = Table::new(title, &["case"], &cols, Unit::Mib);
+    let idle = rss_child(cfg, scenario, 0, usize::MAX);
+    for (label, row) in rows {
+        eprintln!("  peak RSS: {label}");
+        let mut cells: Vec<Option<Stats>> = (0..columns.len())
+            .map(|c| rss_child(cfg, scenario, *row, c).map(mib_stats))
+            .collect();
+        cells.push(idle.map(mib_stats));
+        t.rows.push(Row {
+            params: vec![label.clone()],
+            cells,
+        });
+    }
+    t.notes = vec![
+        "Peak resident set (`VmHWM`) of a child process (this binary, `--rss-child`) that runs the case once for one competitor, \
+         in MiB, the process's own baseline included (see `idle child`: the same child running nothing). One run each; `–`: not applicable."
+            .into(),
+    ];
+    Some(t)
+}
+
+fn mib_stats(m: f64) -> Stats {
+    Stats {
+        median: m,
+        min: m,
+        max: m,
+        waits: 0,
+    }
 }

@@ -12,6 +12,7 @@
 
 mod buffer_sv2;
 mod buffers;
+mod charts;
 mod harness;
 mod many_threads;
 mod ring_alloc;
@@ -30,17 +31,57 @@ type Scenario = fn(&Config) -> Vec<Table>;
 
 /// The scenarios in run order: id (for `--only`) and entry point.
 const SCENARIOS: [(&str, Scenario); 6] = [
-    ("ringal-fixed", |c| vec![ringal_fixed::run(c)]),
-    ("ringal-ext", |c| vec![ringal_ext::run(c)]),
+    ("ringal-fixed", ringal_fixed::run),
+    ("ringal-ext", ringal_ext::run),
     ("shared-arena", shared_arena::run),
     ("buffer-sv2", buffer_sv2::run),
     ("ring-alloc", ring_alloc::run),
     ("many-threads", |c| vec![many_threads::run(c)]),
 ];
 
+/// A scenario's child entry point for the peak-RSS tables: run row, column once.
+type Child = fn(&Config, usize, usize) -> Option<harness::Sample>;
+
+/// The scenarios that have peak-RSS tables.
+const CHILDREN: [(&str, Child); 4] = [
+    ("ringal-fixed", ringal_fixed::child_fixed),
+    ("ringal-ext", ringal_fixed::child_ext),
+    ("buffer-sv2", buffer_sv2::child),
+    ("ring-alloc", ring_alloc::child),
+];
+
+/// `--rss-child SCENARIO ROW COL MODE`: runs one case once and prints `rss <VmHWM MiB>`.
+fn rss_child(mut args: impl Iterator<Item = String>) -> ! {
+    let scenario = args.next().unwrap_or_else(|| usage());
+    let row: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| usage());
+    let col: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| usage());
+    let full = args.next().is_some_and(|m| m == "--full");
+    let cfg = Config {
+        scale: if full { 1.0 } else { QUICK_SCALE },
+        reps: 1,
+        mode: if full { "--full" } else { "--quick" },
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        rss: false,
+    };
+    let Some(&(_, child)) = CHILDREN.iter().find(|c| c.0 == scenario) else {
+        usage()
+    };
+    let ran = col == usize::MAX || child(&cfg, row, col).is_some();
+    if ran {
+        println!("rss {:.2}", harness::peak_rss_mib().unwrap_or(0.0));
+    }
+    std::process::exit(if ran { 0 } else { 1 })
+}
+
 fn usage() -> ! {
     eprintln!(
-        "usage: ringmem-bench [--quick | --full] [--reps N] [--only SCENARIO[,SCENARIO]] [--out DIR]\n\
+        "usage: ringmem-bench [--quick | --full] [--reps N] [--only SCENARIO[,SCENARIO]] [--out DIR] [--no-rss] [--no-charts]\n\
          scenarios: {}",
         SCENARIOS.map(|s| s.0).join(", ")
     );
@@ -52,9 +93,14 @@ fn main() {
     let mut reps = None;
     let mut only: Vec<String> = Vec::new();
     let mut out = None;
+    let mut rss = true;
+    let mut charts = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--rss-child" => rss_child(args),
+            "--no-rss" => rss = false,
+            "--no-charts" => charts = false,
             "--quick" => full = false,
             "--full" => full = true,
             "--reps" => reps = args.next().and_then(|s| s.parse().ok()).or_else(|| usage()),
@@ -80,6 +126,7 @@ fn main() {
         reps: reps.unwrap_or(if full { 5 } else { 3 }).max(1),
         mode: if full { "--full" } else { "--quick" },
         cores,
+        rss,
     };
     let started = Instant::now();
     let header = format!(
@@ -97,16 +144,44 @@ fn main() {
     );
     println!("{header}");
     let mut report = header;
+    let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
+    let mut svgs = 0;
     for (id, run) in SCENARIOS {
         if !only.is_empty() && !only.iter().any(|o| o == id) {
             continue;
         }
         eprintln!("== {id}");
         let t = Instant::now();
-        for table in run(&cfg) {
+        let tables = run(&cfg);
+        let timed = tables
+            .iter()
+            .filter(|t| !matches!(t.unit, harness::Unit::Mib))
+            .count();
+        let mut k = 0;
+        for table in tables {
             let s = table.render();
             println!("{s}");
             report.push_str(&s);
+            if charts && !matches!(table.unit, harness::Unit::Mib) {
+                k += 1;
+                let name = if timed > 1 {
+                    format!("{id}-{k}.svg")
+                } else {
+                    format!("{id}.svg")
+                };
+                let path = dir.join(&name);
+                let written = std::fs::create_dir_all(&dir)
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| charts::write_speedups(&table, &path));
+                match written {
+                    Ok(true) => {
+                        svgs += 1;
+                        report.push_str(&format!("\n![{}]({name})\n", table.title));
+                    }
+                    Ok(false) => {}
+                    Err(e) => eprintln!("could not write {}: {e}", path.display()),
+                }
+            }
             report.push('\n');
         }
         eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
@@ -119,14 +194,16 @@ fn main() {
     );
     println!("{footer}");
     report.push_str(&footer);
-    let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
     if let Err(e) = std::fs::create_dir_all(&dir)
         .and_then(|_| std::fs::File::create(dir.join("report.md")))
         .and_then(|mut f| f.write_all(report.as_bytes()))
     {
         eprintln!("could not write the report in {}: {e}", dir.display());
     } else {
-        eprintln!("report: {}", dir.join("report.md").display());
+        eprintln!(
+            "report: {} ({svgs} SVG charts beside it)",
+            dir.join("report.md").display()
+        );
     }
 }
 

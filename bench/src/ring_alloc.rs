@@ -208,6 +208,60 @@ impl api04::Subject for Blink {
     }
 }
 
+/// ringmem's `RingAlloc` (an `Rc` handle to a 1 MiB ring that grows by blocks); as
+/// ring-alloc's `RingAlloc`, replaced by a new one at each warm-up reset.
+#[cfg(feature = "ringmem-rows")]
+pub struct RmRing(ringmem::RingAlloc, bool);
+#[cfg(feature = "ringmem-rows")]
+impl api02::Subject for RmRing {
+    type A<'a> = &'a ringmem::RingAlloc;
+    fn alloc(&self) -> Self::A<'_> {
+        &self.0
+    }
+    fn reset(&mut self) {
+        if self.1 {
+            self.0 = ringmem::RingAlloc::new();
+        }
+    }
+}
+
+/// ringmem's `OneRingAlloc` (this thread's ring, 1 MiB, heap when full).
+#[cfg(feature = "ringmem-rows")]
+pub struct RmOneRing;
+#[cfg(feature = "ringmem-rows")]
+impl api02::Subject for RmOneRing {
+    type A<'a> = ringmem::OneRingAlloc;
+    fn alloc(&self) -> Self::A<'_> {
+        ringmem::OneRingAlloc
+    }
+    fn reset(&mut self) {}
+}
+
+/// `&ringmem::Ring`: a ring of 1 MiB blocks that grows by blocks, made once per
+/// competitor (as the peers' allocators are); nothing to reset (everything was deallocated).
+#[cfg(feature = "ringmem-rows")]
+pub struct RmRef(ringmem::Ring);
+#[cfg(feature = "ringmem-rows")]
+impl RmRef {
+    fn new() -> Self {
+        RmRef(
+            ringmem::Ring::builder()
+                .capacity(1 << 20)
+                .when_full(ringmem::WhenFull::Grow)
+                .build()
+                .expect("a 1 MiB ring"),
+        )
+    }
+}
+#[cfg(feature = "ringmem-rows")]
+impl api02::Subject for RmRef {
+    type A<'a> = &'a ringmem::Ring;
+    fn alloc(&self) -> Self::A<'_> {
+        &self.0
+    }
+    fn reset(&mut self) {}
+}
+
 fn r02<'a, S: api02::Subject + 'a>(name: &str, mut s: S, case: Case) -> Runner<'a> {
     let mut ptrs = Vec::with_capacity(WARM_UP);
     (
@@ -224,41 +278,76 @@ fn r04<'a, S: api04::Subject + 'a>(name: &str, mut s: S, case: Case) -> Runner<'
     )
 }
 
-const COLUMNS: [&str; 6] = [
-    "Global (glibc)",
-    "mimalloc",
-    "ring_alloc::RingAlloc",
-    "ring_alloc::OneRingAlloc",
-    "bumpalo::Bump",
-    "blink_alloc::BlinkAlloc",
-];
-
-fn runners<'a>(case: Case) -> Vec<Runner<'a>> {
-    let ring: Runner<'a> = if let Case::WarmUp(_) = case {
-        r02(COLUMNS[2], RingFresh(ring_alloc::RingAlloc::new()), case)
-    } else {
-        r02(COLUMNS[2], Ring(ring_alloc::RingAlloc::new()), case)
-    };
-    vec![
-        r02(COLUMNS[0], GlobalA, case),
-        r02(COLUMNS[1], MiA, case),
-        ring,
-        r02(COLUMNS[3], OneRing, case),
-        r02(COLUMNS[4], Bump(bumpalo::Bump::new()), case),
-        r04(COLUMNS[5], Blink(blink_alloc::BlinkAlloc::new()), case),
-    ]
+/// The competitor columns, in order.
+pub fn columns() -> Vec<String> {
+    let mut c: Vec<String> = ["Global (glibc)", "mimalloc"].map(String::from).to_vec();
+    if cfg!(feature = "ringmem-rows") {
+        c.extend(
+            [
+                "ringmem::RingAlloc",
+                "ringmem::OneRingAlloc",
+                "&ringmem::Ring",
+            ]
+            .map(String::from),
+        );
+    }
+    c.extend(
+        [
+            "ring_alloc::RingAlloc",
+            "ring_alloc::OneRingAlloc",
+            "bumpalo::Bump",
+            "blink_alloc::BlinkAlloc",
+        ]
+        .map(String::from),
+    );
+    c
 }
 
-/// Scenario 5: ring-alloc's three groups in one table.
-pub fn run(cfg: &Config) -> Vec<Table> {
-    let columns: Vec<String> = COLUMNS.map(String::from).to_vec();
-    let mut t = Table::new(
-        "ring-alloc: warm-up, allocation, vec (time per iteration)",
-        &["benchmark"],
-        &columns,
-        Unit::Auto,
-    )
-    .baseline("Global (glibc)");
+fn runners<'a>(case: Case) -> Vec<Runner<'a>> {
+    let warm = matches!(case, Case::WarmUp(_));
+    let ring: Runner<'a> = if warm {
+        r02(
+            "ring_alloc::RingAlloc",
+            RingFresh(ring_alloc::RingAlloc::new()),
+            case,
+        )
+    } else {
+        r02(
+            "ring_alloc::RingAlloc",
+            Ring(ring_alloc::RingAlloc::new()),
+            case,
+        )
+    };
+    let mut r = vec![
+        r02("Global (glibc)", GlobalA, case),
+        r02("mimalloc", MiA, case),
+    ];
+    #[cfg(feature = "ringmem-rows")]
+    r.extend([
+        r02(
+            "ringmem::RingAlloc",
+            RmRing(ringmem::RingAlloc::new(), warm),
+            case,
+        ),
+        r02("ringmem::OneRingAlloc", RmOneRing, case),
+        r02("&ringmem::Ring", RmRef::new(), case),
+    ]);
+    r.extend([
+        ring,
+        r02("ring_alloc::OneRingAlloc", OneRing, case),
+        r02("bumpalo::Bump", Bump(bumpalo::Bump::new()), case),
+        r04(
+            "blink_alloc::BlinkAlloc",
+            Blink(blink_alloc::BlinkAlloc::new()),
+            case,
+        ),
+    ]);
+    debug_assert_eq!(r.iter().map(|x| x.0.clone()).collect::<Vec<_>>(), columns());
+    r
+}
+
+/// The rows: label, case, iterations per run.
+fn cases(cfg: &Config) -> Vec<(String, Case, usize)> {
     let mut cases: Vec<(String, Case, usize)> = Vec::new();
     let k = cfg.scaled(400, 3);
     cases.push((format!("alloc 4 bytes x {WARM_UP}"), Case::WarmUp(k), k));
@@ -270,9 +359,34 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         let k = cfg.scaled(4_000_000 / n, 3);
         cases.push((format!("reserve_exact(1) x {n}"), Case::Reserve(n, k), k));
     }
-    for (label, case, k) in cases {
+    cases
+}
+
+/// Rows of the peak-RSS table (indices into [`cases`]): warm-up, push and
+/// reserve_exact(1) × 17,453.
+const RSS_ROWS: [usize; 3] = [0, 8, 9];
+
+/// One run of row `row`, column `col`, in a child process (peak-RSS table).
+pub fn child(cfg: &Config, row: usize, col: usize) -> Option<Sample> {
+    let (_, case, _) = *cases(cfg).get(row)?;
+    let mut r = runners(case);
+    (r.get_mut(col)?.1)()
+}
+
+/// Scenario 5: ring-alloc's three groups in one table.
+pub fn run(cfg: &Config) -> Vec<Table> {
+    let columns = columns();
+    let mut t = Table::new(
+        "ring-alloc: warm-up, allocation, vec (time per iteration)",
+        &["benchmark"],
+        &columns,
+        Unit::Auto,
+    )
+    .baseline("Global (glibc)");
+    let cases = cases(cfg);
+    for (label, case, k) in &cases {
         eprintln!("  ring-alloc: {label} ({k} iterations per run)");
-        let stats = measure(cfg.reps, k as f64, &mut runners(case));
+        let stats = measure(cfg.reps, *k as f64, &mut runners(*case));
         t.rows.push(Row {
             params: vec![format!("`{label}`")],
             cells: stats,
@@ -287,7 +401,20 @@ pub fn run(cfg: &Config) -> Vec<Table> {
          `BlinkAlloc` implements allocator-api2 0.4, the others 0.2: the same loop code is instantiated for both."
             .into(),
         "`mimalloc`: an allocator-api2 handle calling `mimalloc::MiMalloc`'s `GlobalAlloc` methods (grow = `realloc`).".into(),
-        "ringmem rows: pending issue 5/7 (the allocator-api2 adapter).".into(),
+        "ringmem (allocator-api2 0.2): `ringmem::RingAlloc::new()` (1 MiB blocks, grows by blocks; in the warm-up replaced by a new \
+         one at each reset, as ring-alloc's `RingAlloc`), `ringmem::OneRingAlloc` (this thread's ring: 1 MiB, heap when full; no reset), \
+         `&ringmem::Ring` (a `Ring` of 1 MiB blocks with `WhenFull::Grow`, made once like the peers' allocators; no reset)."
+            .into(),
     ];
-    vec![t]
+    let mut tables = vec![t];
+    if let Some(rss) = crate::harness::rss_table(
+        cfg,
+        "ring-alloc",
+        "ring-alloc: peak RSS per competitor",
+        &columns,
+        &RSS_ROWS.map(|i| (cases[i].0.clone(), i)),
+    ) {
+        tables.push(rss);
+    }
+    tables
 }

@@ -5,6 +5,8 @@
 use crate::harness::{Config, Table};
 
 /// Scenario 2.
-pub fn run(cfg: &Config) -> Table {
-    crate::ringal_fixed::ringal_table(cfg, true)
+pub fn run(cfg: &Config) -> Vec<Table> {
+    let mut t = vec![crate::ringal_fixed::ringal_table(cfg, true)];
+    t.extend(crate::ringal_fixed::rss_table(cfg, true));
+    t
 }

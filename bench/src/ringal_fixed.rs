@@ -23,6 +23,86 @@ fn runner<'a, B: ByteBufs + 'a>(name: &str, shape: Shape, data: &'a [u8]) -> Run
     )
 }
 
+/// Row `row` of the table at this scale.
+fn shape(cfg: &Config, row: usize, extendable: bool) -> Shape {
+    let (iters, size, max_buffers) = ROWS[row];
+    Shape {
+        iterations: cfg.scaled(iters, 1000),
+        size,
+        max_buffers,
+        extendable,
+    }
+}
+
+/// The competitors of one row, in column order.
+fn row_runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
+    let mut runners: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", shape, d)];
+    #[cfg(feature = "ringmem-rows")]
+    runners.push(runner::<buffers::Ringmem>("ringmem", shape, d));
+    runners.push(runner::<buffers::SysVec>("Vec (glibc)", shape, d));
+    runners.push(runner::<buffers::MiVec>("Vec (mimalloc)", shape, d));
+    runners.push((
+        "Vec (mimalloc global)".into(),
+        Box::new(move || buffers::mimalloc_child(0, shape)),
+    ));
+    runners.push(runner::<buffers::Bytes>("BytesMut", shape, d));
+    runners.push(runner::<buffers::Control>("control", shape, d));
+    runners
+}
+
+/// Rows of the peak-RSS tables: 1 KiB × 1,024 held and 128 KiB × 1,024 held.
+const RSS_ROWS: [usize; 2] = [2, 4];
+
+/// One run of row `row`, column `col`, in a child process (peak-RSS table). The
+/// `Vec (mimalloc global)` column is a process of its own: not measured here.
+fn child(cfg: &Config, row: usize, col: usize, extendable: bool) -> Option<crate::harness::Sample> {
+    if row >= ROWS.len() {
+        return None;
+    }
+    let data = random_bytes(131_072);
+    let mut r = row_runners(shape(cfg, row, extendable), &data);
+    let (name, f) = r.get_mut(col)?;
+    if name == "Vec (mimalloc global)" {
+        return None;
+    }
+    f()
+}
+
+/// [`child`] for the fixed table.
+pub fn child_fixed(cfg: &Config, row: usize, col: usize) -> Option<crate::harness::Sample> {
+    child(cfg, row, col, false)
+}
+
+/// [`child`] for the extendable table.
+pub fn child_ext(cfg: &Config, row: usize, col: usize) -> Option<crate::harness::Sample> {
+    child(cfg, row, col, true)
+}
+
+/// The peak-RSS table of the fixed or extendable scenario.
+pub fn rss_table(cfg: &Config, extendable: bool) -> Option<Table> {
+    let (id, title) = if extendable {
+        ("ringal-ext", "ringal extendable: peak RSS per competitor")
+    } else {
+        ("ringal-fixed", "ringal fixed: peak RSS per competitor")
+    };
+    let rows: Vec<(String, usize)> = RSS_ROWS
+        .iter()
+        .map(|&i| {
+            let s = shape(cfg, i, extendable);
+            (
+                format!(
+                    "{} × {} B, {} held",
+                    thousands(s.iterations),
+                    thousands(s.size),
+                    thousands(s.max_buffers)
+                ),
+                i,
+            )
+        })
+        .collect();
+    crate::harness::rss_table(cfg, id, title, &columns(), &rows)
+}
+
 /// The competitor columns of the ringal tables, in order.
 pub fn columns() -> Vec<String> {
     let mut c = vec!["ringal".to_string()];
@@ -62,35 +142,20 @@ pub fn ringal_table(cfg: &Config, extendable: bool) -> Table {
     } else {
         vec![0]
     };
-    for &(iters, size, max_buffers) in &ROWS {
-        let shape = Shape {
-            iterations: cfg.scaled(iters, 1000),
-            size,
-            max_buffers,
-            extendable,
-        };
+    for row in 0..ROWS.len() {
+        let shape = shape(cfg, row, extendable);
         eprintln!(
-            "  {title}: {} × {size} B, {max_buffers} held",
-            thousands(shape.iterations)
+            "  {title}: {} × {} B, {} held",
+            thousands(shape.iterations),
+            shape.size,
+            shape.max_buffers
         );
-        let d = &data[..];
-        let mut runners: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", shape, d)];
-        #[cfg(feature = "ringmem-rows")]
-        runners.push(runner::<buffers::Ringmem>("ringmem", shape, d));
-        runners.push(runner::<buffers::SysVec>("Vec (glibc)", shape, d));
-        runners.push(runner::<buffers::MiVec>("Vec (mimalloc)", shape, d));
-        runners.push((
-            "Vec (mimalloc global)".into(),
-            Box::new(move || buffers::mimalloc_child(0, shape)),
-        ));
-        runners.push(runner::<buffers::Bytes>("BytesMut", shape, d));
-        runners.push(runner::<buffers::Control>("control", shape, d));
-        let stats = measure(cfg.reps, 1.0, &mut runners);
+        let stats = measure(cfg.reps, 1.0, &mut row_runners(shape, &data));
         table.rows.push(Row {
             params: vec![
                 thousands(shape.iterations),
-                thousands(size),
-                thousands(max_buffers),
+                thousands(shape.size),
+                thousands(shape.max_buffers),
             ],
             cells: stats,
         });
@@ -123,6 +188,8 @@ pub fn ringal_table(cfg: &Config, extendable: bool) -> Table {
 }
 
 /// Scenario 1.
-pub fn run(cfg: &Config) -> Table {
-    ringal_table(cfg, false)
+pub fn run(cfg: &Config) -> Vec<Table> {
+    let mut t = vec![ringal_table(cfg, false)];
+    t.extend(rss_table(cfg, false));
+    t
 }
