@@ -17,7 +17,7 @@ pub(crate) use header::{round_up, Header, HDR, WORD};
 pub(crate) use heap::{claim as heap_claim, resize as heap_resize};
 use header::{count, span, COUNT_MASK, HEAP, MAX_REFS, MAX_WORDS};
 
-use crate::sync::{fence, Cell, Ordering, UnsafeCell};
+use crate::sync::{Cell, Ordering, UnsafeCell};
 
 /// What a [`Ring`] does when no free region fits a request.
 ///
@@ -516,7 +516,7 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
     // SAFETY: the region is alive until our decrement (contract).
     let header = unsafe { hdr.as_ref() };
     // Release: every handle's reads happen before the region is reused; the decrements
-    // form a release sequence that the allocator's Acquire load (or the fence below)
+    // form a release sequence that the allocator's Acquire load (or the load below)
     // synchronises with.
     let prev = header.0.fetch_sub(1, Ordering::Release);
     if count(prev) == 1 {
@@ -524,7 +524,10 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
             orphan::after_release();
         } else {
             // Acquire: pairs with the other handles' Release decrements, as in `Arc`.
-            fence(Ordering::Acquire);
+            // A load rather than `fence(Acquire)`: it reads our own decrement, the end
+            // of their release sequence, so it synchronises with all of them just the
+            // same, and ThreadSanitizer (which does not model fences) can check it.
+            let _ = header.0.load(Ordering::Acquire);
             // SAFETY: the last handle of a heap region is gone.
             unsafe { heap::free(hdr, prev & !COUNT_MASK, align) };
         }
