@@ -61,7 +61,11 @@ fn cross_thread_release<B: Bytes>(c: &mut Criterion, src: &B) {
     // Buffers allocated here, dropped by another thread in batches of 64.
     let mut g = c.benchmark_group("cross-thread release (batch of 64)");
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<B::Buf>>(4);
-    let dropper = std::thread::spawn(move || for batch in rx { drop(batch) });
+    let dropper = std::thread::spawn(move || {
+        for batch in rx {
+            drop(batch)
+        }
+    });
     g.throughput(Throughput::Elements(64));
     g.bench_function(src.name(), |b| {
         b.iter_batched(

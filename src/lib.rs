@@ -1,7 +1,11 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(feature = "nightly", feature(allocator_api))]
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, missing_docs)]
+#![deny(
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks,
+    missing_docs
+)]
 #![doc(test(attr(deny(warnings))))]
 
 extern crate alloc;
@@ -21,9 +25,9 @@ pub mod slab;
 #[cfg(all(feature = "std", not(loom)))]
 pub mod tls;
 
-pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
-pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};
 #[cfg(all(feature = "allocator-api2", feature = "std", not(loom)))]
 pub use alloc_api::OneRingAlloc;
 #[cfg(all(feature = "allocator-api2", not(loom)))]
 pub use alloc_api::RingAlloc;
+pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
+pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};

@@ -27,7 +27,8 @@ mod sys {
         new_size: usize,
     ) -> *mut u8 {
         // SAFETY: the caller guarantees a valid layout for `new_size` and alignment.
-        let new_layout = unsafe { core::alloc::Layout::from_size_align_unchecked(new_size, layout.align()) };
+        let new_layout =
+            unsafe { core::alloc::Layout::from_size_align_unchecked(new_size, layout.align()) };
         // SAFETY: non-zero size (the caller's contract).
         let new = unsafe { alloc(new_layout) };
         if !new.is_null() {
@@ -47,7 +48,10 @@ mod sys {
 /// caller, caught here by a debug assertion and answered with `None` in release builds.
 #[inline]
 pub(crate) fn alloc(layout: Layout) -> Option<NonNull<u8>> {
-    debug_assert!(layout.size() != 0, "raw::alloc called with a zero-sized layout");
+    debug_assert!(
+        layout.size() != 0,
+        "raw::alloc called with a zero-sized layout"
+    );
     if layout.size() == 0 {
         return None;
     }

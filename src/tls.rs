@@ -22,8 +22,8 @@
 
 use std::cell::OnceCell;
 
-use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WhenFull};
 use crate::sync::Cell;
+use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WhenFull};
 
 /// Capacity of a thread's ring when [`configure`] was not called.
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
@@ -94,7 +94,9 @@ pub fn with_ring<R>(f: impl FnOnce(&Ring) -> R) -> Option<R> {
             Some(ring) => ring,
             None => {
                 let builder = CONFIG.with(|c| c.get()).unwrap_or_else(|| {
-                    Ring::builder().capacity(DEFAULT_CAPACITY).when_full(WhenFull::Heap)
+                    Ring::builder()
+                        .capacity(DEFAULT_CAPACITY)
+                        .when_full(WhenFull::Heap)
                 });
                 let ring = builder.build().ok()?;
                 // Creating the ring runs no user code, so the cell is still empty.

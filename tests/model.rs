@@ -61,7 +61,11 @@ impl Live {
     }
 }
 
-fn grow_and_finalize(mut ext: ExtBuf<'_>, chunks: usize, seed: u8) -> Option<(FixedBufMut, Vec<u8>)> {
+fn grow_and_finalize(
+    mut ext: ExtBuf<'_>,
+    chunks: usize,
+    seed: u8,
+) -> Option<(FixedBufMut, Vec<u8>)> {
     let mut model = Vec::new();
     for k in 0..chunks / 64 + 1 {
         let chunk = vec![seed.wrapping_add(k as u8); 64.min(chunks - model.len().min(chunks))];
@@ -80,7 +84,11 @@ fn grow_and_finalize(mut ext: ExtBuf<'_>, chunks: usize, seed: u8) -> Option<(Fi
 }
 
 fn run(capacity: usize, policy: WhenFull, ops: Vec<Op>) {
-    let ring = Ring::builder().capacity(capacity).when_full(policy).build().unwrap();
+    let ring = Ring::builder()
+        .capacity(capacity)
+        .when_full(policy)
+        .build()
+        .unwrap();
     let mut live: Vec<Live> = Vec::new();
     for (step, op) in ops.into_iter().enumerate() {
         let pick = |i: usize, n: usize| if n == 0 { None } else { Some(i % n) };
@@ -122,7 +130,9 @@ fn run(capacity: usize, policy: WhenFull, ops: Vec<Op>) {
             Op::Freeze(i) => {
                 if let Some(i) = pick(i, live.len()) {
                     if let Live::Mut(..) = live[i] {
-                        let Live::Mut(b, m) = live.swap_remove(i) else { unreachable!() };
+                        let Live::Mut(b, m) = live.swap_remove(i) else {
+                            unreachable!()
+                        };
                         live.push(Live::Frozen(b.freeze(), m));
                     }
                 }

@@ -31,7 +31,10 @@ fn fixed_write_read_and_capacity() {
 #[test]
 fn bad_input_is_refused_cleanly() {
     assert_eq!(Ring::try_new(0).unwrap_err(), RingError::ZeroCapacity);
-    assert!(matches!(Ring::try_new(usize::MAX), Err(RingError::TooLarge { .. })));
+    assert!(matches!(
+        Ring::try_new(usize::MAX),
+        Err(RingError::TooLarge { .. })
+    ));
     assert!(std::panic::catch_unwind(|| Ring::new(0)).is_err());
     let ring = Ring::new(256);
     assert!(ring.fixed(0).is_none());
@@ -46,9 +49,17 @@ fn bad_input_is_refused_cleanly() {
     assert!(ring.typed::<Huge>(1).is_none());
     // Nothing was leaked by the refusals.
     assert_eq!(ring.stats().live_buffers, 0);
-    let heap = Ring::builder().capacity(64).when_full(WhenFull::Heap).build().unwrap();
+    let heap = Ring::builder()
+        .capacity(64)
+        .when_full(WhenFull::Heap)
+        .build()
+        .unwrap();
     assert!(heap.fixed(usize::MAX).is_none());
-    let grow = Ring::builder().capacity(64).when_full(WhenFull::Grow).build().unwrap();
+    let grow = Ring::builder()
+        .capacity(64)
+        .when_full(WhenFull::Grow)
+        .build()
+        .unwrap();
     assert!(grow.fixed(usize::MAX).is_none());
     assert!(grow.typed::<u32>(usize::MAX / 2).is_none());
 }
@@ -73,10 +84,15 @@ fn fills_then_refuses_then_reuses() {
     assert!(ring.fixed(1).is_none(), "the ring is exactly full");
     held.remove(3);
     // After a full lap, up to 16 requests look at the oldest region only.
-    let again = (0..=16).find_map(|_| ring.fixed(64)).expect("the freed region is reused");
+    let again = (0..=16)
+        .find_map(|_| ring.fixed(64))
+        .expect("the freed region is reused");
     held.push(again);
     assert_eq!(ring.stats().live_buffers, 8);
-    let ranges = held.iter().map(|b| (b.as_ptr() as usize, b.capacity())).collect();
+    let ranges = held
+        .iter()
+        .map(|b| (b.as_ptr() as usize, b.capacity()))
+        .collect();
     assert_disjoint(ranges);
 }
 
@@ -105,7 +121,9 @@ fn a_long_lived_buffer_does_not_stall_the_ring() {
     let mut pinned = ring.fixed(100).unwrap();
     pinned.try_extend_from_slice(b"pinned").unwrap();
     for lap in 0..scaled(10_000) {
-        let mut b = ring.fixed(500).unwrap_or_else(|| panic!("stalled at lap {lap}"));
+        let mut b = ring
+            .fixed(500)
+            .unwrap_or_else(|| panic!("stalled at lap {lap}"));
         b.try_extend_from_slice(&[lap as u8; 500]).unwrap();
         let (p, len) = (pinned.as_ptr() as usize, pinned.capacity());
         assert_disjoint(vec![(p, len), (b.as_ptr() as usize, b.capacity())]);
@@ -119,20 +137,34 @@ fn policies_when_full() {
     let _a = fail.fixed(100).unwrap();
     assert!(fail.fixed(100).is_none());
 
-    let heap = Ring::builder().capacity(128).when_full(WhenFull::Heap).build().unwrap();
+    let heap = Ring::builder()
+        .capacity(128)
+        .when_full(WhenFull::Heap)
+        .build()
+        .unwrap();
     let mut a = heap.fixed(100).unwrap();
     let mut b = heap.fixed(100).unwrap();
     a.try_extend_from_slice(&[1; 100]).unwrap();
     b.try_extend_from_slice(&[2; 100]).unwrap();
     assert_eq!(heap.stats().heap_fallbacks, 1);
-    assert_eq!(heap.stats().live_buffers, 1, "heap buffers live outside the ring");
+    assert_eq!(
+        heap.stats().live_buffers,
+        1,
+        "heap buffers live outside the ring"
+    );
     let fb = b.freeze();
     let fb2 = fb.clone();
-    std::thread::spawn(move || assert!(fb2.iter().all(|&x| x == 2))).join().unwrap();
+    std::thread::spawn(move || assert!(fb2.iter().all(|&x| x == 2)))
+        .join()
+        .unwrap();
     drop(fb);
     assert!(a.iter().all(|&x| x == 1));
 
-    let grow = Ring::builder().capacity(128).when_full(WhenFull::Grow).build().unwrap();
+    let grow = Ring::builder()
+        .capacity(128)
+        .when_full(WhenFull::Grow)
+        .build()
+        .unwrap();
     let held: Vec<_> = (0..10).map(|_| grow.fixed(100).unwrap()).collect();
     assert_eq!(grow.stats().blocks, 10);
     drop(held);
@@ -204,7 +236,9 @@ fn extendable_out_of_room_fails_cleanly() {
     assert!(ext.len() <= 504);
     assert!(ext.iter().all(|&b| b == 9));
     assert!(ext.try_reserve(usize::MAX).is_err());
-    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ext.reserve(10_000))).is_err());
+    assert!(
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ext.reserve(10_000))).is_err()
+    );
 }
 
 #[test]
@@ -214,7 +248,9 @@ fn finalize_returns_unused_capacity() {
     ext.extend_from_slice(b"abc");
     let buf = ext.finalize();
     assert_eq!(buf.capacity(), 8);
-    let rest = ring.fixed(1024 - 16 - 8).expect("the trimmed tail is free again");
+    let rest = ring
+        .fixed(1024 - 16 - 8)
+        .expect("the trimmed tail is free again");
     drop((buf, rest));
 }
 
@@ -291,7 +327,10 @@ fn typed_alignment_is_honoured_and_next_header_intact() {
         // The typed buffer's last byte and the next buffer do not overlap.
         let end = v.as_ptr() as usize + 3 * 256;
         assert!(after.as_ptr() as usize >= end || (after.as_ptr() as usize) < v.as_ptr() as usize);
-        assert!(v.iter().enumerate().all(|(k, a)| a.0.iter().all(|&b| b == k as u8)));
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(k, a)| a.0.iter().all(|&b| b == k as u8)));
         let p = ring.typed::<Page>(1).unwrap();
         assert_eq!(p.as_ptr() as usize % 4096, 0);
         drop((pad, after, p));
@@ -345,7 +384,11 @@ fn typed_panicking_drop_still_releases() {
 #[test]
 fn ring_dropped_while_buffers_live_elsewhere() {
     for policy in [WhenFull::Fail, WhenFull::Heap, WhenFull::Grow] {
-        let ring = Ring::builder().capacity(1024).when_full(policy).build().unwrap();
+        let ring = Ring::builder()
+            .capacity(1024)
+            .when_full(policy)
+            .build()
+            .unwrap();
         let mut bufs = Vec::new();
         for i in 0..20u64 {
             if let Some(mut b) = ring.fixed(64) {
@@ -393,7 +436,10 @@ fn stats_track_use() {
     let a = ring.fixed(100).unwrap();
     let b = ring.typed::<u64>(10).unwrap();
     let s = ring.stats();
-    assert_eq!((s.live_buffers, s.bytes_in_use, s.capacity, s.blocks), (2, 112 + 88, 4096, 1));
+    assert_eq!(
+        (s.live_buffers, s.bytes_in_use, s.capacity, s.blocks),
+        (2, 112 + 88, 4096, 1)
+    );
     drop((a, b));
     assert_eq!(ring.stats().bytes_in_use, 0);
 }

@@ -72,7 +72,11 @@ fn producers_and_consumers_verify_patterns() {
             let tx = tx.clone();
             thread::spawn(move || {
                 let policy = [WhenFull::Fail, WhenFull::Heap, WhenFull::Grow][p % 3];
-                let mut ring = Ring::builder().capacity(16 * 1024).when_full(policy).build().unwrap();
+                let mut ring = Ring::builder()
+                    .capacity(16 * 1024)
+                    .when_full(policy)
+                    .build()
+                    .unwrap();
                 let mut waits = 0u64;
                 for i in 0..per_producer {
                     let id = (p as u64) << 40 | i;
@@ -95,7 +99,11 @@ fn producers_and_consumers_verify_patterns() {
                     }
                     if i % 4096 == 4095 {
                         // Drop the ring with buffers in flight; carry on with a new one.
-                        ring = Ring::builder().capacity(16 * 1024).when_full(policy).build().unwrap();
+                        ring = Ring::builder()
+                            .capacity(16 * 1024)
+                            .when_full(policy)
+                            .build()
+                            .unwrap();
                     }
                 }
                 waits
@@ -136,7 +144,11 @@ fn live_buffers_never_overlap_under_churn() {
         b.try_extend_from_slice(&data).unwrap();
         held.push((id, b));
         if id % 64 == 0 {
-            assert_disjoint(held.iter().map(|(_, b)| (b.as_ptr() as usize, b.capacity())).collect());
+            assert_disjoint(
+                held.iter()
+                    .map(|(_, b)| (b.as_ptr() as usize, b.capacity()))
+                    .collect(),
+            );
             for (i, b) in &held {
                 assert!(holds(*i, b));
             }

@@ -31,7 +31,10 @@ fn configure_applies_before_first_use_only() {
         assert!(matches!(bad, tls::ConfigError::Invalid(_)));
         tls::configure(Ring::builder().capacity(256).when_full(WhenFull::Fail)).unwrap();
         assert_eq!(tls::with_ring(|r| r.capacity()), Some(256));
-        assert!(tls::fixed(1000).is_none(), "Fail policy, larger than the ring");
+        assert!(
+            tls::fixed(1000).is_none(),
+            "Fail policy, larger than the ring"
+        );
         assert_eq!(
             tls::configure(Ring::builder()).unwrap_err(),
             tls::ConfigError::AlreadyCreated

@@ -65,7 +65,14 @@ impl<'r> ExtBuf<'r> {
     /// Wraps a freshly claimed region (count 1).
     #[inline]
     pub(crate) fn from_claim(ring: &'r Ring, c: Claim) -> Self {
-        ExtBuf { ring, hdr: c.hdr, ptr: c.data, len: 0, cap: c.cap, block: c.block }
+        ExtBuf {
+            ring,
+            hdr: c.hdr,
+            ptr: c.data,
+            len: 0,
+            cap: c.cap,
+            block: c.block,
+        }
     }
 
     /// Takes the buffer apart without releasing its region, for a holder that owns the
@@ -73,7 +80,13 @@ impl<'r> ExtBuf<'r> {
     #[inline]
     pub(crate) fn into_parts(self) -> ExtParts {
         let this = ManuallyDrop::new(self);
-        ExtParts { hdr: this.hdr, ptr: this.ptr, len: this.len, cap: this.cap, block: this.block }
+        ExtParts {
+            hdr: this.hdr,
+            ptr: this.ptr,
+            len: this.len,
+            cap: this.cap,
+            block: this.block,
+        }
     }
 
     /// Puts back together a buffer taken apart by [`into_parts`](Self::into_parts).
@@ -84,9 +97,27 @@ impl<'r> ExtBuf<'r> {
     /// - `parts.len <= parts.cap` and the first `parts.len` bytes are initialised.
     #[inline]
     pub(crate) unsafe fn from_parts(ring: &'r Ring, parts: ExtParts) -> Self {
-        debug_assert!(parts.len <= parts.cap, "ExtParts len {} > cap {}", parts.len, parts.cap);
-        let ExtParts { hdr, ptr, len, cap, block } = parts;
-        ExtBuf { ring, hdr, ptr, len, cap, block }
+        debug_assert!(
+            parts.len <= parts.cap,
+            "ExtParts len {} > cap {}",
+            parts.len,
+            parts.cap
+        );
+        let ExtParts {
+            hdr,
+            ptr,
+            len,
+            cap,
+            block,
+        } = parts;
+        ExtBuf {
+            ring,
+            hdr,
+            ptr,
+            len,
+            cap,
+            block,
+        }
     }
 
     /// The unwritten capacity (for `bytes::BufMut`); follow it with
@@ -97,7 +128,10 @@ impl<'r> ExtBuf<'r> {
         // makes no claim about their contents.
         unsafe {
             core::slice::from_raw_parts_mut(
-                self.ptr.as_ptr().add(self.len).cast::<core::mem::MaybeUninit<u8>>(),
+                self.ptr
+                    .as_ptr()
+                    .add(self.len)
+                    .cast::<core::mem::MaybeUninit<u8>>(),
                 self.cap - self.len,
             )
         }
@@ -110,7 +144,11 @@ impl<'r> ExtBuf<'r> {
     /// - the first `n` bytes of [`spare_uninit`](Self::spare_uninit) are initialised.
     #[inline]
     pub(crate) unsafe fn assume_written(&mut self, n: usize) {
-        debug_assert!(n <= self.cap - self.len, "assume_written({n}) past {}", self.cap - self.len);
+        debug_assert!(
+            n <= self.cap - self.len,
+            "assume_written({n}) past {}",
+            self.cap - self.len
+        );
         self.len += n;
     }
 
@@ -190,7 +228,9 @@ impl<'r> ExtBuf<'r> {
         if additional <= self.cap - self.len {
             return Ok(());
         }
-        let err = AllocError { requested: self.len.saturating_add(additional) };
+        let err = AllocError {
+            requested: self.len.saturating_add(additional),
+        };
         let min = self.len.checked_add(additional).ok_or(err)?;
         let want = min.max(self.cap.saturating_mul(2)).max(MIN_GROW);
         if let Some(block) = self.block {
@@ -300,7 +340,12 @@ impl<'r> ExtBuf<'r> {
             cap = ring::region_span(this.hdr) - HDR;
         }
         FixedBufMut::from_claim(
-            Claim { hdr: this.hdr, data: this.ptr, cap, block: None },
+            Claim {
+                hdr: this.hdr,
+                data: this.ptr,
+                cap,
+                block: None,
+            },
             this.len,
         )
     }
@@ -332,7 +377,10 @@ impl DerefMut for ExtBuf<'_> {
 
 impl fmt::Debug for ExtBuf<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExtBuf").field("len", &self.len).field("capacity", &self.cap).finish()
+        f.debug_struct("ExtBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.cap)
+            .finish()
     }
 }
 

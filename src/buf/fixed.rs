@@ -38,7 +38,12 @@ impl FixedBufMut {
     #[inline]
     pub(crate) fn from_claim(c: Claim, len: usize) -> Self {
         debug_assert!(len <= c.cap);
-        FixedBufMut { hdr: c.hdr, ptr: c.data, len, cap: c.cap }
+        FixedBufMut {
+            hdr: c.hdr,
+            ptr: c.data,
+            len,
+            cap: c.cap,
+        }
     }
 
     /// Bytes written so far.
@@ -127,7 +132,10 @@ impl FixedBufMut {
     #[inline]
     pub fn try_extend_from_slice(&mut self, bytes: &[u8]) -> Result<(), CapacityError> {
         if bytes.len() > self.spare() {
-            return Err(CapacityError { requested: bytes.len(), available: self.spare() });
+            return Err(CapacityError {
+                requested: bytes.len(),
+                available: self.spare(),
+            });
         }
         // SAFETY: `bytes.len() <= spare` was checked above, and the region's bytes from
         // `len` to `cap` belong to this handle until it is released in `Drop`.
@@ -179,7 +187,11 @@ impl FixedBufMut {
     /// ```
     #[inline]
     pub unsafe fn advance(&mut self, n: usize) {
-        debug_assert!(n <= self.spare(), "advance({n}) past the spare {}", self.spare());
+        debug_assert!(
+            n <= self.spare(),
+            "advance({n}) past the spare {}",
+            self.spare()
+        );
         self.len += n;
     }
 
@@ -200,7 +212,6 @@ impl FixedBufMut {
         // A unique region has count 1, which is also a shared region with one handle.
         FixedBuf::from_raw(this.hdr, this.ptr, this.len)
     }
-
 }
 
 impl Drop for FixedBufMut {

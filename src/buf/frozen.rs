@@ -86,7 +86,11 @@ impl FixedBuf {
             Bound::Unbounded => self.len,
         };
         assert!(start <= end, "slice start {start} is after its end {end}");
-        assert!(end <= self.len, "slice end {end} is out of bounds of a buffer of {}", self.len);
+        assert!(
+            end <= self.len,
+            "slice end {end} is out of bounds of a buffer of {}",
+            self.len
+        );
         let mut s = self.clone();
         // SAFETY: `start <= end <= len`, so the pointer stays inside this view.
         s.ptr = unsafe { NonNull::new_unchecked(s.ptr.as_ptr().add(start)) };
@@ -114,7 +118,6 @@ impl FixedBuf {
         self.len -= at;
         head
     }
-
 }
 
 impl Clone for FixedBuf {
@@ -122,7 +125,11 @@ impl Clone for FixedBuf {
     fn clone(&self) -> Self {
         // SAFETY: `self` holds a count, so the region is alive.
         unsafe { ring::retain_shared(self.hdr) };
-        FixedBuf { hdr: self.hdr, ptr: self.ptr, len: self.len }
+        FixedBuf {
+            hdr: self.hdr,
+            ptr: self.ptr,
+            len: self.len,
+        }
     }
 }
 

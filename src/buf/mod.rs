@@ -34,7 +34,11 @@ pub struct CapacityError {
 
 impl fmt::Display for CapacityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} bytes do not fit in the {} bytes left", self.requested, self.available)
+        write!(
+            f,
+            "{} bytes do not fit in the {} bytes left",
+            self.requested, self.available
+        )
     }
 }
 
@@ -56,7 +60,11 @@ pub struct AllocError {
 
 impl fmt::Display for AllocError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the ring cannot serve a buffer of {} bytes", self.requested)
+        write!(
+            f,
+            "the ring cannot serve a buffer of {} bytes",
+            self.requested
+        )
     }
 }
 

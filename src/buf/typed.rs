@@ -58,7 +58,13 @@ impl<T> TypedBuf<T> {
             },
             None => {
                 debug_assert_eq!(mem::size_of::<T>(), 0);
-                TypedBuf { hdr: None, ptr: NonNull::dangling(), len: 0, cap: n, _owns: PhantomData }
+                TypedBuf {
+                    hdr: None,
+                    ptr: NonNull::dangling(),
+                    len: 0,
+                    cap: n,
+                    _owns: PhantomData,
+                }
             }
         }
     }

@@ -194,7 +194,10 @@ impl BlockCtl {
             // released the region, so its last writes happen before our reuse.
             let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
             let mut have = span(h);
-            debug_assert!(have >= HDR && off + have <= len, "corrupt header {h:#x} at {off}");
+            debug_assert!(
+                have >= HDR && off + have <= len,
+                "corrupt header {h:#x} at {off}"
+            );
             if count(h) == 0 {
                 let (need, pad) = Self::need(off, bytes, align);
                 if have < need {
@@ -295,7 +298,10 @@ impl BlockCtl {
         let used = if have - need >= HDR {
             // SAFETY: `off + need` lies inside the free region we own, on a word
             // boundary; it becomes a new header.
-            unsafe { self.hdr_ptr(off + need).write(Header::new(pack(have - need, 0))) };
+            unsafe {
+                self.hdr_ptr(off + need)
+                    .write(Header::new(pack(have - need, 0)))
+            };
             need
         } else {
             have
@@ -341,7 +347,10 @@ impl BlockCtl {
         }
         let new_span = if end - off - want >= HDR {
             // SAFETY: inside the absorbed free space, on a word boundary.
-            unsafe { self.hdr_ptr(off + want).write(Header::new(pack(end - off - want, 0))) };
+            unsafe {
+                self.hdr_ptr(off + want)
+                    .write(Header::new(pack(end - off - want, 0)))
+            };
             want
         } else {
             end - off
@@ -351,7 +360,11 @@ impl BlockCtl {
         unsafe { self.hdr(off) }.store(pack(new_span, count(h)), Ordering::Relaxed);
         let head = self.head.get();
         if head > off && head < off + new_span {
-            self.head.set(if off + new_span == self.len { 0 } else { off + new_span });
+            self.head.set(if off + new_span == self.len {
+                0
+            } else {
+                off + new_span
+            });
         }
         Some(new_span)
     }
@@ -367,7 +380,10 @@ impl BlockCtl {
             return;
         }
         // SAFETY: `off + keep` is inside our own region, on a word boundary.
-        unsafe { self.hdr_ptr(off + keep).write(Header::new(pack(have - keep, 0))) };
+        unsafe {
+            self.hdr_ptr(off + keep)
+                .write(Header::new(pack(have - keep, 0)))
+        };
         // SAFETY: `hdr` is ours (see above).
         unsafe { self.hdr(off) }.store(pack(keep, count(h)), Ordering::Relaxed);
         if self.head.get() == off + have || (self.head.get() == 0 && off + have == self.len) {

@@ -59,7 +59,10 @@ pub(crate) unsafe fn resize(hdr: NonNull<Header>, align: usize, bytes: usize) ->
     // SAFETY: the caller's handle keeps the region, hence its header, alive.
     // Relaxed: only the holder of a unique handle changes this header.
     let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
-    debug_assert!(h & HEAP != 0 && count(h) == 1, "heap resize of header {h:#x} at {hdr:p}");
+    debug_assert!(
+        h & HEAP != 0 && count(h) == 1,
+        "heap resize of header {h:#x} at {hdr:p}"
+    );
     let (new_layout, a) = layout(bytes, align)?;
     // SAFETY: the header sits `a - HDR` bytes after the allocation base (see `claim`).
     let base = unsafe { NonNull::new_unchecked(hdr.as_ptr().cast::<u8>().add(HDR).sub(a)) };

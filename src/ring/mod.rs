@@ -12,10 +12,10 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 pub(crate) use block::{BlockCtl, Claim, MAX_ALIGN};
+use header::{count, span, COUNT_MASK, HEAP, MAX_REFS, MAX_WORDS};
 pub(crate) use header::{round_up, Header, HDR, WORD};
 #[cfg(feature = "allocator-api2")]
 pub(crate) use heap::{claim as heap_claim, resize as heap_resize};
-use header::{count, span, COUNT_MASK, HEAP, MAX_REFS, MAX_WORDS};
 
 use crate::sync::{Cell, Ordering, UnsafeCell};
 
@@ -70,10 +70,16 @@ impl fmt::Display for RingError {
         match self {
             RingError::ZeroCapacity => f.write_str("a ring needs a capacity of at least 1 byte"),
             RingError::TooLarge { requested, max } => {
-                write!(f, "capacity {requested} exceeds the largest block, {max} bytes")
+                write!(
+                    f,
+                    "capacity {requested} exceeds the largest block, {max} bytes"
+                )
             }
             RingError::OutOfMemory { requested } => {
-                write!(f, "the global allocator refused a block of {requested} bytes")
+                write!(
+                    f,
+                    "the global allocator refused a block of {requested} bytes"
+                )
             }
         }
     }
@@ -99,7 +105,10 @@ pub struct RingBuilder {
 
 impl Default for RingBuilder {
     fn default() -> Self {
-        RingBuilder { capacity: 64 * 1024, when_full: WhenFull::Fail }
+        RingBuilder {
+            capacity: 64 * 1024,
+            when_full: WhenFull::Fail,
+        }
     }
 }
 
@@ -141,12 +150,16 @@ impl RingBuilder {
             return Err(RingError::ZeroCapacity);
         }
         if self.capacity > max {
-            return Err(RingError::TooLarge { requested: self.capacity, max });
+            return Err(RingError::TooLarge {
+                requested: self.capacity,
+                max,
+            });
         }
         let len = round_up(self.capacity.max(HDR), WORD);
         orphan::after_release();
-        let first =
-            BlockCtl::create(len).ok_or(RingError::OutOfMemory { requested: self.capacity })?;
+        let first = BlockCtl::create(len).ok_or(RingError::OutOfMemory {
+            requested: self.capacity,
+        })?;
         let blocks = alloc::vec![first];
         Ok(Ring {
             cur: Cell::new(first),
@@ -285,10 +298,13 @@ impl Ring {
     /// assert_eq!(ringmem::Ring::new(4096).capacity(), 4096);
     /// ```
     pub fn capacity(&self) -> usize {
-        self.blocks().iter().map(|b| {
-            // SAFETY: the ring's blocks stay alive while the ring does.
-            unsafe { b.as_ref() }.len()
-        }).sum()
+        self.blocks()
+            .iter()
+            .map(|b| {
+                // SAFETY: the ring's blocks stay alive while the ring does.
+                unsafe { b.as_ref() }.len()
+            })
+            .sum()
     }
 
     /// The ring's policy when full.
@@ -364,10 +380,13 @@ impl Ring {
     #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[cold]
     fn block_of_slow(&self, hdr: NonNull<Header>) -> Option<&BlockCtl> {
-        self.blocks().iter().map(|b| {
-            // SAFETY: the ring's blocks stay alive while the ring does.
-            unsafe { b.as_ref() }
-        }).find(|b| b.contains(hdr))
+        self.blocks()
+            .iter()
+            .map(|b| {
+                // SAFETY: the ring's blocks stay alive while the ring does.
+                unsafe { b.as_ref() }
+            })
+            .find(|b| b.contains(hdr))
     }
 
     /// The fast path of [`claim`](Self::claim) for alignments up to [`WORD`]: the free
@@ -413,7 +432,9 @@ impl Ring {
                         return Some(c);
                     }
                 }
-                let len = self.block_len.max(round_up(bytes, WORD) + HDR + align.max(WORD));
+                let len = self
+                    .block_len
+                    .max(round_up(bytes, WORD) + HDR + align.max(WORD));
                 let b = BlockCtl::create(len)?;
                 // SAFETY: see `blocks`; no reference into the vector is alive here.
                 unsafe { &mut *self.blocks.get() }.push(b);
@@ -455,7 +476,11 @@ pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
     let header = unsafe { hdr.as_ref() };
     // Relaxed: only this handle's thread changes the header of a uniquely held region.
     let h = header.load(Ordering::Relaxed);
-    debug_assert_eq!(count(h), 1, "unique release of a region with header {h:#x} at {hdr:p}");
+    debug_assert_eq!(
+        count(h),
+        1,
+        "unique release of a region with header {h:#x} at {hdr:p}"
+    );
     if h & HEAP == 0 {
         // Release: publishes every access to the region's bytes before the allocating
         // thread's Acquire load in `BlockCtl::claim` reuses them. One plain store.
@@ -534,7 +559,6 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
     }
 }
 
-
 /// Whether the region led by `hdr` (held by the caller) is a heap region.
 #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
 #[inline]
@@ -562,9 +586,19 @@ mod tests {
         let b = ring.fixed(8).unwrap().freeze();
         let b2 = b.clone();
         // A concurrent sweep (other tests) empties the stack for a moment: look twice.
-        let pending = || (0..1000).any(|_| orphan::pending() || { std::thread::yield_now(); false });
+        let pending = || {
+            (0..1000).any(|_| {
+                orphan::pending() || {
+                    std::thread::yield_now();
+                    false
+                }
+            })
+        };
         drop(ring);
-        assert!(pending(), "a block with live buffers waits on the orphan stack");
+        assert!(
+            pending(),
+            "a block with live buffers waits on the orphan stack"
+        );
         drop(a);
         drop(b);
         assert!(pending());
