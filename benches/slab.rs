@@ -11,10 +11,17 @@
 //! - `churn`: 1024 live objects; each iteration replaces one of them (a drop and an
 //!   allocation in a pool whose slots are scattered over its pages).
 //!
+//! `control` writes the object into a preallocated block and allocates nothing: the cost
+//! of the loop itself (building the object through `black_box`, handing the handle
+//! out), which every row pays.
+//!
 //! Every competitor runs the same code through the `Competitor` trait. The comparison
 //! with the peer crates (shared_arena itself) is in the `bench/` binary.
 
+use std::cell::{Cell, UnsafeCell};
 use std::hint::black_box;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -83,6 +90,40 @@ impl Competitor for SharedArena<MyStruct> {
     }
 }
 
+/// The floor every competitor stands on: writes the object into the next slot of one
+/// preallocated block and hands out its address; allocates and frees nothing. What a
+/// row costs beyond this is allocation.
+struct Control {
+    slots: Box<[UnsafeCell<MaybeUninit<MyStruct>>]>,
+    next: Cell<usize>,
+}
+
+impl Competitor for Control {
+    type Handle = NonNull<MyStruct>;
+    const NAME: &'static str = "control (no allocation)";
+    fn with_capacity(cap: usize) -> Self {
+        let len = cap.max(1).next_power_of_two();
+        Control {
+            slots: (0..len)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            next: Cell::new(0),
+        }
+    }
+    #[inline]
+    fn make(&self, value: MyStruct) -> Self::Handle {
+        let i = self.next.get();
+        self.next.set((i + 1) & (self.slots.len() - 1));
+        let slot = self.slots[i].get().cast::<MyStruct>();
+        // SAFETY: `slot` points into `self.slots`, valid for a `MyStruct`; no reference to
+        // it is live (handles are raw pointers nobody reads), and `MyStruct` is `Copy`,
+        // so overwriting drops nothing.
+        unsafe { slot.write(value) };
+        // SAFETY: a pointer into a live boxed slice is not null.
+        unsafe { NonNull::new_unchecked(slot) }
+    }
+}
+
 /// `Box` on the system allocator.
 struct SystemBox;
 
@@ -143,6 +184,7 @@ fn benches(c: &mut Criterion) {
     all::<Arena<MyStruct>>(c);
     all::<SharedArena<MyStruct>>(c);
     all::<SystemBox>(c);
+    all::<Control>(c);
 }
 
 criterion_group! {

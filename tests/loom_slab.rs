@@ -218,3 +218,31 @@ fn shared_arena_reuse_and_drop_while_live() {
         assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
     });
 }
+
+/// Two threads claim the pages `with_capacity` made from the arena's reserve at once,
+/// while a third gives the rest back with `shrink_to_fit`: each page is claimed once,
+/// and every page is freed exactly once (loom's allocator checks) after the arena and
+/// the boxes go in either order.
+#[test]
+fn shared_arena_reserve_claims() {
+    run_model("shared arena reserve claims", || {
+        let shared = Shared::new();
+        let arena = Arc::new(SharedArena::with_capacity(3 * PAGE_SLOTS));
+        let (arena2, shared2) = (arena.clone(), shared.clone());
+        let t = thread::spawn(move || arena2.alloc(Value::new(1, &shared2)));
+        let arena3 = arena.clone();
+        let u = thread::spawn(move || {
+            arena3.shrink_to_fit();
+        });
+        let mine = arena.alloc(Value::new(2, &shared));
+        let theirs: ArenaBox<Value> = t.join().unwrap();
+        u.join().unwrap();
+        assert_ne!(&*mine as *const Value, &*theirs as *const Value);
+        assert_eq!((mine.key, theirs.key), (2, 1));
+        assert_eq!(arena.len(), 2);
+        drop(mine);
+        drop(arena);
+        drop(theirs);
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
+    });
+}

@@ -523,6 +523,61 @@ fn stress_shared_allocation_is_disjoint() {
     assert_eq!(arena.len(), kept.len());
 }
 
+/// `with_capacity` pages serve whichever thread allocates: one thread alone fills the
+/// whole capacity without a new page (the pages wait in a reserve rather than being dealt
+/// out to shards it never uses), and several threads together stay disjoint and count
+/// right. Unclaimed pages are freed by `shrink_to_fit` or with the arena (Miri checks).
+#[test]
+fn shared_arena_capacity_serves_any_thread() {
+    let pages = scaled(40);
+    let cap = pages * PAGE_SLOTS;
+
+    let arena = SharedArena::<u64>::with_capacity(cap);
+    assert_eq!(arena.stats(), (0, cap));
+    let values: Vec<_> = (0..cap as u64).map(|i| arena.alloc(i)).collect();
+    assert_eq!(
+        arena.capacity(),
+        cap,
+        "grew although the capacity was there"
+    );
+    assert_eq!(arena.stats(), (cap, 0));
+    assert!(values.iter().enumerate().all(|(i, v)| **v == i as u64));
+    drop(values);
+    assert_eq!(arena.stats(), (0, cap));
+
+    let arena = Arc::new(SharedArena::<[u64; 2]>::with_capacity(cap));
+    let per_thread = cap / 4;
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let arena = Arc::clone(&arena);
+            thread::spawn(move || {
+                (0..per_thread as u64)
+                    .map(|i| arena.alloc([t, i]))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let kept: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let mut addrs: Vec<_> = kept.iter().map(|v| &**v as *const _ as usize).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    assert_eq!(addrs.len(), kept.len(), "two live values share a slot");
+    assert_eq!(arena.len(), kept.len());
+    assert!(arena.capacity() >= cap);
+
+    // A reserve that nobody claimed: freed by `shrink_to_fit`, or with the arena.
+    let idle = SharedArena::<u8>::with_capacity(cap);
+    let one = idle.alloc(1);
+    assert!(idle.shrink_to_fit());
+    assert_eq!(idle.stats(), (1, PAGE_SLOTS - 1));
+    drop(SharedArena::<u8>::with_capacity(cap));
+    drop(idle);
+    assert_eq!(*one, 1);
+}
+
 /// An operation in the model-based test.
 #[derive(Debug, Clone)]
 enum Op {

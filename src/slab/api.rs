@@ -1,8 +1,10 @@
 //! The allocation methods every pool shares, written once.
 //!
 //! Each pool provides `fn slot(&self) -> Result<NonNull<Slot<T, W>>, AllocError>`, which
-//! takes a free slot (uninitialised, owned by the caller) without calling user code;
-//! these macros build the public methods on top of it.
+//! takes a free slot (uninitialised, owned by the caller) without calling user code, and
+//! `fn slot_or_oom(&self) -> NonNull<Slot<T, W>>`, the same or the out-of-memory handler
+//! (its fast path returns a bare pointer, so no `Result` goes through memory); these
+//! macros build the public methods on top of them.
 
 /// `alloc`, `try_alloc`, `alloc_with`, `try_alloc_with` returning `$Box`.
 macro_rules! box_api {
@@ -20,7 +22,7 @@ macro_rules! box_api {
             /// ```
             #[inline]
             pub fn alloc(&self, value: T) -> $Box<T> {
-                let slot = super::or_oom(self.slot());
+                let slot = self.slot_or_oom();
                 // SAFETY: the slot is ours and uninitialised; writing initialises it and
                 // the handle takes ownership of both.
                 unsafe {
@@ -69,7 +71,7 @@ macro_rules! box_api {
             where
                 F: FnOnce(&mut core::mem::MaybeUninit<T>) -> &T,
             {
-                let slot = super::or_oom(self.slot());
+                let slot = self.slot_or_oom();
                 // SAFETY: the slot was just taken and is ours; `init_with` returns only
                 // once it is initialised, and the handle then owns it.
                 unsafe {
@@ -120,7 +122,7 @@ macro_rules! shared_api {
             /// ```
             #[inline]
             pub fn $alloc(&self, value: T) -> super::$Handle<T> {
-                let slot = super::or_oom(self.slot());
+                let slot = self.slot_or_oom();
                 // SAFETY: the slot is ours and uninitialised; writing initialises it and
                 // the handle takes ownership of both, with a count of 1.
                 unsafe {
@@ -158,7 +160,7 @@ macro_rules! shared_api {
             where
                 F: FnOnce(&mut core::mem::MaybeUninit<T>) -> &T,
             {
-                let slot = super::or_oom(self.slot());
+                let slot = self.slot_or_oom();
                 // SAFETY: the slot was just taken and is ours; `init_with` returns only
                 // once it is initialised, and the handle then owns it.
                 unsafe {

@@ -14,7 +14,7 @@ use crate::sync::AtomicU64;
 /// thread.
 ///
 /// Allocation is a few plain instructions; dropping an [`ArenaBox`] or the last
-/// [`ArenaArc`](super::ArenaArc) is one atomic `fetch_or` on its page. The arena can be
+/// [`ArenaArc`](super::ArenaArc) is one atomic read-modify-write on its page. The arena can be
 /// moved to another thread (it is `Send` when `T` is) but not shared (`!Sync`); use a
 /// [`SharedArena`](super::SharedArena) to allocate from several threads at once.
 /// Handles may outlive the arena.
@@ -112,6 +112,11 @@ impl<T> Arena<T> {
     #[inline(always)]
     fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
         self.heap(|h| h.take())
+    }
+
+    #[inline(always)]
+    fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
+        super::or_oom(self.slot())
     }
 
     /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page.

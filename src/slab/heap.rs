@@ -19,6 +19,26 @@ use core::ptr::NonNull;
 use super::page::{Page, Slot, Word, ALL_FREE, SLOTS};
 use super::AllocError;
 
+/// Where a heap gets the pages it grows by.
+pub(crate) trait PageSource<T, W: Word> {
+    /// Adds between one and `count` (`>= 1`) new pages to `out` (which has room for
+    /// `count`), each entirely free with every slot bit in its word, and owned by no one
+    /// else from now on. On an error the pages already pushed stay in `out`.
+    fn pages(&self, count: usize, out: &mut Vec<NonNull<Page<T, W>>>) -> Result<(), AllocError>;
+}
+
+/// Fresh pages from the system allocator.
+pub(crate) struct System;
+
+impl<T, W: Word> PageSource<T, W> for System {
+    fn pages(&self, count: usize, out: &mut Vec<NonNull<Page<T, W>>>) -> Result<(), AllocError> {
+        for _ in 0..count {
+            out.push(Page::alloc(ALL_FREE)?);
+        }
+        Ok(())
+    }
+}
+
 /// Invariants:
 /// - `current` is `Some(pages[cursor])`, or `None` with `local == 0`;
 /// - `local` is a subset of `ALL_FREE`, disjoint from `current`'s free word; its bits are
@@ -50,7 +70,7 @@ impl<T, W: Word> Heap<T, W> {
     /// A heap with room for at least `cap` values.
     pub(crate) fn with_capacity(cap: usize) -> Result<Self, AllocError> {
         let mut heap = Self::new();
-        heap.grow(cap.div_ceil(SLOTS))?;
+        heap.grow(cap.div_ceil(SLOTS), &System)?;
         Ok(heap)
     }
 
@@ -58,33 +78,65 @@ impl<T, W: Word> Heap<T, W> {
     /// until it releases it through [`Page::release`].
     #[inline(always)]
     pub(crate) fn take(&mut self) -> Result<NonNull<Slot<T, W>>, AllocError> {
-        let bits = self.local;
-        if bits != 0 {
-            self.local = bits & (bits - 1);
-            debug_assert!(
-                self.current.is_some(),
-                "free bits {bits:#x} cached without a page"
-            );
-            // SAFETY: `local != 0` implies `current` is `Some` (struct invariant).
-            let page = unsafe { self.current.unwrap_unchecked() };
-            // SAFETY: `current` is live and `trailing_zeros` of a non-zero subset of
-            // `ALL_FREE` is below `SLOTS`.
-            return Ok(unsafe { Page::slot(page, bits.trailing_zeros() as usize) });
+        self.take_from(&System)
+    }
+
+    /// [`take`](Self::take), growing from `source` if every page is in use.
+    #[inline(always)]
+    pub(crate) fn take_from<S: PageSource<T, W>>(
+        &mut self,
+        source: &S,
+    ) -> Result<NonNull<Slot<T, W>>, AllocError> {
+        match self.take_cached() {
+            Some(slot) => Ok(slot),
+            None => self.take_slow(source),
         }
-        self.take_slow()
+    }
+
+    /// The fast path of [`take`](Self::take): a slot from the cached bits, or `None` if
+    /// there are none (then nothing changed). An `Option` of a pointer fits a register,
+    /// so callers can branch on it before building a `Result`.
+    #[inline(always)]
+    pub(crate) fn take_cached(&mut self) -> Option<NonNull<Slot<T, W>>> {
+        let bits = self.local;
+        if bits == 0 {
+            return None;
+        }
+        self.local = bits & (bits - 1);
+        debug_assert!(
+            self.current.is_some(),
+            "free bits {bits:#x} cached without a page"
+        );
+        // SAFETY: `local != 0` implies `current` is `Some` (struct invariant).
+        let page = unsafe { self.current.unwrap_unchecked() };
+        // SAFETY: `current` is live and `trailing_zeros` of a non-zero subset of
+        // `ALL_FREE` is below `SLOTS`.
+        Some(unsafe { Page::slot(page, bits.trailing_zeros() as usize) })
     }
 
     #[cold]
     #[inline(never)]
-    fn take_slow(&mut self) -> Result<NonNull<Slot<T, W>>, AllocError> {
-        self.refill()?;
-        debug_assert!(self.local != 0 && self.current.is_some());
-        self.take()
+    pub(crate) fn take_slow<S: PageSource<T, W>>(
+        &mut self,
+        source: &S,
+    ) -> Result<NonNull<Slot<T, W>>, AllocError> {
+        self.refill(source)?;
+        let bits = self.local;
+        debug_assert!(bits != 0 && self.current.is_some());
+        self.local = bits & (bits - 1);
+        // SAFETY: `refill` made `current` a live page and `local` a non-empty subset of
+        // `ALL_FREE`, so `trailing_zeros` is below `SLOTS`.
+        Ok(unsafe {
+            Page::slot(
+                self.current.unwrap_unchecked(),
+                bits.trailing_zeros() as usize,
+            )
+        })
     }
 
     /// Makes `local` non-empty: from the current page's releases, the other pages', or
     /// new pages.
-    fn refill(&mut self) -> Result<(), AllocError> {
+    fn refill<S: PageSource<T, W>>(&mut self, source: &S) -> Result<(), AllocError> {
         if let Some(page) = self.current {
             // SAFETY: listed pages are live.
             let bits = unsafe { Page::word(page) }.take_acquire();
@@ -116,7 +168,7 @@ impl<T, W: Word> Heap<T, W> {
                     // Keep what we found, but the pool is nearly full: grow now so the
                     // next walks find fresh pages. Opportunistic: if the system has no
                     // memory, the slots just found still serve this allocation.
-                    self.grow_keep_current(n.div_ceil(2)).ok();
+                    self.grow_keep_current(n.div_ceil(2), source).ok();
                 }
                 return Ok(());
             }
@@ -125,36 +177,53 @@ impl<T, W: Word> Heap<T, W> {
             }
         }
         // Nothing free anywhere we looked: new pages.
-        self.grow(n.div_ceil(2).max(1))
+        self.grow(n.div_ceil(2).max(1), source)
     }
 
-    /// Adds `count` pages and makes the first of them current.
-    fn grow(&mut self, count: usize) -> Result<(), AllocError> {
+    /// Adds up to `count` pages (at least one if `count > 0`; fewer only when the source
+    /// has fewer at hand) and makes the first of them current.
+    pub(crate) fn grow<S: PageSource<T, W>>(
+        &mut self,
+        count: usize,
+        source: &S,
+    ) -> Result<(), AllocError> {
         if count == 0 {
             return Ok(());
         }
         let first = self.pages.len();
-        self.grow_keep_current(count)?;
+        self.grow_keep_current(count, source)?;
         // The new pages were made with every bit in their word; take the first one's.
         let page = self.pages[first];
-        // SAFETY: just made and listed.
-        self.local = unsafe { Page::word(page) }.take_acquire();
+        // SAFETY: just made (or claimed) and listed. No handle has a slot in it yet, so
+        // no other thread writes its word: a plain take, no `swap`.
+        self.local = unsafe { Page::word(page) }.take_unshared();
         self.current = Some(page);
         self.cursor = first;
         Ok(())
     }
 
-    /// Adds `count` pages (all free, bits in their words), leaving `current` alone.
-    fn grow_keep_current(&mut self, count: usize) -> Result<(), AllocError> {
+    /// Adds up to `count` pages (all free, bits in their words; at least one if
+    /// `count > 0`), leaving `current` alone.
+    fn grow_keep_current<S: PageSource<T, W>>(
+        &mut self,
+        count: usize,
+        source: &S,
+    ) -> Result<(), AllocError> {
         self.pages.try_reserve(count).map_err(|_| AllocError {
             requested: count.saturating_mul(core::mem::size_of::<usize>()),
             align: core::mem::align_of::<usize>(),
         })?;
-        for _ in 0..count {
-            let page = Page::alloc(ALL_FREE)?;
-            self.pages.push(page);
+        if count == 0 {
+            return Ok(());
         }
-        Ok(())
+        let before = self.pages.len();
+        let got = source.pages(count, &mut self.pages);
+        debug_assert!(
+            got.is_err() || (before + 1..=before + count).contains(&self.pages.len()),
+            "page source pushed {} pages, {count} asked",
+            self.pages.len() - before
+        );
+        got
     }
 
     /// Pages owned.

@@ -7,8 +7,9 @@
 //! whose bit `i` says "slot `i` is free". Allocating takes the lowest free bit
 //! (`trailing_zeros`, one instruction) from a copy of that word the pool keeps for the
 //! page it is filling. Dropping a handle drops the value and sets its bit in the page
-//! word: a plain `or` for a [`Pool`], one `fetch_or` with `Release` for an [`Arena`] or
-//! [`SharedArena`], so any thread may drop it. When the pool's copy runs out it takes
+//! word: a plain `or` for a [`Pool`], one `Release` read-modify-write (`fetch_add` of
+//! the clear bit: one `lock xadd` on x86) for an [`Arena`] or [`SharedArena`], so any
+//! thread may drop it. When the pool's copy runs out it takes
 //! the page word's bits back (`Acquire`), then looks at its other pages, and grows by
 //! half its size only when they are nearly full.
 //!

@@ -66,14 +66,29 @@ pub(crate) trait Word {
     fn read_acquire(&self) -> u64;
     /// Writes the word; synchronises with nothing (`meta` of a slot this thread owns).
     fn write(&self, v: u64);
-    /// Sets `bits`, returns the old word; `Release`: publishes everything the releasing
-    /// thread did to the slot (its value's drop) to the thread that reuses it.
+    /// Sets `bits`, which must all be clear in the word, and returns the old word;
+    /// `Release`: publishes everything the releasing thread did to the slot (its
+    /// value's drop) to the thread that reuses it.
+    ///
+    /// Because the bits are clear, setting them is adding them: the atomic word does
+    /// that with one `lock xadd` on x86, where a `fetch_or` whose result is used is a
+    /// load and a compare-and-swap loop (an extra instruction and, on a line another
+    /// core holds, an extra cache-line transfer).
     fn or_release(&self, bits: u64) -> u64;
-    /// Sets `bits`, returns the old word; `AcqRel`: the pool's last word on a page.
+    /// Sets `bits`, which must all be clear in the word, returns the old word; `AcqRel`:
+    /// the pool's last word on a page.
     fn or_acq_rel(&self, bits: u64) -> u64;
     /// Takes every bit out of the word (leaves 0); `Acquire`: pairs with the `Release`
     /// of every [`Word::or_release`] that set the bits taken.
     fn take_acquire(&self) -> u64;
+    /// Takes every bit out of the word of a page no other thread can reach yet (just made,
+    /// or just claimed from a reserve: no handle has a slot in it); synchronises with
+    /// nothing, so no locked instruction.
+    fn take_unshared(&self) -> u64 {
+        let bits = self.read();
+        self.write(0);
+        bits
+    }
     /// Adds `v`, returns the old word; `Relaxed`, like `Arc::clone`: a new reference is
     /// made from an existing one, which already keeps the slot alive.
     fn add_relaxed(&self, v: u64) -> u64;
@@ -140,7 +155,8 @@ impl Word for AtomicU64 {
     }
     #[inline(always)]
     fn read(&self) -> u64 {
-        // Synchronises with nothing: callers only read statistics or the immutable index.
+        // Synchronises with nothing: callers only read statistics, the immutable index,
+        // or a word no other thread can reach (`take_unshared`).
         self.load(Ordering::Relaxed)
     }
     #[inline(always)]
@@ -150,20 +166,23 @@ impl Word for AtomicU64 {
     }
     #[inline(always)]
     fn write(&self, v: u64) {
-        // Synchronises with nothing: the caller owns the slot this word belongs to.
+        // Synchronises with nothing: the caller owns the slot this word belongs to, or
+        // the whole page (`take_unshared`).
         self.store(v, Ordering::Relaxed)
     }
     #[inline(always)]
     fn or_release(&self, bits: u64) -> u64 {
         // Synchronises with `take_acquire` (the allocator reusing the slot) and with the
-        // `acquire_fence` of whoever frees an orphaned page.
-        self.fetch_or(bits, Ordering::Release)
+        // `acquire_fence` of whoever frees an orphaned page. An add, as `bits` are clear
+        // (contract; every bit is set once per allocation): the same as an `or`.
+        self.fetch_add(bits, Ordering::Release)
     }
     #[inline(always)]
     fn or_acq_rel(&self, bits: u64) -> u64 {
         // Acquire: sees every release before it (the page may be freed right after);
-        // Release: the last releaser, if not us, sees our use of the page.
-        self.fetch_or(bits, Ordering::AcqRel)
+        // Release: the last releaser, if not us, sees our use of the page. An add, as
+        // `bits` are clear (contract).
+        self.fetch_add(bits, Ordering::AcqRel)
     }
     #[inline(always)]
     fn take_acquire(&self) -> u64 {

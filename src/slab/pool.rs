@@ -101,6 +101,11 @@ impl<T> Pool<T> {
         self.heap(|h| h.take())
     }
 
+    #[inline(always)]
+    fn slot_or_oom(&self) -> NonNull<Slot<T, Cell<u64>>> {
+        super::or_oom(self.slot())
+    }
+
     /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page.
     ///
     /// ```

@@ -6,6 +6,12 @@
 //! would, and unlocks with a `Release` store. If its shard is busy it tries the others;
 //! there is no global lock. Pages belong to one shard, but handles release into the page
 //! word, so they never take a lock.
+//!
+//! The pages `with_capacity` makes are not dealt out to all the shards up front (a
+//! thread would find its own shard with a quarter of them and grow while the others sit
+//! idle): the building thread's shard takes its share, the rest wait in a [`Reserve`],
+//! and a shard that must grow claims them from there, with one compare-and-swap, before
+//! it asks the system for more.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -13,10 +19,10 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use super::heap::Heap;
-use super::page::{Slot, SLOTS};
+use super::heap::{Heap, PageSource, System};
+use super::page::{Page, Slot, SLOTS};
 use super::{AllocError, ArenaBox};
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A pool that many threads allocate from at once; its values may be dropped on any
 /// thread.
@@ -56,7 +62,82 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering};
 pub struct SharedArena<T> {
     /// A power of two of shards.
     shards: Box<[Shard<T>]>,
+    /// The pages made by `with_capacity` that no shard has claimed yet.
+    reserve: Reserve<T>,
     _values: PhantomData<T>,
+}
+
+/// Pages made up front, handed to whichever shard needs them first.
+///
+/// Invariants: `pages[..next]` have been claimed (each by exactly one shard heap, or freed
+/// by `shrink_to_fit`) and are no business of the reserve any more; `pages[next..]` are
+/// live, entirely free (every slot bit in their word), and owned by the reserve alone.
+/// `next` only grows, up to `pages.len()`.
+struct Reserve<T> {
+    pages: Box<[NonNull<Page<T, AtomicU64>>]>,
+    next: AtomicUsize,
+}
+
+impl<T> Reserve<T> {
+    /// Claims up to `count` pages; the returned ones are the caller's alone.
+    #[inline]
+    fn claim(&self, count: usize) -> &[NonNull<Page<T, AtomicU64>>] {
+        let len = self.pages.len();
+        // Relaxed: the counter only splits the pages into disjoint claims (one RMW per
+        // claim, so each index goes once); the pages themselves were written before the
+        // arena was shared, and whatever shared it published them.
+        let mut start = self.next.load(Ordering::Relaxed);
+        loop {
+            if start >= len {
+                return &[];
+            }
+            let end = start + count.min(len - start);
+            // Relaxed, as above: synchronises with nothing.
+            match self
+                .next
+                .compare_exchange(start, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return &self.pages[start..end],
+                Err(now) => start = now,
+            }
+        }
+    }
+
+    /// Pages not claimed yet (a snapshot).
+    fn unclaimed(&self) -> usize {
+        // Relaxed: a statistic.
+        self.pages.len() - self.next.load(Ordering::Relaxed).min(self.pages.len())
+    }
+}
+
+impl<T> PageSource<T, AtomicU64> for Reserve<T> {
+    fn pages(
+        &self,
+        count: usize,
+        out: &mut Vec<NonNull<Page<T, AtomicU64>>>,
+    ) -> Result<(), AllocError> {
+        let claimed = self.claim(count);
+        if claimed.is_empty() {
+            return System.pages(count, out);
+        }
+        // The claimed pages are entirely free and ours alone (struct invariant). Only
+        // these: capacity made up front is used up before the system is asked for more.
+        out.extend_from_slice(claimed);
+        Ok(())
+    }
+}
+
+impl<T> Drop for Reserve<T> {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`, so every claim happened before (whatever gave us the
+        // exclusive access synchronised with the claimers).
+        let next = self.next.load(Ordering::Relaxed).min(self.pages.len());
+        for &page in &self.pages[next..] {
+            // SAFETY: unclaimed pages are live, entirely free and known to no one else
+            // (struct invariant), and the reserve forgets them here.
+            unsafe { Page::dealloc(page) };
+        }
+    }
 }
 
 // SAFETY: each shard's heap is only reached under its lock (`Shard::lock`), so it is used
@@ -186,11 +267,17 @@ fn thread_hint() -> usize {
 }
 
 /// How many shards a new arena gets: twice the parallelism, as a power of two.
+///
+/// `available_parallelism` reads cgroup files (several system calls, microseconds), so
+/// it is asked once per process.
 fn shard_count() -> usize {
     #[cfg(any(loom, miri))]
     let n: usize = 2;
     #[cfg(all(not(any(loom, miri)), feature = "std"))]
-    let n = std::thread::available_parallelism().map_or(4, |n| n.get() * 2);
+    let n = {
+        static PARALLELISM: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *PARALLELISM.get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get() * 2))
+    };
     #[cfg(all(not(any(loom, miri)), not(feature = "std")))]
     let n: usize = 8;
     n.next_power_of_two().clamp(2, 64)
@@ -207,8 +294,9 @@ impl<T> SharedArena<T> {
         super::or_oom(Self::try_with_capacity(0))
     }
 
-    /// An arena with room for at least `cap` values (rounded up to whole pages of 63,
-    /// spread over the shards).
+    /// An arena with room for at least `cap` values (rounded up to whole pages of 63).
+    /// The calling thread's shard gets its share of the pages at once; the others go to
+    /// whichever shards need them first.
     ///
     /// # Panics
     ///
@@ -231,22 +319,45 @@ impl<T> SharedArena<T> {
     /// ```
     pub fn try_with_capacity(cap: usize) -> Result<Self, AllocError> {
         let n = shard_count();
-        let pages = cap.div_ceil(SLOTS);
+        debug_assert!(n.is_power_of_two(), "{n} shards");
+        let count = cap.div_ceil(SLOTS);
+        let mut pages = Vec::new();
+        pages.try_reserve_exact(count).map_err(|_| AllocError {
+            requested: count.saturating_mul(core::mem::size_of::<usize>()),
+            align: core::mem::align_of::<usize>(),
+        })?;
+        // A reserve from the start, so the pages made so far are freed if one fails.
+        let mut reserve = Reserve {
+            pages: Box::default(),
+            next: AtomicUsize::new(0),
+        };
+        let made = System.pages(count, &mut pages);
+        reserve.pages = pages.into_boxed_slice();
+        made?;
+        // The thread that builds an arena is usually among the first to allocate from
+        // it: its shard takes its fair share now, so its first allocation finds a page
+        // ready. The rest waits in the reserve for whichever shards need it.
+        let home = thread_hint() & (n - 1);
         let mut shards = Vec::new();
         shards.try_reserve_exact(n).map_err(|_| AllocError {
             requested: n.saturating_mul(core::mem::size_of::<Shard<T>>()),
             align: core::mem::align_of::<Shard<T>>(),
         })?;
         for i in 0..n {
-            let share = pages / n + usize::from(i < pages % n);
+            let mut heap = Heap::new();
+            if i == home {
+                // Pages claimed here belong to the heap at once, so an error leaves
+                // every page with exactly one owner (the heap or the reserve).
+                heap.grow(count.div_ceil(n), &reserve)?;
+            }
             shards.push(Shard {
                 locked: AtomicBool::new(false),
-                heap: LockCell::new(Heap::with_capacity(share * SLOTS)?),
+                heap: LockCell::new(heap),
             });
         }
-        debug_assert!(n.is_power_of_two(), "{n} shards");
         Ok(SharedArena {
             shards: shards.into_boxed_slice(),
+            reserve,
             _values: PhantomData,
         })
     }
@@ -254,10 +365,41 @@ impl<T> SharedArena<T> {
     #[inline(always)]
     fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
         let home = thread_hint() & (self.shards.len() - 1);
-        match self.shards[home].try_lock() {
-            Some(locked) => locked.heap(|h| h.take()),
-            None => self.slot_contended(home),
+        debug_assert!(self.shards.len().is_power_of_two());
+        // SAFETY: `shards.len()` is a power of two (struct invariant, made so by
+        // `shard_count`), so masking with `len - 1` gives an index below it.
+        let shard = unsafe { self.shards.get_unchecked(home) };
+        if let Some(locked) = shard.try_lock() {
+            // The fast path branches on an `Option` in a register; the `Result` is only
+            // built on the way out.
+            if let Some(slot) = locked.heap(Heap::take_cached) {
+                return Ok(slot);
+            }
+            return locked.heap(|h| h.take_slow(&self.reserve));
         }
+        self.slot_contended(home)
+    }
+
+    /// [`slot`](Self::slot) or the out-of-memory handler. The fast path (home shard
+    /// free, cached bits left) hands back a bare pointer; everything else goes through
+    /// the cold [`slot_or_oom_slow`](Self::slot_or_oom_slow).
+    #[inline(always)]
+    fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
+        let home = thread_hint() & (self.shards.len() - 1);
+        // SAFETY: as in `slot`: `home < shards.len()`.
+        let shard = unsafe { self.shards.get_unchecked(home) };
+        if let Some(locked) = shard.try_lock() {
+            if let Some(slot) = locked.heap(Heap::take_cached) {
+                return slot;
+            }
+        }
+        self.slot_or_oom_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slot_or_oom_slow(&self) -> NonNull<Slot<T, AtomicU64>> {
+        super::or_oom(self.slot())
     }
 
     /// The home shard is busy: try the others, then wait.
@@ -268,14 +410,14 @@ impl<T> SharedArena<T> {
         let mut spins = 0;
         for i in 1..=self.shards.len() {
             if let Some(locked) = self.shards[(home + i) & mask].try_lock() {
-                return locked.heap(|h| h.take());
+                return locked.heap(|h| h.take_from(&self.reserve));
             }
         }
         loop {
             spin(&mut spins);
             for i in 0..self.shards.len() {
                 if let Some(locked) = self.shards[(home + i) & mask].try_swap() {
-                    return locked.heap(|h| h.take());
+                    return locked.heap(|h| h.take_from(&self.reserve));
                 }
             }
         }
@@ -303,7 +445,8 @@ impl<T> SharedArena<T> {
             pages += h.pages();
             free += h.free_slots();
         });
-        (pages * SLOTS - free, free)
+        let reserved = self.reserve.unclaimed() * SLOTS;
+        (pages * SLOTS - free, free + reserved)
     }
 
     /// Values alive in the arena (a snapshot). Visits every page.
@@ -335,7 +478,7 @@ impl<T> SharedArena<T> {
     /// assert_eq!(arena.capacity(), 63);
     /// ```
     pub fn capacity(&self) -> usize {
-        let mut pages = 0;
+        let mut pages = self.reserve.unclaimed();
         self.each_heap(|h| pages += h.pages());
         pages * SLOTS
     }
@@ -351,7 +494,13 @@ impl<T> SharedArena<T> {
     /// assert!(arena.capacity() < 2048);
     /// ```
     pub fn shrink_to_fit(&self) -> bool {
-        let mut freed = 0;
+        let unclaimed = self.reserve.claim(usize::MAX);
+        for &page in unclaimed {
+            // SAFETY: a claimed reserve page is entirely free and ours alone; nobody
+            // lists it, so freeing it is its end.
+            unsafe { Page::dealloc(page) };
+        }
+        let mut freed = unclaimed.len();
         self.each_heap(|h| freed += h.shrink());
         freed > 0
     }
