@@ -188,10 +188,10 @@ impl BlockCtl {
         let mut off = start;
         let mut wrapped = false;
         loop {
-            // SAFETY: `off` is a header offset: `head` always is, and the walk moves
-            // from header to header by their spans.
             // Acquire: pairs with the Release store/fetch_sub of whichever thread
             // released the region, so its last writes happen before our reuse.
+            // SAFETY: `off` is a header offset: `head` always is, and the walk moves
+            // from header to header by their spans.
             let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
             let mut have = span(h);
             debug_assert!(
