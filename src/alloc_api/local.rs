@@ -124,6 +124,7 @@ impl RingAlloc {
     /// let too_big = Layout::from_size_align(8, 2 * ringmem::RingAlloc::MAX_ALIGN).unwrap();
     /// let p = a.allocate(ok).unwrap();
     /// assert!(a.allocate(too_big).is_err());
+    /// # // SAFETY: `p` came from `a.allocate(ok)` and is freed once.
     /// # unsafe { a.deallocate(p.cast(), ok) };
     /// ```
     pub const MAX_ALIGN: usize = MAX_ALIGN;
