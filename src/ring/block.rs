@@ -7,10 +7,24 @@
 //!
 //! Invariants (checked by `debug_assert!`s and by `Block::check` in tests):
 //! - the regions tile the region area exactly: walking `span`s from offset 0 lands on
-//!   `len`;
-//! - `head` is always the offset of a region header (or 0);
+//!   `len` — whenever the window is closed (below), which every method that reads
+//!   other regions' headers makes sure of first;
+//! - `head` is always the offset of a region header, or `len` while the window ends
+//!   at the block end;
 //! - only the owning thread writes a header's length, and only while the region is free
 //!   or held by an `ExtBuf` of that thread.
+//!
+//! # The window
+//!
+//! `[head, limit)` is free space of the owning thread whose header is not written: the
+//! allocation fast path ([`BlockCtl::bump`]) carves regions off its front with one
+//! header store and no header load, and releasing the latest region on the owning
+//! thread ([`BlockCtl::rewind`]) gives it back to the window with no store at all.
+//! The window opens after a claim of the walk, over the free regions that follow the
+//! head (read with `Acquire`, so their releases happen before any reuse, as in the
+//! walk), and [`BlockCtl::close`] writes its one header back before anything walks the
+//! headers. No other thread ever reads a free region's header, so nobody can see the
+//! window's unwritten header: other threads only store into headers of live regions.
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -28,8 +42,11 @@ pub(crate) const MAX_ALIGN: usize = 4096;
 pub(crate) struct BlockCtl {
     /// Bytes in the region area (a multiple of [`WORD`]).
     len: usize,
-    /// Offset of the header where the next walk starts (owner thread only).
+    /// Offset of the header where the next walk starts (owner thread only); the start
+    /// of the window.
     head: Cell<usize>,
+    /// The end of the window (`head <= limit <= len`; `limit == head`: closed).
+    limit: Cell<usize>,
     /// Orphan sweep progress: every region before this offset is known free.
     pub(crate) cursor: Cell<usize>,
     /// Link in the orphan stack (see `orphan.rs`).
@@ -82,6 +99,7 @@ impl BlockCtl {
             base.as_ptr().write(BlockCtl {
                 len,
                 head: Cell::new(0),
+                limit: Cell::new(0),
                 cursor: Cell::new(0),
                 next: Cell::new(core::ptr::null_mut()),
                 stuck: Cell::new(0),
@@ -166,12 +184,105 @@ impl BlockCtl {
         }
     }
 
-    /// Finds a free region for `bytes` (aligned to `align`), walking forward from the
-    /// head and stepping over live regions; marks it with `init` handles.
+    /// Finds a free region for `bytes` (aligned to `align`) and marks it with `init`
+    /// handles: from the window if it fits, else by the walk.
     ///
     /// The caller guarantees `bytes <= len` and `align <= MAX_ALIGN`.
     #[inline]
     pub(crate) fn claim(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        if align <= WORD {
+            if let Some(c) = self.bump(HDR + round_up(bytes, WORD), init) {
+                return Some(c);
+            }
+        }
+        self.claim_slow(bytes, align, init)
+    }
+
+    /// The allocation fast path: the first `need` bytes of the window (`need` a multiple
+    /// of [`WORD`], at least [`HDR`]) become a region with `init` handles and the data
+    /// right after its header. `None` (nothing changed) if the window is smaller.
+    #[inline(always)]
+    pub(crate) fn bump(&self, need: usize, init: u64) -> Option<Claim> {
+        let head = self.head.get();
+        // No underflow: `head <= limit` (struct invariant).
+        if self.limit.get() - head < need {
+            return None;
+        }
+        // `head < limit <= len`: the header lies inside the window, which this thread
+        // owns; whatever bytes were there are free space.
+        let hdr_ptr = self.hdr_ptr(head);
+        // SAFETY: inside the window (above), word-aligned; a plain write: no other
+        // thread reads a free region, and the handle reaches other threads through a
+        // synchronising channel that carries this write with it.
+        unsafe { hdr_ptr.write(Header::new(pack(need, init))) };
+        self.head.set(head + need);
+        Some(Claim {
+            // SAFETY: derived from the block pointer, which is non-null.
+            hdr: unsafe { NonNull::new_unchecked(hdr_ptr) },
+            // SAFETY: `HDR < need`: the data starts inside the new region.
+            data: unsafe { NonNull::new_unchecked(hdr_ptr.cast::<u8>().add(HDR)) },
+            cap: need - HDR,
+            block: Some(NonNull::from(self)),
+        })
+    }
+
+    /// Writes the window's header (one free region over `[head, limit)`) and empties the
+    /// window, so the headers tile the block again; a `head` left at the block end goes
+    /// back to 0. Owning thread only; called before anything reads other regions'
+    /// headers.
+    #[inline]
+    pub(crate) fn close(&self) {
+        let (head, limit) = (self.head.get(), self.limit.get());
+        if limit != head {
+            // SAFETY: `head < limit <= len`: inside the window, word-aligned.
+            unsafe { self.hdr_ptr(head).write(Header::new(pack(limit - head, 0))) };
+        }
+        let head = if head == self.len { 0 } else { head };
+        self.head.set(head);
+        self.limit.set(head);
+    }
+
+    /// Moves the head of a closed window (which stays closed) to the header at `off`.
+    #[inline]
+    fn set_head(&self, off: usize) {
+        debug_assert!(off < self.len, "head {off} outside the block");
+        self.head.set(off);
+        self.limit.set(off);
+    }
+
+    /// Opens the window over the free regions from `head` on, up to the first live
+    /// region or the block end. The window must be closed.
+    #[inline]
+    fn open(&self) {
+        debug_assert_eq!(self.head.get(), self.limit.get(), "window already open");
+        let mut end = self.head.get();
+        while end < self.len {
+            // SAFETY: `end` is a header offset: `head` is, and the walk moves by spans.
+            // Acquire: pairs with the Release of whichever thread released the region,
+            // so its last writes happen before the window hands the bytes out again.
+            let h = unsafe { self.hdr(end) }.load(Ordering::Acquire);
+            if count(h) != 0 {
+                break;
+            }
+            end += span(h);
+        }
+        self.limit.set(end);
+    }
+
+    /// The walk: closes the window, looks for a region from the head on, and on success
+    /// opens the window after it.
+    #[inline(never)]
+    fn claim_slow(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        self.close();
+        let c = self.walk(bytes, align, init)?;
+        self.open();
+        Some(c)
+    }
+
+    /// Finds a free region for `bytes` (aligned to `align`), walking forward from the
+    /// head and stepping over live regions; marks it with `init` handles. The window is
+    /// closed.
+    fn walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         let len = self.len;
         let start = self.head.get();
         let stuck = self.stuck.get();
@@ -219,27 +330,9 @@ impl BlockCtl {
                 break;
             }
         }
-        self.head.set(if off >= len { 0 } else { off });
+        self.set_head(if off >= len { 0 } else { off });
         self.stuck.set(RETRIES_AT_HEAD);
         None
-    }
-
-    /// The allocation fast path for alignments up to [`WORD`]: takes the region at the
-    /// head when it is free and holds `bytes` data bytes; no walk, no merge (`None`:
-    /// call [`claim`](Self::claim)). The caller guarantees `bytes <= len`.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[inline(always)]
-    pub(crate) fn claim_at_head(&self, bytes: usize, init: u64) -> Option<Claim> {
-        let off = self.head.get();
-        // SAFETY: `head` is always a header offset.
-        // Acquire: as in `claim`, pairs with the release of the region.
-        let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-        let need = HDR + round_up(bytes, WORD);
-        if count(h) == 0 && span(h) >= need {
-            Some(self.take(off, span(h), need, HDR, init))
-        } else {
-            None
-        }
     }
 
     /// [`claim`](Self::claim) with a full walk even right after a lap found no room
@@ -250,22 +343,30 @@ impl BlockCtl {
         self.claim(bytes, align, init)
     }
 
-    /// Moves the head back to the region led by `hdr` (of `span` bytes) when it lies in
-    /// this block and ends where the head is, i.e. it was the latest allocation. The
-    /// caller, on the owning thread, releases the region right after (nothing runs in
-    /// between), so the next claim reuses the same, cache-hot bytes: last in, first out.
+    /// Releases the region led by `hdr` into the window when it lies in this block and,
+    /// `span` bytes long, ends where the window starts, i.e. it was the latest
+    /// allocation: the head moves back and the next claim reuses the same, cache-hot
+    /// bytes, last in, first out. Returns whether it did. `false`: nothing changed.
+    ///
+    /// No `Release` store is needed: every use of the bytes happened before the caller
+    /// gave up its handle here, on the owning thread, which is the thread that reuses
+    /// them.
+    ///
+    /// # Safety
+    /// - the caller, on the owning thread, holds the unique handle of the region led by
+    ///   `hdr` and gives it up (uses neither it nor the region again) if this returns
+    ///   `true`;
+    /// - `span` is at most the region's span. (The window starts at a region boundary,
+    ///   so if the region ends there, no shorter `span` can make it look so.)
     #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[inline]
-    pub(crate) fn rewind(&self, hdr: NonNull<Header>, span: usize) {
+    pub(crate) unsafe fn rewind(&self, hdr: NonNull<Header>, span: usize) -> bool {
         let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
-        if off >= self.len {
-            return; // another block's (or ring's) region
+        if off >= self.len || off + span != self.head.get() {
+            return false; // another block's (or ring's) region, or not the latest
         }
-        let end = off + span;
-        let head = self.head.get();
-        if head == end || (head == 0 && end == self.len) {
-            self.head.set(off);
-        }
+        self.head.set(off);
+        true
     }
 
     /// Merges the free regions that follow the free region at `off` (of `have` bytes)
@@ -312,7 +413,7 @@ impl BlockCtl {
         let hdr = unsafe { self.hdr(off) };
         hdr.store(pack(used, init), Ordering::Relaxed);
         let next = off + used;
-        self.head.set(if next == self.len { 0 } else { next });
+        self.set_head(if next == self.len { 0 } else { next });
         let hdr_ptr = self.hdr_ptr(off);
         Claim {
             // SAFETY: derived from the block pointer, which is non-null.
@@ -324,6 +425,39 @@ impl BlockCtl {
         }
     }
 
+    /// Grows the latest region, led by `hdr` and `span` bytes long, to `want` bytes from
+    /// the front of the window, without loading its header: the `Vec` that is the last
+    /// allocation made, pushed past its capacity. Returns whether it did (`false`:
+    /// nothing changed; not the latest region, or the window is too small).
+    ///
+    /// # Safety
+    /// - the caller, on the owning thread, holds the unique handle of the region led by
+    ///   `hdr`;
+    /// - `span` is at most the region's span (see [`rewind`](Self::rewind)), `want`
+    ///   a multiple of [`WORD`] at least `span`.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline]
+    pub(crate) unsafe fn grow_latest(
+        &self,
+        hdr: NonNull<Header>,
+        span: usize,
+        want: usize,
+    ) -> bool {
+        let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
+        // `off < len` first: then `off + span` and `off + want` cannot overflow (`span`
+        // and `want` fit in `limit - off` or the comparison fails first for `span`,
+        // which is at most the region's, inside the block).
+        if off >= self.len || off + span != self.head.get() || self.limit.get() - off < want {
+            return false;
+        }
+        // SAFETY: `hdr` leads our live region (contract), which ends at the window:
+        // `[off, off + want)` is the region and the window's front, both ours. The
+        // count stays 1 (a unique handle), so the region stays locked while it grows.
+        unsafe { self.hdr(off) }.store(pack(want, 1), Ordering::Relaxed);
+        self.head.set(off + want);
+        true
+    }
+
     /// Grows the live region led by `hdr` (owned by a handle of this thread) in place so
     /// that it spans at least `want` bytes, by absorbing free successors. Returns the new
     /// span, or `None` (nothing changed) when the successors do not suffice.
@@ -332,6 +466,15 @@ impl BlockCtl {
         // SAFETY: `hdr` leads a live region of this block.
         let h = unsafe { self.hdr(off) }.load(Ordering::Relaxed);
         let have = span(h);
+        if off + have == self.head.get() && self.limit.get() - off >= want {
+            // The latest region, and the window after it holds the rest: take it from
+            // the window's front.
+            // SAFETY: `hdr` is ours; the count (a unique handle) stays.
+            unsafe { self.hdr(off) }.store(pack(want.max(have), count(h)), Ordering::Relaxed);
+            self.head.set(off + want.max(have));
+            return Some(want.max(have));
+        }
+        self.close();
         let mut end = off + have;
         while end - off < want {
             if end >= self.len {
@@ -360,7 +503,7 @@ impl BlockCtl {
         unsafe { self.hdr(off) }.store(pack(new_span, count(h)), Ordering::Relaxed);
         let head = self.head.get();
         if head > off && head < off + new_span {
-            self.head.set(if off + new_span == self.len {
+            self.set_head(if off + new_span == self.len {
                 0
             } else {
                 off + new_span
@@ -379,6 +522,14 @@ impl BlockCtl {
         if have - keep < HDR {
             return;
         }
+        if off + have == self.head.get() {
+            // The latest region: its tail joins the window.
+            // SAFETY: `hdr` is ours (see above).
+            unsafe { self.hdr(off) }.store(pack(keep, count(h)), Ordering::Relaxed);
+            self.head.set(off + keep);
+            return;
+        }
+        self.close();
         // SAFETY: `off + keep` is inside our own region, on a word boundary.
         unsafe {
             self.hdr_ptr(off + keep)
@@ -387,7 +538,7 @@ impl BlockCtl {
         // SAFETY: `hdr` is ours (see above).
         unsafe { self.hdr(off) }.store(pack(keep, count(h)), Ordering::Relaxed);
         if self.head.get() == off + have || (self.head.get() == 0 && off + have == self.len) {
-            self.head.set(off + keep);
+            self.set_head(off + keep);
         }
     }
 
@@ -395,6 +546,7 @@ impl BlockCtl {
     /// Otherwise records the first live region in `cursor` so the next scan resumes
     /// there (each free region is visited once over all scans).
     pub(crate) fn scan_free(&self) -> bool {
+        debug_assert_eq!(self.head.get(), self.limit.get(), "sweeping an open window");
         let mut off = self.cursor.get();
         while off < self.len {
             // SAFETY: `cursor` is a header offset and the walk moves by spans.
@@ -412,6 +564,7 @@ impl BlockCtl {
 
     /// Counts live regions and their bytes (for `Ring::stats`).
     pub(crate) fn usage(&self) -> (usize, usize) {
+        self.close();
         let (mut live, mut bytes, mut off) = (0, 0, 0);
         while off < self.len {
             // SAFETY: header walk from offset 0, as in `scan_free`.

@@ -389,17 +389,48 @@ impl Ring {
             .find(|b| b.contains(hdr))
     }
 
-    /// The fast path of [`claim`](Self::claim) for alignments up to [`WORD`]: the free
-    /// region at the current block's head, if it fits; `None` means "call `claim`".
+    /// The fast path of [`claim`](Self::claim) for alignments up to [`WORD`]: the front
+    /// of the current block's window, if it holds `bytes` (at most `isize::MAX`, as a
+    /// `Layout`'s size); `None` means "call `claim`".
     #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[inline(always)]
     pub(crate) fn claim_at_head(&self, bytes: usize, init: u64) -> Option<Claim> {
-        if bytes > self.block_len {
-            return None;
-        }
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; every
-        // block is at least `block_len` long.
-        unsafe { self.cur.get().as_ref() }.claim_at_head(bytes, init)
+        debug_assert!(bytes <= isize::MAX as usize, "{bytes} bytes");
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        // No overflow: `bytes <= isize::MAX`, so rounding up and adding a word fit.
+        unsafe { self.cur.get().as_ref() }.bump(HDR + round_up(bytes, WORD), init)
+    }
+
+    /// [`BlockCtl::grow_latest`] on the current block.
+    ///
+    /// # Safety
+    /// As for [`BlockCtl::grow_latest`].
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline(always)]
+    pub(crate) unsafe fn grow_latest(
+        &self,
+        hdr: NonNull<Header>,
+        span: usize,
+        want: usize,
+    ) -> bool {
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the rest
+        // is the caller's contract.
+        unsafe { self.cur.get().as_ref().grow_latest(hdr, span, want) }
+    }
+
+    /// [`BlockCtl::rewind`] on the current block: gives the region led by `hdr` back to
+    /// the window if it spans `span` bytes and was the latest allocation.
+    ///
+    /// # Safety
+    /// As for [`BlockCtl::rewind`]: the caller holds the region's unique handle, on this
+    /// ring's thread, and gives it up if this returns `true`; `span` is at most the
+    /// region's span.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline(always)]
+    pub(crate) unsafe fn rewind(&self, hdr: NonNull<Header>, span: usize) -> bool {
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the rest
+        // is the caller's contract.
+        unsafe { self.cur.get().as_ref().rewind(hdr, span) }
     }
 
     /// The full path: the current block has no room.
@@ -449,6 +480,9 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         for &b in self.blocks.get_mut().iter() {
+            // SAFETY: the ring's blocks stay alive while the ring does; the window's
+            // header is written before the block is walked by anyone else.
+            unsafe { b.as_ref() }.close();
             // SAFETY: the ring gives the block up; only buffer handles may still refer
             // to it, and the orphan sweep frees it after their release.
             unsafe { orphan::retire(b) };
@@ -505,9 +539,10 @@ pub(crate) unsafe fn release_unique_in(ring: &Ring, hdr: NonNull<Header>, align:
     // SAFETY: the region is alive until the release below (contract).
     // Relaxed: only this handle's thread changes the header of a uniquely held region.
     let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
-    if h & HEAP == 0 {
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
-        unsafe { ring.cur.get().as_ref() }.rewind(hdr, span(h));
+    // SAFETY: the caller's unique handle, given up here on the ring's thread
+    // (contract); `span(h)` is the region's own span.
+    if h & HEAP == 0 && unsafe { ring.rewind(hdr, span(h)) } {
+        return; // the latest region went back into the window: released
     }
     // SAFETY: forwarded from this function's contract.
     unsafe { release_unique(hdr, align) }
@@ -619,6 +654,7 @@ mod tests {
             }
             // SAFETY: the ring's only block is alive.
             let block = unsafe { ring.cur.get().as_ref() };
+            block.close();
             let (mut off, mut n) = (0, 0);
             while off < block.len() {
                 // SAFETY: walking headers from offset 0.
