@@ -562,6 +562,9 @@ enum Op {
         idx: usize,
         extra: usize,
         zeroed: bool,
+        /// Where the old layout's size lies between the size asked and the capacity
+        /// handed out (percent): any size in between "fits" the block.
+        fit_pct: usize,
     },
     Shrink {
         idx: usize,
@@ -569,26 +572,41 @@ enum Op {
     },
     Free {
         idx: usize,
+        fit_pct: usize,
+    },
+    /// Frees the latest allocation (last in, first out: the ring's rewind path).
+    FreeLast {
+        fit_pct: usize,
     },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0usize..600, 0u32..13).prop_map(|(size, align_pow)| Op::Alloc { size, align_pow }),
-        3 => (any::<usize>(), 0usize..900, any::<bool>())
-            .prop_map(|(idx, extra, zeroed)| Op::Grow { idx, extra, zeroed }),
+        3 => (any::<usize>(), 0usize..900, any::<bool>(), 0usize..=100)
+            .prop_map(|(idx, extra, zeroed, fit_pct)| Op::Grow { idx, extra, zeroed, fit_pct }),
         1 => (any::<usize>(), 0usize..=100).prop_map(|(idx, keep_pct)| Op::Shrink { idx, keep_pct }),
-        2 => any::<usize>().prop_map(|idx| Op::Free { idx }),
+        2 => (any::<usize>(), 0usize..=100).prop_map(|(idx, fit_pct)| Op::Free { idx, fit_pct }),
+        2 => (0usize..=100).prop_map(|fit_pct| Op::FreeLast { fit_pct }),
     ]
 }
 
 /// One live block of the model: where, with which layout, and its seed.
 struct Live {
+    /// Bytes handed out (at least the layout's size).
+    cap: usize,
     p: NonNull<[u8]>,
     layout: Layout,
     seed: u8,
     /// Bytes from `zeroed_from` to the layout's size must be zero (grow_zeroed).
     zeroed_from: usize,
+}
+
+/// A layout that fits the live block `l`: its alignment, and a size between the one
+/// asked for and the capacity handed out (`pct` percent of the way).
+fn fitting(l: &Live, pct: usize) -> Layout {
+    let size = l.layout.size() + (l.cap - l.layout.size()) * pct / 100;
+    Layout::from_size_align(size, l.layout.align()).unwrap()
 }
 
 fn run_model<A: Allocator>(a: &A, ops: &[Op]) {
@@ -603,23 +621,31 @@ fn run_model<A: Allocator>(a: &A, ops: &[Op]) {
                 next_seed = next_seed.wrapping_add(37);
                 fill(p, size, next_seed);
                 live.push(Live {
+                    cap: p.len(),
                     p,
                     layout,
                     seed: next_seed,
                     zeroed_from: size,
                 });
             }
-            Op::Grow { idx, extra, zeroed } if !live.is_empty() => {
+            Op::Grow {
+                idx,
+                extra,
+                zeroed,
+                fit_pct,
+            } if !live.is_empty() => {
                 let n = live.len();
                 let l = &mut live[idx % n];
+                let old = fitting(l, fit_pct);
                 let new =
                     Layout::from_size_align(l.layout.size() + extra, l.layout.align()).unwrap();
-                // SAFETY: `l.p` is live with `l.layout`; `new` is not smaller.
+                let new = if new.size() < old.size() { old } else { new };
+                // SAFETY: `l.p` is live and `old` fits it; `new` is not smaller.
                 let q = unsafe {
                     if zeroed {
-                        a.grow_zeroed(l.p.cast(), l.layout, new)
+                        a.grow_zeroed(l.p.cast(), old, new)
                     } else {
-                        a.grow(l.p.cast(), l.layout, new)
+                        a.grow(l.p.cast(), old, new)
                     }
                 }
                 .unwrap();
@@ -627,11 +653,12 @@ fn run_model<A: Allocator>(a: &A, ops: &[Op]) {
                 check(q, l.zeroed_from.min(l.layout.size()), l.seed);
                 if zeroed {
                     // SAFETY: `q` holds `new.size()` bytes.
-                    let bytes = unsafe { &q.as_ref()[l.layout.size()..new.size()] };
+                    let bytes = unsafe { &q.as_ref()[old.size()..new.size()] };
                     assert!(bytes.iter().all(|&b| b == 0), "grow_zeroed left garbage");
                 }
                 // Refill so that the whole block carries the pattern again.
                 fill(q, new.size(), l.seed);
+                l.cap = q.len();
                 l.p = q;
                 l.layout = new;
                 l.zeroed_from = new.size();
@@ -646,15 +673,22 @@ fn run_model<A: Allocator>(a: &A, ops: &[Op]) {
                 let q = unsafe { a.shrink(l.p.cast(), l.layout, new) }.unwrap();
                 assert_eq!(addr(q) % new.align(), 0);
                 check(q, new.size(), l.seed);
+                l.cap = q.len();
                 l.p = q;
                 l.layout = new;
                 l.zeroed_from = new.size();
             }
-            Op::Free { idx } if !live.is_empty() => {
-                let l = live.swap_remove(idx % live.len());
+            Op::Free { idx, fit_pct } if !live.is_empty() => {
+                let l = live.remove(idx % live.len());
                 check(l.p, l.layout.size(), l.seed);
-                // SAFETY: live with `l.layout`, freed once.
-                unsafe { a.deallocate(l.p.cast(), l.layout) };
+                // SAFETY: live, and the layout fits it; freed once.
+                unsafe { a.deallocate(l.p.cast(), fitting(&l, fit_pct)) };
+            }
+            Op::FreeLast { fit_pct } if !live.is_empty() => {
+                let l = live.pop().unwrap();
+                check(l.p, l.layout.size(), l.seed);
+                // SAFETY: live, and the layout fits it; freed once.
+                unsafe { a.deallocate(l.p.cast(), fitting(&l, fit_pct)) };
             }
             _ => {}
         }
@@ -699,7 +733,8 @@ proptest! {
         let a = RingAlloc::with_capacity(cap * 512);
         a.set_heap_threshold(threshold);
         run_model(&a, &ops);
-        prop_assert_eq!(a.ring().stats().live_buffers, 0);
+        let stats = a.ring().stats();
+        prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
     }
 
     #[test]
@@ -709,7 +744,8 @@ proptest! {
     ) {
         let ring = Ring::builder().capacity(cap * 1024).when_full(WhenFull::Heap).build().unwrap();
         run_model(&&ring, &ops);
-        prop_assert_eq!(ring.stats().live_buffers, 0);
+        let stats = ring.stats();
+        prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
     }
 
     #[test]

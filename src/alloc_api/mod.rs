@@ -5,6 +5,16 @@
 //! `deallocate` is the ring's ordinary unique release, one `Release` store, valid on
 //! any thread, and it needs no allocator state at all.
 //!
+//! # The fast path
+//!
+//! On the ring's own thread, allocations with alignment up to a word come from the
+//! front of the current block's window (see `ring/block.rs`): one header store, no
+//! header load. Freeing the latest allocation gives it back to the window, and growing
+//! it takes more of the window, both without loading its header: the region's span
+//! follows from the layout (`HDR + round_up(size, WORD)`), and although a layout may
+//! be smaller than the region (allocator-api2's *fit*), only the region's own span can
+//! end exactly where the window starts, so a shorter one just misses the fast path.
+//!
 //! # Finding the header
 //!
 //! `deallocate(ptr, layout)` gets only the data pointer. The word just before the data
@@ -29,8 +39,8 @@
 //! `grow`, `grow_zeroed` and `shrink` keep the data where it is whenever they can:
 //!
 //! - a ring region of the calling thread's ring, growing to at most the heap threshold:
-//!   `BlockCtl::grow_in_place` absorbs the free regions after it (the usual case for a
-//!   `Vec` that is the latest allocation: the rest of the block is free);
+//!   from the window if it is the latest allocation (the usual case for a `Vec` being
+//!   filled), else `BlockCtl::grow_in_place` absorbs the free regions after it;
 //! - a ring region, shrinking: `BlockCtl::trim` gives the tail back to the ring;
 //! - a heap region: the global allocator's `realloc`;
 //! - a ring region of *another* thread's ring (an [`OneRingAlloc`] collection that
@@ -235,8 +245,8 @@ impl<'r> Source<'r> {
         Ok(hand_out(c, align))
     }
 
-    /// `Allocator::deallocate` on the ring's own thread: the release, and the head
-    /// moved back when this was the latest allocation (`ring::release_unique_in`).
+    /// `Allocator::deallocate` on the ring's own thread: the release, or the region
+    /// given back to the window when it was the latest allocation (`Ring::rewind`).
     ///
     /// # Safety
     /// As for [`deallocate`]; `self.ring` is the calling thread's.
@@ -248,8 +258,29 @@ impl<'r> Source<'r> {
         // SAFETY: a live allocation of this alignment class (contract).
         let hdr = unsafe { header_of(ptr, layout.align()) };
         match self.ring {
-            // SAFETY: as in `deallocate`; `ring` is this thread's (contract).
-            Some(ring) => unsafe { ring::release_unique_in(ring, hdr, layout.align()) },
+            Some(ring) => {
+                // The latest allocation goes back to the window. Its span follows from
+                // the layout without loading the header: the data follows the header
+                // (alignment up to a word) and the size fits the block, so the region
+                // spans at least this much, and exactly this much if it ends at the
+                // window.
+                // No overflow: a `Layout`'s size is at most `isize::MAX`.
+                let span = HDR + round_up(layout.size(), WORD);
+                if layout.align() <= WORD {
+                    // SAFETY: the caller's handle is unique and given up here, on the
+                    // ring's thread (contract); `span` is at most the region's (above).
+                    if unsafe { ring.rewind(hdr, span) } {
+                        return;
+                    }
+                    // Not the latest (or a smaller layout that fits it: the rewind is
+                    // an optimisation only): the ordinary release, no second look.
+                    // SAFETY: as in `deallocate`.
+                    return unsafe { ring::release_unique(hdr, layout.align()) };
+                }
+                // Over-aligned: the header (found above) tells the span.
+                // SAFETY: as in `deallocate`; `ring` is this thread's (contract).
+                unsafe { ring::release_unique_in(ring, hdr, layout.align()) }
+            }
             // SAFETY: as in `deallocate`.
             None => unsafe { ring::release_unique(hdr, layout.align()) },
         }
@@ -313,7 +344,7 @@ impl<'r> Source<'r> {
     /// # Safety
     /// The `Allocator::grow` contract: `ptr` is a live allocation of this module for
     /// `old` (or a layout that fits it), and `new.size() >= old.size()`.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn grow(
         self,
         ptr: NonNull<u8>,
@@ -322,6 +353,59 @@ impl<'r> Source<'r> {
         zeroed: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
         debug_assert!(new.size() >= old.size(), "grow from {old:?} to {new:?}");
+        if let Some(ring) = self.ring {
+            if old.size() != 0
+                && old.align() <= WORD
+                && new.align() <= WORD
+                && new.size() <= self.threshold
+            {
+                // The latest allocation, with the window after it: grow from the
+                // window's front. Spans follow from the layouts, as in `deallocate`.
+                // SAFETY: alignment up to a word: the header is the word before the
+                // data (module docs), of an allocation the caller holds (contract).
+                let hdr = unsafe { header_of(ptr, WORD) };
+                // No overflow: `Layout` sizes are at most `isize::MAX`.
+                let (span, want) = (
+                    HDR + round_up(old.size(), WORD),
+                    HDR + round_up(new.size(), WORD),
+                );
+                // SAFETY: the caller's unique handle, on the ring's thread (contract);
+                // `span` is at most the region's (the old size fits the allocation)
+                // and `want >= span`.
+                if unsafe { ring.grow_latest(hdr, span, want) } {
+                    if zeroed {
+                        // SAFETY: the region now holds `want - HDR >= new.size()` bytes
+                        // after `ptr`, all ours.
+                        unsafe {
+                            ptr::write_bytes(
+                                ptr.as_ptr().add(old.size()),
+                                0,
+                                want - HDR - old.size(),
+                            )
+                        };
+                    }
+                    return Ok(NonNull::slice_from_raw_parts(ptr, want - HDR));
+                }
+            }
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.grow_slow(ptr, old, new, zeroed) }
+    }
+
+    /// The rest of [`grow`](Self::grow), out of line so that the fast path above stays
+    /// a few instructions in the caller: in place by the walk, or by `realloc`, or by
+    /// moving.
+    ///
+    /// # Safety
+    /// As for [`grow`](Self::grow).
+    #[inline(never)]
+    unsafe fn grow_slow(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
         if old.size() != 0 && same_class(old, new) && new.align() <= MAX_ALIGN {
             // SAFETY: a live allocation made with `old`'s alignment class (contract).
             let hdr = unsafe { header_of(ptr, old.align()) };
