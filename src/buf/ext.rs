@@ -224,10 +224,18 @@ impl<'r> ExtBuf<'r> {
     /// assert!(ext.capacity() >= 100);
     /// assert!(ext.try_reserve(10_000).is_err());
     /// ```
+    #[inline]
     pub fn try_reserve(&mut self, additional: usize) -> Result<(), AllocError> {
         if additional <= self.cap - self.len {
             return Ok(());
         }
+        self.grow(additional)
+    }
+
+    /// The growing part of [`try_reserve`](Self::try_reserve), out of line: in place
+    /// (from the window, or over free successors), else into a new region.
+    #[inline(never)]
+    fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
         let err = AllocError {
             requested: self.len.saturating_add(additional),
         };
@@ -330,6 +338,7 @@ impl<'r> ExtBuf<'r> {
     /// assert_eq!((&buf[..], buf.capacity()), (&b"abc"[..], 8));
     /// std::thread::spawn(move || drop(buf)).join().unwrap();
     /// ```
+    #[inline]
     pub fn finalize(self) -> FixedBufMut {
         let this = ManuallyDrop::new(self);
         let mut cap = this.cap;
