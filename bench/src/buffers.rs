@@ -228,7 +228,9 @@ impl ByteBufs for Ringmem {
             }
         };
         for c in data.chunks(chunk) {
-            while e.write_all(c).is_err() {
+            // All or nothing (`write_all` may leave part of a chunk written when the
+            // ring is full, and the retry would then write it twice).
+            while e.try_extend_from_slice(c).is_err() {
                 wait(waits);
             }
         }

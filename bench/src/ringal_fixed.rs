@@ -180,7 +180,10 @@ pub fn ringal_table(cfg: &Config, extendable: bool) -> Table {
     if extendable {
         table.notes.push(
             "Extendable: start from `extendable(0)` / `Vec::new()` / `BytesMut::new()` and write the random length in 64-byte chunks; \
-             the control writes the chunks into its slot. A failed ring grow is retried after a yield (counted as a wait)."
+             the control writes the chunks into its slot. A failed ring grow is retried after a yield (counted as a wait). \
+             Each chunk goes in with the buffer's own append: ringal's `io::Write::write_all`, ringmem's `try_extend_from_slice` \
+             (all or nothing: a `write_all` that fails half-way leaves part of the chunk written, and the retry would write it twice), \
+             `io::Write::write_all` for `Vec`, `BytesMut` (its writer) and the control."
                 .into(),
         );
     }
