@@ -197,6 +197,70 @@ fn vec_grows_and_shrinks_in_place() {
 }
 
 #[test]
+fn freeing_the_latest_allocation_hands_its_bytes_out_again() {
+    let ring = Ring::new(4096);
+    let a = &&ring;
+    let l = Layout::from_size_align(20, 4).unwrap();
+    let p = a.allocate(l).unwrap();
+    let q = a.allocate(l).unwrap();
+    // Last in, first out: each free of the latest allocation moves the head back.
+    // SAFETY: both live with `l`, freed once each.
+    unsafe {
+        a.deallocate(q.cast(), l);
+        a.deallocate(p.cast(), l);
+    }
+    let r = a.allocate(l).unwrap();
+    assert_eq!(addr(r), addr(p), "the freed bytes come back first");
+    // A layout anywhere between the size asked and the capacity handed out fits.
+    let fit = Layout::from_size_align(r.len(), 4).unwrap();
+    // SAFETY: `r` is live and `fit` fits it.
+    unsafe { a.deallocate(r.cast(), fit) };
+    assert_eq!(addr(a.allocate(l).unwrap()), addr(p));
+    // Not the latest: an ordinary release, and the next allocation goes after the
+    // live one; the released bytes come back after the walk wraps.
+    let s = a.allocate(l).unwrap();
+    // SAFETY: the allocation at `p` (made just above) is live with `l`, freed once.
+    unsafe { a.deallocate(NonNull::new(addr(p) as *mut u8).unwrap(), l) };
+    assert!(addr(a.allocate(l).unwrap()) > addr(s));
+    assert_eq!(ring.stats().live_buffers, 2);
+}
+
+#[test]
+fn the_window_ends_at_the_block_end_and_wraps() {
+    // 64 bytes of region area: two allocations of 24 + 8 bytes of header fill it.
+    let ring = Ring::new(64);
+    let a = &&ring;
+    let l = Layout::from_size_align(24, 8).unwrap();
+    let p = a.allocate(l).unwrap();
+    let q = a.allocate(l).unwrap();
+    // The latest allocation ends at the block end: freeing it rewinds there.
+    // SAFETY: live with `l`, freed once.
+    unsafe { a.deallocate(q.cast(), l) };
+    let q2 = a.allocate(l).unwrap();
+    assert_eq!(addr(q2), addr(q));
+    assert!(a.allocate(l).is_err(), "the block is full");
+    // Free both, oldest first: the next allocation wraps to the block start.
+    // SAFETY: live with `l`, freed once each.
+    unsafe {
+        a.deallocate(p.cast(), l);
+        a.deallocate(q2.cast(), l);
+    }
+    let r = a.allocate(l).unwrap();
+    assert_eq!(addr(r), addr(p), "wrapped to the start");
+    let big = Layout::from_size_align(48, 8).unwrap();
+    assert!(a.allocate(big).is_err(), "24 + 8 bytes left after `r`");
+    // SAFETY: live with `l`, freed once.
+    unsafe { a.deallocate(r.cast(), l) };
+    // Everything free again: the whole area merges into one region.
+    let all = Layout::from_size_align(56, 8).unwrap();
+    let w = a.allocate(all).unwrap();
+    assert_eq!(addr(w), addr(p));
+    // SAFETY: live with `all`, freed once.
+    unsafe { a.deallocate(w.cast(), all) };
+    assert_eq!(ring.stats().bytes_in_use, 0);
+}
+
+#[test]
 fn growth_blocked_by_a_live_neighbour_moves() {
     let ring = Ring::new(64 * 1024);
     let mut v: Vec<u8, &Ring> = Vec::with_capacity_in(16, &ring);
