@@ -114,6 +114,16 @@ fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
     NonNull::slice_from_raw_parts(c.data, c.cap)
 }
 
+/// Zeroes the bytes of `block` from offset `from` on (`grow_zeroed`).
+///
+/// # Safety
+/// - `block` is writable for its length, and `from <= block.len()`.
+#[inline]
+unsafe fn zero_tail(block: NonNull<[u8]>, from: usize) {
+    // SAFETY: `[from, len)` lies inside the block, which is writable (contract).
+    unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>().add(from), 0, block.len() - from) };
+}
+
 /// The header of the allocation at `ptr` (see the module docs).
 ///
 /// # Safety
@@ -373,18 +383,13 @@ impl<'r> Source<'r> {
                 // `span` is at most the region's (the old size fits the allocation)
                 // and `want >= span`.
                 if unsafe { ring.grow_latest(hdr, span, want) } {
+                    let block = NonNull::slice_from_raw_parts(ptr, want - HDR);
                     if zeroed {
                         // SAFETY: the region now holds `want - HDR >= new.size()` bytes
                         // after `ptr`, all ours.
-                        unsafe {
-                            ptr::write_bytes(
-                                ptr.as_ptr().add(old.size()),
-                                0,
-                                want - HDR - old.size(),
-                            )
-                        };
+                        unsafe { zero_tail(block, old.size()) };
                     }
-                    return Ok(NonNull::slice_from_raw_parts(ptr, want - HDR));
+                    return Ok(block);
                 }
             }
         }
@@ -413,13 +418,7 @@ impl<'r> Source<'r> {
             if let Some(block) = unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
                 if zeroed {
                     // SAFETY: the block holds `block.len() >= old.size()` bytes, ours.
-                    unsafe {
-                        ptr::write_bytes(
-                            block.as_ptr().cast::<u8>().add(old.size()),
-                            0,
-                            block.len() - old.size(),
-                        )
-                    };
+                    unsafe { zero_tail(block, old.size()) };
                 }
                 return Ok(block);
             }
@@ -456,11 +455,7 @@ impl<'r> Source<'r> {
         unsafe {
             ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), old.size());
             if zeroed {
-                ptr::write_bytes(
-                    block.as_ptr().cast::<u8>().add(old.size()),
-                    0,
-                    block.len() - old.size(),
-                );
+                zero_tail(block, old.size());
             }
         }
         // SAFETY: the old allocation is ours and no longer used (contract).
