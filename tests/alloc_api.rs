@@ -215,12 +215,13 @@ fn freeing_the_latest_allocation_hands_its_bytes_out_again() {
     let fit = Layout::from_size_align(r.len(), 4).unwrap();
     // SAFETY: `r` is live and `fit` fits it.
     unsafe { a.deallocate(r.cast(), fit) };
-    assert_eq!(addr(a.allocate(l).unwrap()), addr(p));
+    let t = a.allocate(l).unwrap();
+    assert_eq!(addr(t), addr(p));
     // Not the latest: an ordinary release, and the next allocation goes after the
     // live one; the released bytes come back after the walk wraps.
     let s = a.allocate(l).unwrap();
-    // SAFETY: the allocation at `p` (made just above) is live with `l`, freed once.
-    unsafe { a.deallocate(NonNull::new(addr(p) as *mut u8).unwrap(), l) };
+    // SAFETY: `t` is live with `l`, freed once.
+    unsafe { a.deallocate(t.cast(), l) };
     assert!(addr(a.allocate(l).unwrap()) > addr(s));
     assert_eq!(ring.stats().live_buffers, 2);
 }
