@@ -38,6 +38,49 @@ fn with_new_source<R, F: FnOnce(Source<'_>) -> R + Copy>(threshold: usize, f: F)
     }
 }
 
+/// `grow`/`grow_zeroed`: the fast path (the latest allocation of this thread's ring
+/// grows from the window's front) inlined, with one look-up of the ring; everything
+/// else out of line, so that the caller's loop does not save and restore registers for
+/// paths it rarely takes.
+///
+/// # Safety
+/// The `Allocator::grow` contract, for an allocation of `OneRingAlloc`.
+#[inline(always)]
+unsafe fn grow(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    zeroed: bool,
+) -> Result<NonNull<[u8]>, AllocError> {
+    let threshold = THRESHOLD
+        .try_with(Cell::get)
+        .unwrap_or(DEFAULT_HEAP_THRESHOLD);
+    // SAFETY: the caller's contract, forwarded; the ring passed is this thread's own.
+    let fast = tls::with_existing_ring(|ring| unsafe {
+        Source::new(ring, threshold).grow_latest(ptr, old, new, zeroed)
+    });
+    match fast {
+        Some(Some(block)) => Ok(block),
+        // SAFETY: the caller's contract, forwarded; nothing changed above.
+        _ => unsafe { grow_rest(ptr, old, new, zeroed) },
+    }
+}
+
+/// The rest of [`grow`]: in place by the walk, by `realloc`, or by moving.
+///
+/// # Safety
+/// As for [`grow`].
+#[inline(never)]
+unsafe fn grow_rest(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    zeroed: bool,
+) -> Result<NonNull<[u8]>, AllocError> {
+    // SAFETY: the caller's contract, forwarded.
+    with_source(|s| unsafe { s.grow_slow(ptr, old, new, zeroed) })
+}
+
 /// Releases an allocation made on any thread; when it lies in this thread's ring, the
 /// ring may also move its head back to it (`ring::release_unique_in`).
 ///
@@ -205,7 +248,7 @@ unsafe impl Allocator for OneRingAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: the `Allocator::grow` contract.
-        with_source(|s| unsafe { s.grow(ptr, old, new, false) })
+        unsafe { grow(ptr, old, new, false) }
     }
 
     #[inline]
@@ -216,7 +259,7 @@ unsafe impl Allocator for OneRingAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: the `Allocator::grow_zeroed` contract.
-        with_source(|s| unsafe { s.grow(ptr, old, new, true) })
+        unsafe { grow(ptr, old, new, true) }
     }
 
     #[inline]

@@ -362,6 +362,28 @@ impl<'r> Source<'r> {
         new: Layout,
         zeroed: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: the caller's contract, forwarded.
+        match unsafe { self.grow_latest(ptr, old, new, zeroed) } {
+            Some(block) => Ok(block),
+            // SAFETY: the caller's contract, forwarded; nothing changed above.
+            None => unsafe { self.grow_slow(ptr, old, new, zeroed) },
+        }
+    }
+
+    /// The fast path of [`grow`](Self::grow): the latest allocation grows from the
+    /// window's front. `None` when that does not apply; nothing changed then, and
+    /// [`grow_slow`](Self::grow_slow) does the rest.
+    ///
+    /// # Safety
+    /// As for [`grow`](Self::grow).
+    #[inline(always)]
+    pub(crate) unsafe fn grow_latest(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
         debug_assert!(new.size() >= old.size(), "grow from {old:?} to {new:?}");
         if let Some(ring) = self.ring {
             if old.size() != 0
@@ -389,12 +411,11 @@ impl<'r> Source<'r> {
                         // after `ptr`, all ours.
                         unsafe { zero_tail(block, old.size()) };
                     }
-                    return Ok(block);
+                    return Some(block);
                 }
             }
         }
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { self.grow_slow(ptr, old, new, zeroed) }
+        None
     }
 
     /// The rest of [`grow`](Self::grow), out of line so that the fast path above stays
@@ -404,7 +425,7 @@ impl<'r> Source<'r> {
     /// # Safety
     /// As for [`grow`](Self::grow).
     #[inline(never)]
-    unsafe fn grow_slow(
+    pub(crate) unsafe fn grow_slow(
         self,
         ptr: NonNull<u8>,
         old: Layout,
