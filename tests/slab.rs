@@ -578,6 +578,86 @@ fn shared_arena_capacity_serves_any_thread() {
     assert_eq!(*one, 1);
 }
 
+/// A `SharedArena` thread takes free slots a page at a time into its magazine: until it
+/// gives them back they count as used for other threads, and its own `stats()` gives
+/// them back first, so one thread always sees exact counts.
+#[test]
+fn shared_arena_magazines_count_as_used_until_given_back() {
+    let arena = Arc::new(SharedArena::<u64>::new());
+    let (to_main, from_thread) = std::sync::mpsc::channel();
+    let (to_thread, from_main) = std::sync::mpsc::channel::<()>();
+    let t = {
+        let arena = Arc::clone(&arena);
+        thread::spawn(move || {
+            to_main.send(arena.alloc(7)).unwrap();
+            from_main.recv().unwrap();
+            let own = arena.stats(); // gives this thread's 62 cached slots back
+            to_main.send(arena.alloc(8)).unwrap(); // takes them again
+            own
+        })
+    };
+    let first = from_thread.recv().unwrap();
+    // The thread's page: one value, 62 slots in its magazine.
+    assert_eq!(arena.stats(), (PAGE_SLOTS, 0));
+    to_thread.send(()).unwrap();
+    let second = from_thread.recv().unwrap();
+    assert_eq!(t.join().unwrap(), (1, PAGE_SLOTS - 1));
+    // The thread exited: its magazine went back to the page.
+    assert_eq!(arena.stats(), (2, PAGE_SLOTS - 2));
+    assert_eq!((*first, *second), (7, 8));
+    drop(first);
+    assert_eq!(arena.stats(), (1, PAGE_SLOTS - 1));
+}
+
+/// One magazine per thread, for one arena at a time: alternating between arenas of
+/// different types hands each its own slots back (a wrong type would free a page with
+/// the wrong layout: Miri checks), and a page whose arena is gone while another thread
+/// still caches some of its slots is freed when that thread lets go of them (Miri checks
+/// that nothing leaks).
+#[test]
+fn shared_arena_magazines_switch_arenas_and_outlive_them() {
+    let small = SharedArena::<u8>::new();
+    let big = SharedArena::<[u64; 9]>::new();
+    let n = scaled(500);
+    let mut smalls = Vec::new();
+    let mut bigs = Vec::new();
+    for i in 0..n {
+        smalls.push(small.alloc(i as u8));
+        bigs.push(big.alloc([i as u64; 9]));
+    }
+    assert!(smalls.iter().enumerate().all(|(i, v)| **v == i as u8));
+    assert!(bigs.iter().enumerate().all(|(i, v)| v[8] == i as u64));
+    assert_eq!((small.len(), big.len()), (n, n));
+    drop(smalls);
+    assert_eq!(small.stats().0, 0);
+    drop(small); // this thread's cached slots, if any, go back first
+
+    let arena = Arc::new(SharedArena::<String>::new());
+    let (to_main, from_thread) = std::sync::mpsc::channel();
+    let (to_thread, from_main) = std::sync::mpsc::channel::<()>();
+    let t = {
+        let arena = Arc::clone(&arena);
+        thread::spawn(move || {
+            let v = arena.alloc(String::from("made there"));
+            drop(arena);
+            to_main.send(v).unwrap();
+            from_main.recv().unwrap();
+            // The arena is gone; this thread still caches slots of its page. Another
+            // arena's allocation gives them back, which frees the page.
+            let other = SharedArena::<u8>::new();
+            *other.alloc(3)
+        })
+    };
+    let v = from_thread.recv().unwrap();
+    drop(arena);
+    assert_eq!(*v, "made there");
+    drop(v); // the last value: the page waits for the thread's cached slots
+    to_thread.send(()).unwrap();
+    assert_eq!(t.join().unwrap(), 3);
+    drop(bigs);
+    drop(big);
+}
+
 /// An operation in the model-based test.
 #[derive(Debug, Clone)]
 enum Op {

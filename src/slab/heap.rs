@@ -134,6 +134,24 @@ impl<T, W: Word> Heap<T, W> {
         })
     }
 
+    /// Every cached free bit of one page at once (at least one), for a thread's
+    /// magazine: `(page, bits)`, which the caller then holds. Refills first if there
+    /// are none, growing from `source` if every page is in use.
+    #[cfg_attr(any(loom, not(feature = "std")), allow(dead_code))] // magazines need std
+    pub(crate) fn take_all_from<S: PageSource<T, W>>(
+        &mut self,
+        source: &S,
+    ) -> Result<(NonNull<Page<T, W>>, u64), AllocError> {
+        if self.local == 0 {
+            self.refill(source)?;
+        }
+        debug_assert!(self.local != 0 && self.current.is_some());
+        // SAFETY: `local != 0` implies `current` is `Some` (struct invariant).
+        let page = unsafe { self.current.unwrap_unchecked() };
+        // The bits leave the heap: `local` becomes empty, which the invariant allows.
+        Ok((page, core::mem::take(&mut self.local)))
+    }
+
     /// Makes `local` non-empty: from the current page's releases, the other pages', or
     /// new pages.
     fn refill<S: PageSource<T, W>>(&mut self, source: &S) -> Result<(), AllocError> {

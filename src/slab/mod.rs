@@ -21,7 +21,7 @@
 //! |---|---|---|---|
 //! | [`Pool<T>`] | one thread, no atomics | [`PoolBox<T>`], [`ArenaRc<T>`] | neither |
 //! | [`Arena<T>`] | one thread at a time | [`ArenaBox<T>`], [`ArenaRc<T>`], [`ArenaArc<T>`] | `Send` if `T: Send` |
-//! | [`SharedArena<T>`] | many threads at once (per-shard locks, no global one) | [`ArenaBox<T>`], [`ArenaRc<T>`], [`ArenaArc<T>`] | both if `T: Send` |
+//! | [`SharedArena<T>`] | many threads at once (a per-thread magazine of up to 63 slots, refilled under per-shard locks; no global lock) | [`ArenaBox<T>`], [`ArenaRc<T>`], [`ArenaArc<T>`] | both if `T: Send` |
 //!
 //! ```
 //! use ringmem::slab::Arena;
@@ -70,6 +70,8 @@ mod page;
 mod api;
 
 mod arena;
+#[cfg(all(feature = "std", not(loom)))]
+mod magazine;
 mod pool;
 mod shared;
 

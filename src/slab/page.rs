@@ -409,16 +409,29 @@ impl<T, W: Word> Page<T, W> {
     /// - `page` is live, listed by the calling allocator, which forgets it now;
     /// - `cached` holds exactly the allocator's free bits for this page.
     pub(crate) unsafe fn orphan(page: NonNull<Self>, cached: u64) {
-        let mine = cached | ORPHAN;
+        // SAFETY: forwarded; the allocator forgets the page, so its `ORPHAN` bit is
+        // set exactly once, here.
+        unsafe { Self::give_back(page, cached | ORPHAN) }
+    }
+
+    /// Puts `bits` (free slots taken out of the word and never handed out, plus
+    /// `ORPHAN` when the pool lets go) back into the page word: one `AcqRel` RMW, like
+    /// a release. Frees the page if that completes `ALL_FREE | ORPHAN`.
+    ///
+    /// # Safety
+    /// - `page` is live and the caller holds `bits`: they are clear in the word and in
+    ///   every allocator's cached bits, and the caller gives them up.
+    pub(crate) unsafe fn give_back(page: NonNull<Self>, bits: u64) {
         // SAFETY: the page is live (caller).
-        let old = unsafe { Self::word(page) }.or_acq_rel(mine);
+        let old = unsafe { Self::word(page) }.or_acq_rel(bits);
         debug_assert!(
-            old & mine == 0,
-            "page {page:p} orphaned twice or cached bits overlap"
+            old & bits == 0,
+            "page {page:p}: bits {bits:#x} given back twice (orphaned twice, or cached \
+             bits overlap)"
         );
-        if old | mine == u64::MAX {
-            // SAFETY: all slots are free and the allocator forgets the page: nothing
-            // can reach it any more.
+        if old | bits == u64::MAX {
+            // SAFETY: all slots are free and the allocator has let go of the page:
+            // nothing can reach it any more.
             unsafe { Self::dealloc(page) };
         }
     }

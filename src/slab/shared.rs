@@ -7,6 +7,12 @@
 //! there is no global lock. Pages belong to one shard, but handles release into the page
 //! word, so they never take a lock.
 //!
+//! With `std`, a thread does not lock a shard per value: it takes every free bit the
+//! shard has cached for one page (up to 63 slots) into its own magazine
+//! (`magazine.rs`) and allocates from there with no lock and no atomic instruction, like
+//! a `Pool`. The shard's lock is taken once per magazine-full. Without `std` (no
+//! thread-locals), and in the loom models, every allocation takes the lock.
+//!
 //! The pages `with_capacity` makes are not dealt out to all the shards up front (a
 //! thread would find its own shard with a quarter of them and grow while the others sit
 //! idle): the building thread's shard takes its share, the rest wait in a [`Reserve`],
@@ -20,6 +26,8 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use super::heap::{Heap, PageSource, System};
+#[cfg(all(feature = "std", not(loom)))]
+use super::magazine;
 use super::page::{Page, Slot, SLOTS};
 use super::{AllocError, ArenaBox};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -30,6 +38,14 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// It makes [`ArenaBox`]es, [`ArenaArc`](super::ArenaArc)s and
 /// [`ArenaRc`](super::ArenaRc)s, which may outlive it. It is `Send` and `Sync` when `T`
 /// is `Send`.
+///
+/// Each thread takes free slots a page at a time (up to 63) into a thread-local
+/// magazine and allocates from it without a lock or an atomic instruction; releasing is
+/// one atomic instruction on any thread. A thread gives its cached slots back when it
+/// allocates from another `SharedArena`, calls [`stats`](Self::stats),
+/// [`len`](Self::len) or [`shrink_to_fit`](Self::shrink_to_fit) on this one, drops it, or
+/// exits. Until then they count as used, and their page stays allocated even after the
+/// arena is dropped: at most one page per thread.
 ///
 /// ```
 /// use ringmem::slab::SharedArena;
@@ -62,6 +78,9 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub struct SharedArena<T> {
     /// A power of two of shards.
     shards: Box<[Shard<T>]>,
+    /// This arena's identity in the threads' magazines (`magazine.rs`).
+    #[cfg(all(feature = "std", not(loom)))]
+    id: u64,
     /// The pages made by `with_capacity` that no shard has claimed yet.
     reserve: Reserve<T>,
     _values: PhantomData<T>,
@@ -357,11 +376,58 @@ impl<T> SharedArena<T> {
         }
         Ok(SharedArena {
             shards: shards.into_boxed_slice(),
+            #[cfg(all(feature = "std", not(loom)))]
+            id: magazine::new_arena_id(),
             reserve,
             _values: PhantomData,
         })
     }
 
+    /// A free slot, ours alone: from this thread's magazine (no lock, no atomic
+    /// instruction), else a new magazine-full from a shard.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline(always)]
+    fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
+        match unsafe { magazine::take::<T>(self.id) } {
+            Some(slot) => Ok(slot),
+            None => self.slot_refill(),
+        }
+    }
+
+    /// [`slot`](Self::slot) or the out-of-memory handler.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline(always)]
+    fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
+        // SAFETY: as in `slot`.
+        match unsafe { magazine::take::<T>(self.id) } {
+            Some(slot) => slot,
+            None => super::or_oom(self.slot_refill()),
+        }
+    }
+
+    /// The magazine is empty or another arena's: take every cached bit of one page
+    /// from a shard, keep one slot and cache the rest.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[cold]
+    #[inline(never)]
+    fn slot_refill(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        let (page, bits) = self.with_heap(|h| h.take_all_from(&self.reserve))?;
+        // SAFETY: a live page of this arena (`self.id`), and bits its heap gave up to
+        // us.
+        Ok(unsafe { magazine::refill(self.id, page, bits) })
+    }
+
+    /// Gives back this thread's cached slots of this arena, so that a count or a
+    /// shrink sees them as free.
+    #[inline]
+    fn flush_magazine(&self) {
+        #[cfg(all(feature = "std", not(loom)))]
+        magazine::flush(self.id);
+    }
+
+    /// Without `std` (or under loom): a slot from the home shard, under its lock.
+    #[cfg(not(all(feature = "std", not(loom))))]
     #[inline(always)]
     fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
         let home = thread_hint() & (self.shards.len() - 1);
@@ -377,12 +443,13 @@ impl<T> SharedArena<T> {
             }
             return locked.heap(|h| h.take_slow(&self.reserve));
         }
-        self.slot_contended(home)
+        self.with_heap(|h| h.take_from(&self.reserve))
     }
 
     /// [`slot`](Self::slot) or the out-of-memory handler. The fast path (home shard
     /// free, cached bits left) hands back a bare pointer; everything else goes through
     /// the cold [`slot_or_oom_slow`](Self::slot_or_oom_slow).
+    #[cfg(not(all(feature = "std", not(loom))))]
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
         let home = thread_hint() & (self.shards.len() - 1);
@@ -396,28 +463,30 @@ impl<T> SharedArena<T> {
         self.slot_or_oom_slow()
     }
 
+    #[cfg(not(all(feature = "std", not(loom))))]
     #[cold]
     #[inline(never)]
     fn slot_or_oom_slow(&self) -> NonNull<Slot<T, AtomicU64>> {
         super::or_oom(self.slot())
     }
 
-    /// The home shard is busy: try the others, then wait.
-    #[cold]
+    /// Runs `f` on a shard's heap under its lock: the home shard's if it is free, else
+    /// the first free one, else waits.
     #[inline(never)]
-    fn slot_contended(&self, home: usize) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+    fn with_heap<R>(&self, mut f: impl FnMut(&mut Heap<T, AtomicU64>) -> R) -> R {
         let mask = self.shards.len() - 1;
-        let mut spins = 0;
-        for i in 1..=self.shards.len() {
+        let home = thread_hint() & mask;
+        for i in 0..self.shards.len() {
             if let Some(locked) = self.shards[(home + i) & mask].try_lock() {
-                return locked.heap(|h| h.take_from(&self.reserve));
+                return locked.heap(f);
             }
         }
+        let mut spins = 0;
         loop {
             spin(&mut spins);
             for i in 0..self.shards.len() {
                 if let Some(locked) = self.shards[(home + i) & mask].try_swap() {
-                    return locked.heap(|h| h.take_from(&self.reserve));
+                    return locked.heap(&mut f);
                 }
             }
         }
@@ -431,7 +500,9 @@ impl<T> SharedArena<T> {
     }
 
     /// `(used, free)` slots, like `shared_arena`'s `stats`: a snapshot, since other
-    /// threads may allocate and release meanwhile. Visits every page.
+    /// threads may allocate and release meanwhile. Visits every page. Slots that other
+    /// threads hold in their magazines for their next allocations (at most 62 per
+    /// thread) count as used; the calling thread's are given back first.
     ///
     /// ```
     /// let arena = ringmem::slab::SharedArena::new();
@@ -440,6 +511,7 @@ impl<T> SharedArena<T> {
     /// # drop(item);
     /// ```
     pub fn stats(&self) -> (usize, usize) {
+        self.flush_magazine();
         let (mut pages, mut free) = (0, 0);
         self.each_heap(|h| {
             pages += h.pages();
@@ -494,6 +566,7 @@ impl<T> SharedArena<T> {
     /// assert!(arena.capacity() < 2048);
     /// ```
     pub fn shrink_to_fit(&self) -> bool {
+        self.flush_magazine();
         let unclaimed = self.reserve.claim(usize::MAX);
         for &page in unclaimed {
             // SAFETY: a claimed reserve page is entirely free and ours alone; nobody
@@ -515,6 +588,15 @@ shared_api!(
     try_alloc_arc,
     alloc_arc_with
 );
+
+impl<T> Drop for SharedArena<T> {
+    fn drop(&mut self) {
+        // This thread's cached slots go back before the heaps orphan their pages, so a
+        // page whose values are all gone is freed right here. Other threads' cached
+        // slots keep their page (one at most per thread) until they give them back.
+        self.flush_magazine();
+    }
+}
 
 impl<T> Default for SharedArena<T> {
     /// [`SharedArena::new`].
