@@ -578,9 +578,10 @@ fn shared_arena_capacity_serves_any_thread() {
     assert_eq!(*one, 1);
 }
 
-/// A `SharedArena` thread takes free slots a page at a time into its magazine: until it
-/// gives them back they count as used for other threads, and its own `stats()` gives
-/// them back first, so one thread always sees exact counts.
+/// A `SharedArena` thread takes free slots a page at a time into its magazine, from its
+/// second allocation in a row on: until it gives them back they count as used for other
+/// threads, and its own `stats()` gives them back first, so one thread always sees exact
+/// counts.
 #[test]
 fn shared_arena_magazines_count_as_used_until_given_back() {
     let arena = Arc::new(SharedArena::<u64>::new());
@@ -589,24 +590,31 @@ fn shared_arena_magazines_count_as_used_until_given_back() {
     let t = {
         let arena = Arc::clone(&arena);
         thread::spawn(move || {
-            to_main.send(arena.alloc(7)).unwrap();
+            // One slot from the shard, then a magazine-full: the other 62.
+            to_main.send((arena.alloc(6), None)).unwrap();
             from_main.recv().unwrap();
-            let own = arena.stats(); // gives this thread's 62 cached slots back
-            to_main.send(arena.alloc(8)).unwrap(); // takes them again
-            own
+            to_main.send((arena.alloc(7), None)).unwrap();
+            from_main.recv().unwrap();
+            let own = arena.stats(); // gives this thread's 61 cached slots back
+            to_main.send((arena.alloc(8), Some(own))).unwrap(); // takes them again
         })
     };
-    let first = from_thread.recv().unwrap();
-    // The thread's page: one value, 62 slots in its magazine.
+    let (first, _) = from_thread.recv().unwrap();
+    // One allocation is no reason to take a page's slots.
+    assert_eq!(arena.stats(), (1, PAGE_SLOTS - 1));
+    to_thread.send(()).unwrap();
+    let (second, _) = from_thread.recv().unwrap();
+    // The thread's page: two values, 61 slots in its magazine.
     assert_eq!(arena.stats(), (PAGE_SLOTS, 0));
     to_thread.send(()).unwrap();
-    let second = from_thread.recv().unwrap();
-    assert_eq!(t.join().unwrap(), (1, PAGE_SLOTS - 1));
+    let (third, own) = from_thread.recv().unwrap();
+    assert_eq!(own, Some((2, PAGE_SLOTS - 2)));
+    t.join().unwrap();
     // The thread exited: its magazine went back to the page.
-    assert_eq!(arena.stats(), (2, PAGE_SLOTS - 2));
-    assert_eq!((*first, *second), (7, 8));
+    assert_eq!(arena.stats(), (3, PAGE_SLOTS - 3));
+    assert_eq!((*first, *second, *third), (6, 7, 8));
     drop(first);
-    assert_eq!(arena.stats(), (1, PAGE_SLOTS - 1));
+    assert_eq!(arena.stats(), (2, PAGE_SLOTS - 2));
 }
 
 /// One magazine per thread, for one arena at a time: alternating between arenas of
@@ -621,9 +629,17 @@ fn shared_arena_magazines_switch_arenas_and_outlive_them() {
     let n = scaled(500);
     let mut smalls = Vec::new();
     let mut bigs = Vec::new();
+    // Runs of three: each run's second allocation switches the magazine over.
     for i in 0..n {
         smalls.push(small.alloc(i as u8));
-        bigs.push(big.alloc([i as u64; 9]));
+        if i % 3 == 2 {
+            for j in i - 2..=i {
+                bigs.push(big.alloc([j as u64; 9]));
+            }
+        }
+    }
+    for j in n - n % 3..n {
+        bigs.push(big.alloc([j as u64; 9]));
     }
     assert!(smalls.iter().enumerate().all(|(i, v)| **v == i as u8));
     assert!(bigs.iter().enumerate().all(|(i, v)| v[8] == i as u64));
@@ -638,9 +654,10 @@ fn shared_arena_magazines_switch_arenas_and_outlive_them() {
     let t = {
         let arena = Arc::clone(&arena);
         thread::spawn(move || {
-            let v = arena.alloc(String::from("made there"));
+            let v = arena.alloc(String::from("made"));
+            let w = arena.alloc(String::from("there")); // fills the magazine
             drop(arena);
-            to_main.send(v).unwrap();
+            to_main.send((v, w)).unwrap();
             from_main.recv().unwrap();
             // The arena is gone; this thread still caches slots of its page. Another
             // arena's allocation gives them back, which frees the page.
@@ -648,10 +665,10 @@ fn shared_arena_magazines_switch_arenas_and_outlive_them() {
             *other.alloc(3)
         })
     };
-    let v = from_thread.recv().unwrap();
+    let (v, w) = from_thread.recv().unwrap();
     drop(arena);
-    assert_eq!(*v, "made there");
-    drop(v); // the last value: the page waits for the thread's cached slots
+    assert_eq!((v.as_str(), w.as_str()), ("made", "there"));
+    drop((v, w)); // the last values: the page waits for the thread's cached slots
     to_thread.send(()).unwrap();
     assert_eq!(t.join().unwrap(), 3);
     drop(bigs);

@@ -43,6 +43,9 @@ struct Magazine {
     page: Cell<Option<NonNull<()>>>,
     bits: Cell<u64>,
     give_back: Cell<Option<GiveBack>>,
+    /// The arena whose allocation last found the magazine empty or another arena's
+    /// (see [`second_miss`]).
+    missed: Cell<u64>,
 }
 
 /// What a magazine held, taken out of it: the caller now holds the bits.
@@ -107,6 +110,7 @@ std::thread_local! {
             page: Cell::new(None),
             bits: Cell::new(0),
             give_back: Cell::new(None),
+            missed: Cell::new(0),
         }
     };
 }
@@ -145,6 +149,22 @@ pub(crate) unsafe fn take<T>(arena: u64) -> Option<NonNull<Slot<T, AtomicU64>>> 
         })
         .ok()
         .flatten()
+}
+
+/// Called when an allocation from arena `arena` finds no slot in the magazine: whether
+/// to refill it now (`true`: this arena missed twice in a row), or to take just one slot
+/// under the shard lock and leave the magazine as it is.
+///
+/// Refilling costs a lock, and giving back the bits of the arena the magazine holds: an
+/// atomic instruction on that arena's page. An arena that allocates once, or two arenas
+/// allocated from in turn, would pay that at every allocation; they keep the one lock
+/// per allocation they had without magazines, and an arena that keeps allocating
+/// switches at its second allocation.
+#[inline]
+pub(crate) fn second_miss(arena: u64) -> bool {
+    MAGAZINE
+        .try_with(|m| m.missed.replace(arena) == arena)
+        .unwrap_or(false)
 }
 
 /// Takes the lowest of `bits` (free bits of `page`, of arena `arena`) and caches the

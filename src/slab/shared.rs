@@ -7,11 +7,14 @@
 //! there is no global lock. Pages belong to one shard, but handles release into the page
 //! word, so they never take a lock.
 //!
-//! With `std`, a thread does not lock a shard per value: it takes every free bit the
-//! shard has cached for one page (up to 63 slots) into its own magazine
-//! (`magazine.rs`) and allocates from there with no lock and no atomic instruction, like
-//! a `Pool`. The shard's lock is taken once per magazine-full. Without `std` (no
-//! thread-locals), and in the loom models, every allocation takes the lock.
+//! With `std`, a thread does not lock a shard per value: from its second allocation in a
+//! row from one arena, it takes every free bit the shard has cached for one page (up to
+//! 63 slots) into its own magazine (`magazine.rs`) and allocates from there with no lock
+//! and no atomic instruction, like a `Pool`. The shard's lock is taken once per
+//! magazine-full. An arena's first allocation on a thread (after the thread allocated
+//! from another arena) takes one slot under the lock, so a short-lived arena, or two
+//! arenas used in turn, do not make threads swap magazines at every allocation. Without
+//! `std` (no thread-locals), and in the loom models, every allocation takes the lock.
 //!
 //! The pages `with_capacity` makes are not dealt out to all the shards up front (a
 //! thread would find its own shard with a quarter of them and grow while the others sit
@@ -39,9 +42,9 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// [`ArenaRc`](super::ArenaRc)s, which may outlive it. It is `Send` and `Sync` when `T`
 /// is `Send`.
 ///
-/// Each thread takes free slots a page at a time (up to 63) into a thread-local
-/// magazine and allocates from it without a lock or an atomic instruction; releasing is
-/// one atomic instruction on any thread. A thread gives its cached slots back when it
+/// A thread that keeps allocating from the arena takes free slots a page at a time (up
+/// to 63) into a thread-local magazine and allocates from it without a lock or an
+/// atomic instruction; releasing is one atomic instruction on any thread. A thread gives its cached slots back when it
 /// allocates from another `SharedArena`, calls [`stats`](Self::stats),
 /// [`len`](Self::len) or [`shrink_to_fit`](Self::shrink_to_fit) on this one, drops it, or
 /// exits. Until then they count as used, and their page stays allocated even after the
@@ -383,39 +386,75 @@ impl<T> SharedArena<T> {
         })
     }
 
-    /// A free slot, ours alone: from this thread's magazine (no lock, no atomic
-    /// instruction), else a new magazine-full from a shard.
-    #[cfg(all(feature = "std", not(loom)))]
+    /// A free slot, ours alone, or [`AllocError`] if a new page is needed and cannot be
+    /// had.
     #[inline(always)]
     fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
-        match unsafe { magazine::take::<T>(self.id) } {
-            Some(slot) => Ok(slot),
-            None => self.slot_refill(),
+        match self.slot_fast() {
+            Ok(slot) => Ok(slot),
+            Err(refill) => self.slot_slow(refill),
         }
     }
 
     /// [`slot`](Self::slot) or the out-of-memory handler.
-    #[cfg(all(feature = "std", not(loom)))]
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
-        // SAFETY: as in `slot`.
-        match unsafe { magazine::take::<T>(self.id) } {
-            Some(slot) => slot,
-            None => super::or_oom(self.slot_refill()),
+        match self.slot_fast() {
+            Ok(slot) => slot,
+            Err(refill) => super::or_oom(self.slot_slow(refill)),
         }
     }
 
-    /// The magazine is empty or another arena's: take every cached bit of one page
-    /// from a shard, keep one slot and cache the rest.
-    #[cfg(all(feature = "std", not(loom)))]
+    /// The inlined paths: a slot from this thread's magazine (no lock, no atomic
+    /// instruction); or, when the magazine holds none of this arena's, at the arena's
+    /// first miss in a row, one slot from the home shard's cached bits under its lock.
+    /// `Err(refill)` sends the caller to [`slot_slow`](Self::slot_slow): `true` to
+    /// refill the magazine (a second miss in a row, see `magazine::second_miss`).
+    ///
+    /// The home-shard path is inlined for the first allocations of a fresh arena, whose
+    /// shard and page are cold: a call in front of those misses shows.
+    #[inline(always)]
+    fn slot_fast(&self) -> Result<NonNull<Slot<T, AtomicU64>>, bool> {
+        #[cfg(all(feature = "std", not(loom)))]
+        {
+            // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
+            if let Some(slot) = unsafe { magazine::take::<T>(self.id) } {
+                return Ok(slot);
+            }
+            if magazine::second_miss(self.id) {
+                return Err(true);
+            }
+        }
+        let home = thread_hint() & (self.shards.len() - 1);
+        debug_assert!(self.shards.len().is_power_of_two());
+        // SAFETY: `shards.len()` is a power of two (struct invariant, made so by
+        // `shard_count`), so masking with `len - 1` gives an index below it.
+        let shard = unsafe { self.shards.get_unchecked(home) };
+        if let Some(locked) = shard.try_lock() {
+            // Branches on an `Option` in a register; no `Result` is built here.
+            if let Some(slot) = locked.heap(Heap::take_cached) {
+                return Ok(slot);
+            }
+        }
+        Err(false)
+    }
+
+    /// The rest of [`slot`](Self::slot): refill this thread's magazine with every
+    /// cached bit of one page from a shard, keeping one slot (`refill`); or take one
+    /// slot from whichever shard is free, refilling its cached bits from its pages or
+    /// new ones.
     #[cold]
     #[inline(never)]
-    fn slot_refill(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        let (page, bits) = self.with_heap(|h| h.take_all_from(&self.reserve))?;
-        // SAFETY: a live page of this arena (`self.id`), and bits its heap gave up to
-        // us.
-        Ok(unsafe { magazine::refill(self.id, page, bits) })
+    fn slot_slow(&self, refill: bool) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if refill {
+            let (page, bits) = self.with_heap(|h| h.take_all_from(&self.reserve))?;
+            // SAFETY: a live page of this arena (`self.id`), and bits its heap gave up
+            // to us.
+            return Ok(unsafe { magazine::refill(self.id, page, bits) });
+        }
+        debug_assert!(!refill, "no magazine to refill");
+        self.with_heap(|h| h.take_from(&self.reserve))
     }
 
     /// Gives back this thread's cached slots of this arena, so that a count or a
@@ -424,50 +463,6 @@ impl<T> SharedArena<T> {
     fn flush_magazine(&self) {
         #[cfg(all(feature = "std", not(loom)))]
         magazine::flush(self.id);
-    }
-
-    /// Without `std` (or under loom): a slot from the home shard, under its lock.
-    #[cfg(not(all(feature = "std", not(loom))))]
-    #[inline(always)]
-    fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        let home = thread_hint() & (self.shards.len() - 1);
-        debug_assert!(self.shards.len().is_power_of_two());
-        // SAFETY: `shards.len()` is a power of two (struct invariant, made so by
-        // `shard_count`), so masking with `len - 1` gives an index below it.
-        let shard = unsafe { self.shards.get_unchecked(home) };
-        if let Some(locked) = shard.try_lock() {
-            // The fast path branches on an `Option` in a register; the `Result` is only
-            // built on the way out.
-            if let Some(slot) = locked.heap(Heap::take_cached) {
-                return Ok(slot);
-            }
-            return locked.heap(|h| h.take_slow(&self.reserve));
-        }
-        self.with_heap(|h| h.take_from(&self.reserve))
-    }
-
-    /// [`slot`](Self::slot) or the out-of-memory handler. The fast path (home shard
-    /// free, cached bits left) hands back a bare pointer; everything else goes through
-    /// the cold [`slot_or_oom_slow`](Self::slot_or_oom_slow).
-    #[cfg(not(all(feature = "std", not(loom))))]
-    #[inline(always)]
-    fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
-        let home = thread_hint() & (self.shards.len() - 1);
-        // SAFETY: as in `slot`: `home < shards.len()`.
-        let shard = unsafe { self.shards.get_unchecked(home) };
-        if let Some(locked) = shard.try_lock() {
-            if let Some(slot) = locked.heap(Heap::take_cached) {
-                return slot;
-            }
-        }
-        self.slot_or_oom_slow()
-    }
-
-    #[cfg(not(all(feature = "std", not(loom))))]
-    #[cold]
-    #[inline(never)]
-    fn slot_or_oom_slow(&self) -> NonNull<Slot<T, AtomicU64>> {
-        super::or_oom(self.slot())
     }
 
     /// Runs `f` on a shard's heap under its lock: the home shard's if it is free, else
