@@ -186,11 +186,25 @@ fn main() {
         }
         eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
     }
+    // The flags that shape the numbers, as given (not `--out`, which only moves them).
+    let mut flags = vec![cfg.mode.to_string()];
+    if let Some(r) = reps {
+        flags.push(format!("--reps {r}"));
+    }
+    if !only.is_empty() {
+        flags.push(format!("--only {}", only.join(",")));
+    }
+    if !rss {
+        flags.push("--no-rss".into());
+    }
+    if !charts {
+        flags.push("--no-charts".into());
+    }
     let footer = format!(
         "\nTotal {:.0} s; peak RSS {:.0} MiB. Reproduce: `cargo run --release -p ringmem-bench -- {}`.\n",
         started.elapsed().as_secs_f64(),
         harness::peak_rss_mib().unwrap_or(0.0),
-        cfg.mode
+        flags.join(" ")
     );
     println!("{footer}");
     report.push_str(&footer);
