@@ -391,8 +391,8 @@ impl<T> SharedArena<T> {
     #[inline(always)]
     fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
         match self.slot_fast() {
-            Ok(slot) => Ok(slot),
-            Err(refill) => self.slot_slow(refill),
+            Some(slot) => Ok(slot),
+            None => self.slot_miss(),
         }
     }
 
@@ -400,61 +400,57 @@ impl<T> SharedArena<T> {
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
         match self.slot_fast() {
-            Ok(slot) => slot,
-            Err(refill) => super::or_oom(self.slot_slow(refill)),
+            Some(slot) => slot,
+            None => super::or_oom(self.slot_miss()),
         }
     }
 
-    /// The inlined paths: a slot from this thread's magazine (no lock, no atomic
-    /// instruction); or, when the magazine holds none of this arena's, at the arena's
-    /// first miss in a row, one slot from the home shard's cached bits under its lock.
-    /// `Err(refill)` sends the caller to [`slot_slow`](Self::slot_slow): `true` to
-    /// refill the magazine (a second miss in a row, see `magazine::second_miss`).
-    ///
-    /// The home-shard path is inlined for the first allocations of a fresh arena, whose
-    /// shard and page are cold: a call in front of those misses shows.
+    /// The inlined path, kept small so that `alloc` inlines into the caller's loop: a
+    /// slot from this thread's magazine, with no lock and no atomic instruction; or,
+    /// without magazines, from the home shard's cached bits under its lock.
     #[inline(always)]
-    fn slot_fast(&self) -> Result<NonNull<Slot<T, AtomicU64>>, bool> {
+    fn slot_fast(&self) -> Option<NonNull<Slot<T, AtomicU64>>> {
+        // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
+        #[cfg(all(feature = "std", not(loom)))]
+        return unsafe { magazine::take::<T>(self.id) };
+        #[cfg(not(all(feature = "std", not(loom))))]
+        return self.home_slot();
+    }
+
+    /// The magazine holds none of this arena's slots. At the arena's second miss in a
+    /// row on this thread (see `magazine::second_miss`), refill it with every cached bit
+    /// of one page from a shard and keep one slot; at a first miss, take one slot from
+    /// the home shard. Without magazines: one slot from whichever shard is free. Either
+    /// way the shard refills its cached bits from its pages, or new ones, if it must.
+    ///
+    /// Not `#[cold]`: a fresh arena's first allocation comes here.
+    #[inline(never)]
+    fn slot_miss(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
         #[cfg(all(feature = "std", not(loom)))]
         {
-            // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
-            if let Some(slot) = unsafe { magazine::take::<T>(self.id) } {
+            if magazine::second_miss(self.id) {
+                let (page, bits) = self.with_heap(|h| h.take_all_from(&self.reserve))?;
+                // SAFETY: a live page of this arena (`self.id`), and bits its heap gave
+                // up to us.
+                return Ok(unsafe { magazine::refill(self.id, page, bits) });
+            }
+            if let Some(slot) = self.home_slot() {
                 return Ok(slot);
             }
-            if magazine::second_miss(self.id) {
-                return Err(true);
-            }
         }
+        self.with_heap(|h| h.take_from(&self.reserve))
+    }
+
+    /// A slot from the home shard's cached bits, if its lock is free and it has some.
+    #[inline(always)]
+    fn home_slot(&self) -> Option<NonNull<Slot<T, AtomicU64>>> {
         let home = thread_hint() & (self.shards.len() - 1);
         debug_assert!(self.shards.len().is_power_of_two());
         // SAFETY: `shards.len()` is a power of two (struct invariant, made so by
         // `shard_count`), so masking with `len - 1` gives an index below it.
         let shard = unsafe { self.shards.get_unchecked(home) };
-        if let Some(locked) = shard.try_lock() {
-            // Branches on an `Option` in a register; no `Result` is built here.
-            if let Some(slot) = locked.heap(Heap::take_cached) {
-                return Ok(slot);
-            }
-        }
-        Err(false)
-    }
-
-    /// The rest of [`slot`](Self::slot): refill this thread's magazine with every
-    /// cached bit of one page from a shard, keeping one slot (`refill`); or take one
-    /// slot from whichever shard is free, refilling its cached bits from its pages or
-    /// new ones.
-    #[cold]
-    #[inline(never)]
-    fn slot_slow(&self, refill: bool) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        #[cfg(all(feature = "std", not(loom)))]
-        if refill {
-            let (page, bits) = self.with_heap(|h| h.take_all_from(&self.reserve))?;
-            // SAFETY: a live page of this arena (`self.id`), and bits its heap gave up
-            // to us.
-            return Ok(unsafe { magazine::refill(self.id, page, bits) });
-        }
-        debug_assert!(!refill, "no magazine to refill");
-        self.with_heap(|h| h.take_from(&self.reserve))
+        // Branches on an `Option` in a register; no `Result` is built here.
+        shard.try_lock()?.heap(Heap::take_cached)
     }
 
     /// Gives back this thread's cached slots of this arena, so that a count or a
