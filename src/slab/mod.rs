@@ -17,6 +17,12 @@
 //! does (the pool sets an `ORPHAN` bit in each page word; whoever completes "every slot
 //! free and orphaned", with one read-modify-write, frees the page).
 //!
+//! A [`SharedArena`] keeps that copy per thread: a thread that keeps allocating from it
+//! takes a page's free bits into a thread-local magazine, so its allocations need no
+//! lock. Slots in another thread's magazine count as used, and keep their page (at most
+//! one per thread) until that thread gives them back: when it allocates from another
+//! `SharedArena`, asks this one for `stats`, `len` or `shrink_to_fit`, drops it, or exits.
+//!
 //! | pool | allocate from | handles | `Send` / `Sync` |
 //! |---|---|---|---|
 //! | [`Pool<T>`] | one thread, no atomics | [`PoolBox<T>`], [`ArenaRc<T>`] | neither |
