@@ -459,7 +459,7 @@ impl<T> Drop for ArenaArc<T> {
         );
         if old < 2 * COUNT_ONE {
             // Sees every other owner's use of the value before we drop it.
-            AtomicU64::acquire_fence();
+            meta.acquire();
             // SAFETY: this was the last reference: the value is dropped once and the
             // slot released once.
             unsafe {
