@@ -44,11 +44,11 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 ///
 /// A thread that keeps allocating from the arena takes free slots a page at a time (up
 /// to 63) into a thread-local magazine and allocates from it without a lock or an
-/// atomic instruction; releasing is one atomic instruction on any thread. A thread gives its cached slots back when it
-/// allocates from another `SharedArena`, calls [`stats`](Self::stats),
-/// [`len`](Self::len) or [`shrink_to_fit`](Self::shrink_to_fit) on this one, drops it, or
-/// exits. Until then they count as used, and their page stays allocated even after the
-/// arena is dropped: at most one page per thread.
+/// atomic instruction; releasing is one atomic instruction on any thread. A thread
+/// gives its cached slots back when it allocates from another `SharedArena`, calls
+/// [`stats`](Self::stats), [`len`](Self::len) or [`shrink_to_fit`](Self::shrink_to_fit)
+/// on this one, drops it, or exits. Until then they count as used, and their page stays
+/// allocated even after the arena is dropped: at most one page per thread.
 ///
 /// ```
 /// use ringmem::slab::SharedArena;
