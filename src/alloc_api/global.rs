@@ -14,17 +14,30 @@ std::thread_local! {
     static THRESHOLD: Cell<usize> = const { Cell::new(DEFAULT_HEAP_THRESHOLD) };
 }
 
+/// This thread's heap threshold (the default while the thread is being torn down).
+#[inline(always)]
+fn threshold() -> usize {
+    THRESHOLD
+        .try_with(Cell::get)
+        .unwrap_or(DEFAULT_HEAP_THRESHOLD)
+}
+
+/// Runs `f` with this thread's ring if it already exists and the thread is not being
+/// torn down; `None` otherwise. The inlined part of [`with_source`].
+#[inline(always)]
+fn with_existing_source<R>(f: impl FnOnce(Source<'_>) -> R) -> Option<R> {
+    let threshold = threshold();
+    tls::with_existing_ring(|ring| f(Source::new(ring, threshold)))
+}
+
 /// Runs `f` with this thread's ring, or with the heap alone while the thread is being
 /// torn down (its ring is gone) or its ring cannot be made. `f` only captures the
 /// request (`Copy`), so the slow path can run it again.
 #[inline(always)]
 fn with_source<R, F: FnOnce(Source<'_>) -> R + Copy>(f: F) -> R {
-    let threshold = THRESHOLD
-        .try_with(Cell::get)
-        .unwrap_or(DEFAULT_HEAP_THRESHOLD);
-    match tls::with_existing_ring(|ring| f(Source::new(ring, threshold))) {
+    match with_existing_source(f) {
         Some(r) => r,
-        None => with_new_source(threshold, f),
+        None => with_new_source(threshold(), f),
     }
 }
 
@@ -52,13 +65,8 @@ unsafe fn grow(
     new: Layout,
     zeroed: bool,
 ) -> Result<NonNull<[u8]>, AllocError> {
-    let threshold = THRESHOLD
-        .try_with(Cell::get)
-        .unwrap_or(DEFAULT_HEAP_THRESHOLD);
-    // SAFETY: the caller's contract, forwarded; the ring passed is this thread's own.
-    let fast = tls::with_existing_ring(|ring| unsafe {
-        Source::new(ring, threshold).grow_latest(ptr, old, new, zeroed)
-    });
+    // SAFETY: the caller's contract, forwarded; the source is this thread's own ring.
+    let fast = with_existing_source(|s| unsafe { s.grow_latest(ptr, old, new, zeroed) });
     match fast {
         Some(Some(block)) => Ok(block),
         // SAFETY: the caller's contract, forwarded; nothing changed above.
@@ -152,9 +160,7 @@ impl OneRingAlloc {
     /// ```
     #[inline]
     pub fn heap_threshold(&self) -> usize {
-        THRESHOLD
-            .try_with(Cell::get)
-            .unwrap_or(DEFAULT_HEAP_THRESHOLD)
+        threshold()
     }
 
     /// Sets this thread's threshold (other threads keep theirs); see

@@ -62,15 +62,6 @@ impl Cached {
         give_back: None,
     };
 
-    /// `self`, or nothing if the magazine it came from was marked empty.
-    fn only_if(self, live: bool) -> Cached {
-        if live {
-            self
-        } else {
-            Cached::EMPTY
-        }
-    }
-
     /// Returns the bits to their page.
     fn give_back(self) {
         if let (Some(page), Some(give_back), true) = (self.page, self.give_back, self.bits != 0) {
@@ -87,13 +78,14 @@ impl Magazine {
     /// giving the old ones back re-enters an arena on this thread (a global allocator
     /// built on one), the magazine is always consistent and no bits go twice or nowhere.
     fn replace(&self, arena: u64, new: Cached) -> Cached {
-        let arena = if new.bits == 0 { 0 } else { arena };
+        // `arena == 0` only ever with `bits == 0` (set together here; `take` only
+        // clears bits), so the old contents need no look at the old arena.
+        self.arena.set(if new.bits == 0 { 0 } else { arena });
         Cached {
             page: self.page.replace(new.page),
             bits: self.bits.replace(new.bits),
             give_back: self.give_back.replace(new.give_back),
         }
-        .only_if(self.arena.replace(arena) != 0)
     }
 }
 
