@@ -246,3 +246,41 @@ fn shared_arena_reserve_claims() {
         assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
     });
 }
+
+/// The seed page (the first page `with_capacity` makes) hands out slots through a
+/// compare-and-swap on its word, with no shard lock. With one slot left in it, a slot
+/// released on another thread, and two threads allocating at once: each slot goes once,
+/// and a released slot is taken again only after the release's effects are visible
+/// (loom reports the value's drop and the reuse as a race otherwise).
+#[test]
+fn shared_arena_seed_page_reuse() {
+    run_model("shared arena seed page reuse", || {
+        let shared = Shared::new();
+        let arena = Arc::new(SharedArena::with_capacity(PAGE_SLOTS));
+        let a = arena.alloc(Value::touching(1, &shared));
+        let a_addr = &*a as *const Value as usize;
+        // One thread so far: these take all the seed's slots but one, in one order.
+        let fillers = fill_page(|k| arena.alloc(Value::filler(k)), 2);
+        let t = thread::spawn(move || drop(a));
+        let (arena2, shared2) = (arena.clone(), shared.clone());
+        let u = thread::spawn(move || {
+            let v = arena2.alloc(Value::new(2, &shared2));
+            if &*v as *const Value as usize == a_addr {
+                shared2.touch();
+            }
+            v
+        });
+        let b = arena.alloc(Value::new(3, &shared));
+        if &*b as *const Value as usize == a_addr {
+            shared.touch();
+        }
+        let theirs = u.join().unwrap();
+        t.join().unwrap();
+        assert_ne!(&*b as *const Value, &*theirs as *const Value);
+        assert_eq!((b.key, theirs.key), (3, 2));
+        assert_eq!(arena.len(), PAGE_SLOTS);
+        drop(arena);
+        drop((fillers, theirs, b));
+        assert_eq!(shared.drops.load(Ordering::Relaxed), 3);
+    });
+}

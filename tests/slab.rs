@@ -75,8 +75,9 @@ fn auto_traits() {
 }
 
 /// Allocation, reuse and stats, written once for the three flavours.
+/// `$kept`: free slots that `shrink_to_fit` keeps once every value is gone.
 macro_rules! flavour_tests {
-    ($name:ident, $Pool:ident) => {
+    ($name:ident, $Pool:ident, $kept:expr) => {
         mod $name {
             use super::*;
 
@@ -116,7 +117,7 @@ macro_rules! flavour_tests {
                 assert!(free < 2 * PAGE_SLOTS * 2, "free {free}");
                 drop(values);
                 pool.shrink_to_fit();
-                assert_eq!(pool.stats(), (0, 0));
+                assert_eq!(pool.stats(), (0, $kept));
                 // Usable again after shrinking to nothing.
                 assert_eq!(*pool.alloc(5), 5);
             }
@@ -312,9 +313,10 @@ macro_rules! flavour_tests {
     };
 }
 
-flavour_tests!(pool, Pool);
-flavour_tests!(arena, Arena);
-flavour_tests!(shared_arena, SharedArena);
+flavour_tests!(pool, Pool, 0);
+flavour_tests!(arena, Arena, 0);
+// `SharedArena::shrink_to_fit` keeps the seed page (the first page of `with_capacity`).
+flavour_tests!(shared_arena, SharedArena, PAGE_SLOTS);
 
 #[test]
 fn pool_box_is_a_box() {
@@ -673,6 +675,56 @@ fn shared_arena_magazines_switch_arenas_and_outlive_them() {
     assert_eq!(t.join().unwrap(), 3);
     drop(bigs);
     drop(big);
+}
+
+/// The seed page (the first page `with_capacity` makes): threads that start on a fresh
+/// arena at once take its slots with compare-and-swaps on its word, with no lock; no
+/// slot goes twice, the counts stay exact, `shrink_to_fit` keeps the page, and it is
+/// freed with the arena (Miri checks for leaks and races).
+#[test]
+fn shared_arena_seed_page_shared_by_threads() {
+    let threads = 4;
+    let per_thread = scaled(40);
+    let arena = Arc::new(SharedArena::<(usize, usize)>::with_capacity(PAGE_SLOTS));
+    assert_eq!(arena.capacity(), PAGE_SLOTS);
+    let start = Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (arena, start) = (Arc::clone(&arena), Arc::clone(&start));
+            thread::spawn(move || {
+                start.wait();
+                let mut kept = Vec::new();
+                for i in 0..per_thread {
+                    let v = arena.alloc((t, i));
+                    // Every other value goes at once, so its slot is released into
+                    // the page word while the others allocate.
+                    if i % 2 == 0 {
+                        kept.push(v);
+                    }
+                }
+                kept
+            })
+        })
+        .collect();
+    let kept: Vec<_> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let mut addrs: Vec<_> = kept.iter().map(|v| &**v as *const _ as usize).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    assert_eq!(addrs.len(), kept.len(), "two live values share a slot");
+    for t in 0..threads {
+        let mine: Vec<_> = kept.iter().filter(|v| v.0 == t).map(|v| v.1).collect();
+        assert_eq!(mine, (0..per_thread).step_by(2).collect::<Vec<_>>());
+    }
+    // The threads exited, so their magazines went back: exact counts.
+    let capacity = arena.capacity();
+    assert_eq!(arena.stats(), (kept.len(), capacity - kept.len()));
+    drop(kept);
+    arena.shrink_to_fit();
+    assert_eq!(arena.stats(), (0, PAGE_SLOTS), "the seed page is kept");
+    assert_eq!(*arena.alloc((9, 9)), (9, 9));
 }
 
 /// An operation in the model-based test.

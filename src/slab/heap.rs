@@ -44,6 +44,10 @@ impl<T, W: Word> PageSource<T, W> for System {
 /// - `local` is a subset of `ALL_FREE`, disjoint from `current`'s free word; its bits are
 ///   slots of `current` that no handle owns;
 /// - every page in `pages` is live and listed once; pages not in `pages` are orphaned.
+///
+/// `repr(C)`: the fields an allocation reads (`local`, `current`) come first, on the
+/// cache line of the `SharedArena` shard lock in front of them.
+#[repr(C)]
 pub(crate) struct Heap<T, W: Word> {
     local: u64,
     current: Option<NonNull<Page<T, W>>>,
@@ -263,6 +267,12 @@ impl<T, W: Word> Heap<T, W> {
 
     /// Frees every page with no slot in use; returns how many went.
     pub(crate) fn shrink(&mut self) -> usize {
+        self.shrink_keeping(None)
+    }
+
+    /// [`shrink`](Self::shrink), but never frees `keep` (a page other threads may
+    /// still take slots from without this heap's lock: `SharedArena`'s seed page).
+    pub(crate) fn shrink_keeping(&mut self, keep: Option<NonNull<Page<T, W>>>) -> usize {
         if let Some(page) = self.current.take() {
             // SAFETY: listed pages are live; the cached bits go back where handles put
             // theirs, so the page word alone tells whether the page is unused.
@@ -273,7 +283,8 @@ impl<T, W: Word> Heap<T, W> {
         self.pages.retain(|&page| {
             // SAFETY: listed pages are live. Acquire: pairs with the releases, so the
             // values' drops happen before the page is freed.
-            let all_free = unsafe { Page::word(page) }.read_acquire() == ALL_FREE;
+            let all_free =
+                Some(page) != keep && unsafe { Page::word(page) }.read_acquire() == ALL_FREE;
             if all_free {
                 // SAFETY: no slot is in use, so no handle can touch the page, and only
                 // this heap could allocate from it; it is unlisted right here.

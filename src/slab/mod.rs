@@ -51,7 +51,7 @@
 //! | `Pool`, `Arena`, `SharedArena` | same | `new()` allocates nothing until the first value |
 //! | `PoolBox`, `ArenaBox`, `ArenaRc`, `ArenaArc` | same | `ArenaArc<T>` is `Send`/`Sync` only for `T: Send + Sync`; pools are `Send` only for `T: Send` |
 //! | `alloc`, `alloc_with`, `alloc_rc`, `alloc_rc_with`, `alloc_arc`, `alloc_arc_with` | same | `_with` takes `FnOnce` (any `Fn` works) |
-//! | `stats()`, `shrink_to_fit()` | same | `Pool::shrink_to_fit` takes `&self` |
+//! | `stats()`, `shrink_to_fit()` | same | `Pool::shrink_to_fit` takes `&self`; `SharedArena::shrink_to_fit` frees pages at once, and keeps the first page of `with_capacity` |
 //! | — | `try_alloc`, `try_alloc_with`, `try_alloc_rc`, `try_alloc_arc` | `try_` = returns `Result<_, AllocError>` |
 //! | — | `len()`, `capacity()` | counted in values, like `Vec` |
 //!

@@ -16,6 +16,14 @@
 //! arenas used in turn, do not make threads swap magazines at every allocation. Without
 //! `std` (no thread-locals), and in the loom models, every allocation takes the lock.
 //!
+//! The first page `with_capacity` makes is the arena's *seed page*: its free bits stay
+//! in its word, and an allocation that finds no slot in its thread's magazine takes one
+//! from there with a compare-and-swap before it tries a shard's lock (at a thread's
+//! second miss in a row it takes them all into its magazine). So a fresh arena's first
+//! allocation touches the arena and the page, not a shard's cache line as well, and its
+//! locked instruction is on the line the value goes to. `shrink_to_fit` keeps the seed
+//! page: another thread may be taking a slot from it without any lock.
+//!
 //! The pages `with_capacity` makes are not dealt out to all the shards up front (a
 //! thread would find its own shard with a quarter of them and grow while the others sit
 //! idle): the building thread's shard takes its share, the rest wait in a [`Reserve`],
@@ -86,6 +94,12 @@ pub struct SharedArena<T> {
     id: u64,
     /// The pages made by `with_capacity` that no shard has claimed yet.
     reserve: Reserve<T>,
+    /// The first page `with_capacity` made: any thread takes free slots from its word
+    /// with a compare-and-swap, without a shard lock (see `seed_slot`).
+    ///
+    /// Invariant: the page is live as long as the arena: it is listed in a shard's
+    /// heap, and `shrink_to_fit` never frees it.
+    seed_page: Option<NonNull<Page<T, AtomicU64>>>,
     _values: PhantomData<T>,
 }
 
@@ -170,15 +184,33 @@ unsafe impl<T: Send> Send for SharedArena<T> {}
 // SAFETY: as above: `&SharedArena` only allocates, under the shard locks.
 unsafe impl<T: Send> Sync for SharedArena<T> {}
 
-/// A heap behind a try-lock, on cache lines of its own.
+/// A heap behind a try-lock, 128 bytes from the next shard's.
+///
+/// `repr(C)`: the lock first, then the heap's hot fields (`Heap` is `repr(C)` too), so
+/// locking and taking a cached slot touch one cache line, two at most. (Left to itself,
+/// rustc put the 64-byte heap first and the lock after it.)
+///
+/// Padded to [`SHARD_BYTES`], so no cache line holds two shards' hot fields, but not
+/// over-aligned: an array of `align(128)` shards goes through glibc's `memalign`, whose
+/// leftover fragments scatter the allocations made after it, and in a program that
+/// makes many small arenas the hardware prefetcher then loses track of them.
 ///
 /// Invariant: `heap` is only accessed by the thread that set `locked` from `false` to
 /// `true`, until it stores `false` again.
-#[repr(align(128))]
+#[repr(C)]
 struct Shard<T> {
     locked: AtomicBool,
     heap: LockCell<Heap<T, AtomicU64>>,
+    _pad: [u8; SHARD_PAD],
 }
+
+/// The bytes a shard takes in the array.
+const SHARD_BYTES: usize = 128;
+/// What a shard needs after its lock and heap to take [`SHARD_BYTES`]. `Heap`'s size does
+/// not depend on `T` (pointers, a `Vec` and counters), so `()` stands in for it.
+const SHARD_PAD: usize = SHARD_BYTES.saturating_sub(
+    core::mem::size_of::<Heap<(), AtomicU64>>() + core::mem::align_of::<Heap<(), AtomicU64>>(),
+);
 
 /// Proof that this thread holds a shard's lock; unlocks on drop.
 struct Locked<'a, T> {
@@ -365,16 +397,26 @@ impl<T> SharedArena<T> {
             requested: n.saturating_mul(core::mem::size_of::<Shard<T>>()),
             align: core::mem::align_of::<Shard<T>>(),
         })?;
+        let mut seed_page = None;
         for i in 0..n {
             let mut heap = Heap::new();
-            if i == home {
+            if i == home && count > 0 {
                 // Pages claimed here belong to the heap at once, so an error leaves
                 // every page with exactly one owner (the heap or the reserve).
                 heap.grow(count.div_ceil(n), &reserve)?;
+                // The first page's bits go back from the heap's cache to the page word,
+                // where any thread can take them (the page stays listed in the heap).
+                // `grow` left them cached, so no new page is made.
+                let (page, bits) = heap.take_all_from(&reserve)?;
+                // SAFETY: just made, listed in `heap`. No handle has a slot in it and no
+                // other thread can reach it yet: a plain (Relaxed) store.
+                unsafe { Page::word(page) }.store(bits, Ordering::Relaxed);
+                seed_page = Some(page);
             }
             shards.push(Shard {
                 locked: AtomicBool::new(false),
                 heap: LockCell::new(heap),
+                _pad: [0; SHARD_PAD],
             });
         }
         Ok(SharedArena {
@@ -382,6 +424,7 @@ impl<T> SharedArena<T> {
             #[cfg(all(feature = "std", not(loom)))]
             id: magazine::new_arena_id(),
             reserve,
+            seed_page,
             _values: PhantomData,
         })
     }
@@ -429,16 +472,74 @@ impl<T> SharedArena<T> {
         #[cfg(all(feature = "std", not(loom)))]
         {
             if magazine::second_miss(self.id) {
-                let (page, bits) = self.with_heap(|h| h.take_all_from(&self.reserve))?;
+                let (page, bits) = match self.take_seed() {
+                    Some(seed) => seed,
+                    None => self.with_heap(|h| h.take_all_from(&self.reserve))?,
+                };
                 // SAFETY: a live page of this arena (`self.id`), and bits its heap gave
                 // up to us.
                 return Ok(unsafe { magazine::refill(self.id, page, bits) });
             }
-            if let Some(slot) = self.home_slot() {
-                return Ok(slot);
-            }
+        }
+        if let Some(slot) = self.seed_slot() {
+            return Ok(slot);
+        }
+        #[cfg(all(feature = "std", not(loom)))]
+        if let Some(slot) = self.home_slot() {
+            return Ok(slot);
         }
         self.with_heap(|h| h.take_from(&self.reserve))
+    }
+
+    /// One free slot of the seed page, if its word has any: one compare-and-swap on
+    /// the page word, which the slot's value is next to, and no shard lock. (A lock,
+    /// or a compare-and-swap on the arena, is a locked instruction on a second cache
+    /// line: it waits for the line and for the value stores before it, which in a
+    /// program that makes many arenas are cache misses too.)
+    #[inline]
+    fn seed_slot(&self) -> Option<NonNull<Slot<T, AtomicU64>>> {
+        let page = self.seed_page?;
+        // SAFETY: the seed page lives as long as the arena (struct invariant).
+        let word: &AtomicU64 = unsafe { Page::word(page) };
+        // Relaxed: only a guess for the compare-and-swap, which decides.
+        let mut bits = word.load(Ordering::Relaxed);
+        loop {
+            // No `ORPHAN` bit while the arena lives: the word holds free slots only.
+            if bits == 0 {
+                return None;
+            }
+            // Acquire on success: pairs with the `Release` of the release that freed
+            // the slot, so its old value's drop happens before we reuse it, as when a
+            // heap takes the word. Relaxed on failure: the value read is only a guess.
+            match word.compare_exchange_weak(
+                bits,
+                bits & (bits - 1),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => bits = now,
+            }
+        }
+        // SAFETY: the page is live (above); the lowest bit of a non-empty set of free
+        // slot bits is below `SLOTS`, and taking it out of the word made it ours alone.
+        Some(unsafe { Page::slot(page, bits.trailing_zeros() as usize) })
+    }
+
+    /// Every free slot bit of the seed page's word, with the page, now the caller's;
+    /// `None` if it has none. A load first, so an empty word costs no RMW.
+    #[inline]
+    fn take_seed(&self) -> Option<(NonNull<Page<T, AtomicU64>>, u64)> {
+        let page = self.seed_page?;
+        // SAFETY: the seed page lives as long as the arena (struct invariant).
+        let word: &AtomicU64 = unsafe { Page::word(page) };
+        // Relaxed: a guess; the swap decides.
+        if word.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        // Acquire: as in `seed_slot`.
+        let bits = word.swap(0, Ordering::Acquire);
+        (bits != 0).then_some((page, bits))
     }
 
     /// A slot from the home shard's cached bits, if its lock is free and it has some.
@@ -456,7 +557,7 @@ impl<T> SharedArena<T> {
     /// Gives back this thread's cached slots of this arena, so that a count or a
     /// shrink sees them as free.
     #[inline]
-    fn flush_magazine(&self) {
+    fn give_back_cached(&self) {
         #[cfg(all(feature = "std", not(loom)))]
         magazine::flush(self.id);
     }
@@ -502,7 +603,7 @@ impl<T> SharedArena<T> {
     /// # drop(item);
     /// ```
     pub fn stats(&self) -> (usize, usize) {
-        self.flush_magazine();
+        self.give_back_cached();
         let (mut pages, mut free) = (0, 0);
         self.each_heap(|h| {
             pages += h.pages();
@@ -549,15 +650,21 @@ impl<T> SharedArena<T> {
     /// Returns every page with no live value to the system; `true` if any went. Takes
     /// each shard's lock in turn, so allocations on other threads wait a moment.
     ///
+    /// An arena made with a capacity keeps its first page (63 slots): other threads
+    /// take slots from it without a lock, so it cannot be freed while the arena lives.
+    ///
     /// ```
     /// let arena = ringmem::slab::SharedArena::with_capacity(2048);
-    /// let _values: Vec<_> = (0..10).map(|i| arena.alloc(i)).collect();
+    /// let values: Vec<_> = (0..10).map(|i| arena.alloc(i)).collect();
     /// assert!(arena.shrink_to_fit());
     /// assert_eq!(arena.stats().0, 10);
     /// assert!(arena.capacity() < 2048);
+    /// drop(values);
+    /// arena.shrink_to_fit();
+    /// assert_eq!(arena.capacity(), 63); // the first page
     /// ```
     pub fn shrink_to_fit(&self) -> bool {
-        self.flush_magazine();
+        self.give_back_cached();
         let unclaimed = self.reserve.claim(usize::MAX);
         for &page in unclaimed {
             // SAFETY: a claimed reserve page is entirely free and ours alone; nobody
@@ -565,7 +672,7 @@ impl<T> SharedArena<T> {
             unsafe { Page::dealloc(page) };
         }
         let mut freed = unclaimed.len();
-        self.each_heap(|h| freed += h.shrink());
+        self.each_heap(|h| freed += h.shrink_keeping(self.seed_page));
         freed > 0
     }
 }
@@ -585,7 +692,7 @@ impl<T> Drop for SharedArena<T> {
         // This thread's cached slots go back before the heaps orphan their pages, so a
         // page whose values are all gone is freed right here. Other threads' cached
         // slots keep their page (one at most per thread) until they give them back.
-        self.flush_magazine();
+        self.give_back_cached();
     }
 }
 
@@ -635,5 +742,22 @@ impl<T> LockCell<T> {
         return f(self.0.get());
         #[cfg(loom)]
         return self.0.with_mut(f);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_padded_apart_and_lock_first() {
+        assert_eq!(core::mem::size_of::<Shard<u8>>(), SHARD_BYTES);
+        assert_eq!(core::mem::size_of::<Shard<[u64; 9]>>(), SHARD_BYTES);
+        assert_eq!(core::mem::align_of::<Shard<u8>>(), 8);
+        let shard = core::mem::MaybeUninit::<Shard<u8>>::uninit();
+        let base = shard.as_ptr();
+        // SAFETY: a projection to a field of the (uninitialised) value; nothing is read.
+        let lock = unsafe { core::ptr::addr_of!((*base).locked) };
+        assert_eq!(lock as usize, base as usize, "the lock is not first");
     }
 }
