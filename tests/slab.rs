@@ -489,20 +489,25 @@ fn stress_alloc_here_drop_there() {
     assert_eq!(shared.capacity(), 0);
 }
 
-/// Many threads allocate from one `SharedArena` at once and keep their values; no two
-/// live values share a slot and every one keeps its contents.
-#[test]
-fn stress_shared_allocation_is_disjoint() {
-    let arena = Arc::new(SharedArena::<[u64; 3]>::new());
-    let n = scaled(5_000) as u64;
-    let threads: Vec<_> = (0..4u64)
+/// Allocates `make(t, i)` for `i` in `0..n` on each of `threads` threads, which start
+/// together, each keeping the values with `keep(i)`; returns every thread's kept values.
+fn alloc_on_threads<T: Send + 'static>(
+    arena: &Arc<SharedArena<T>>,
+    threads: u64,
+    n: u64,
+    keep: fn(u64) -> bool,
+    make: fn(u64, u64) -> T,
+) -> Vec<ArenaBox<T>> {
+    let start = Arc::new(std::sync::Barrier::new(threads as usize));
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
-            let arena = Arc::clone(&arena);
+            let (arena, start) = (Arc::clone(arena), Arc::clone(&start));
             thread::spawn(move || {
+                start.wait();
                 let mut kept = Vec::new();
                 for i in 0..n {
-                    let v = arena.alloc([t, i, t ^ i]);
-                    if i % 3 == 0 {
+                    let v = arena.alloc(make(t, i));
+                    if keep(i) {
                         kept.push(v);
                     }
                 }
@@ -510,17 +515,28 @@ fn stress_shared_allocation_is_disjoint() {
             })
         })
         .collect();
-    let kept: Vec<_> = threads
+    handles
         .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let mut addrs: Vec<_> = kept
-        .iter()
-        .map(|v| &**v as *const [u64; 3] as usize)
-        .collect();
+        .flat_map(|h| h.join().unwrap())
+        .collect()
+}
+
+/// Panics if two of `values` share a slot.
+fn assert_disjoint<T>(values: &[ArenaBox<T>]) {
+    let mut addrs: Vec<_> = values.iter().map(|v| &**v as *const T as usize).collect();
     addrs.sort_unstable();
     addrs.dedup();
-    assert_eq!(addrs.len(), kept.len(), "two live values share a slot");
+    assert_eq!(addrs.len(), values.len(), "two live values share a slot");
+}
+
+/// Many threads allocate from one `SharedArena` at once and keep their values; no two
+/// live values share a slot and every one keeps its contents.
+#[test]
+fn stress_shared_allocation_is_disjoint() {
+    let arena = Arc::new(SharedArena::<[u64; 3]>::new());
+    let n = scaled(5_000) as u64;
+    let kept = alloc_on_threads(&arena, 4, n, |i| i % 3 == 0, |t, i| [t, i, t ^ i]);
+    assert_disjoint(&kept);
     assert!(kept.iter().all(|v| v[2] == v[0] ^ v[1]));
     assert_eq!(arena.len(), kept.len());
 }
@@ -548,25 +564,9 @@ fn shared_arena_capacity_serves_any_thread() {
     assert_eq!(arena.stats(), (0, cap));
 
     let arena = Arc::new(SharedArena::<[u64; 2]>::with_capacity(cap));
-    let per_thread = cap / 4;
-    let threads: Vec<_> = (0..4u64)
-        .map(|t| {
-            let arena = Arc::clone(&arena);
-            thread::spawn(move || {
-                (0..per_thread as u64)
-                    .map(|i| arena.alloc([t, i]))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let kept: Vec<_> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let mut addrs: Vec<_> = kept.iter().map(|v| &**v as *const _ as usize).collect();
-    addrs.sort_unstable();
-    addrs.dedup();
-    assert_eq!(addrs.len(), kept.len(), "two live values share a slot");
+    let per_thread = (cap / 4) as u64;
+    let kept = alloc_on_threads(&arena, 4, per_thread, |_| true, |t, i| [t, i]);
+    assert_disjoint(&kept);
     assert_eq!(arena.len(), kept.len());
     assert!(arena.capacity() >= cap);
 
@@ -684,36 +684,13 @@ fn shared_arena_magazines_switch_arenas_and_outlive_them() {
 #[test]
 fn shared_arena_seed_page_shared_by_threads() {
     let threads = 4;
-    let per_thread = scaled(40);
-    let arena = Arc::new(SharedArena::<(usize, usize)>::with_capacity(PAGE_SLOTS));
+    let per_thread = scaled(40) as u64;
+    let arena = Arc::new(SharedArena::<(u64, u64)>::with_capacity(PAGE_SLOTS));
     assert_eq!(arena.capacity(), PAGE_SLOTS);
-    let start = Arc::new(std::sync::Barrier::new(threads));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (arena, start) = (Arc::clone(&arena), Arc::clone(&start));
-            thread::spawn(move || {
-                start.wait();
-                let mut kept = Vec::new();
-                for i in 0..per_thread {
-                    let v = arena.alloc((t, i));
-                    // Every other value goes at once, so its slot is released into
-                    // the page word while the others allocate.
-                    if i % 2 == 0 {
-                        kept.push(v);
-                    }
-                }
-                kept
-            })
-        })
-        .collect();
-    let kept: Vec<_> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
-    let mut addrs: Vec<_> = kept.iter().map(|v| &**v as *const _ as usize).collect();
-    addrs.sort_unstable();
-    addrs.dedup();
-    assert_eq!(addrs.len(), kept.len(), "two live values share a slot");
+    // Every other value goes at once, so its slot is released into the page word while
+    // the others allocate.
+    let kept = alloc_on_threads(&arena, threads, per_thread, |i| i % 2 == 0, |t, i| (t, i));
+    assert_disjoint(&kept);
     for t in 0..threads {
         let mine: Vec<_> = kept.iter().filter(|v| v.0 == t).map(|v| v.1).collect();
         assert_eq!(mine, (0..per_thread).step_by(2).collect::<Vec<_>>());
