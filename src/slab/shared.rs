@@ -527,7 +527,9 @@ impl<T> SharedArena<T> {
     }
 
     /// Every free slot bit of the seed page's word, with the page, now the caller's;
-    /// `None` if it has none. A load first, so an empty word costs no RMW.
+    /// `None` if it has none. A load first, so an empty word costs no RMW. (Only
+    /// magazines take a page's bits in one go.)
+    #[cfg(all(feature = "std", not(loom)))]
     #[inline]
     fn take_seed(&self) -> Option<(NonNull<Page<T, AtomicU64>>, u64)> {
         let page = self.seed_page?;
