@@ -181,7 +181,8 @@ impl<T> Drop for Reserve<T> {
 // atomic operations on their words. `T: Send`: values made on one thread are dropped by
 // handles that may be sent, and a `!Send` `T` has no business in a shared container.
 unsafe impl<T: Send> Send for SharedArena<T> {}
-// SAFETY: as above: `&SharedArena` only allocates, under the shard locks.
+// SAFETY: as above: `&SharedArena` only allocates, under the shard locks or with atomic
+// RMWs on the seed page's word.
 unsafe impl<T: Send> Sync for SharedArena<T> {}
 
 /// A heap behind a try-lock, 128 bytes from the next shard's.
@@ -476,8 +477,8 @@ impl<T> SharedArena<T> {
                     Some(seed) => seed,
                     None => self.with_heap(|h| h.take_all_from(&self.reserve))?,
                 };
-                // SAFETY: a live page of this arena (`self.id`), and bits its heap gave
-                // up to us.
+                // SAFETY: a live page of this arena (`self.id`), and bits taken out of
+                // its word (the seed page's) or given up to us by its heap.
                 return Ok(unsafe { magazine::refill(self.id, page, bits) });
             }
         }
@@ -559,7 +560,7 @@ impl<T> SharedArena<T> {
     /// Gives back this thread's cached slots of this arena, so that a count or a
     /// shrink sees them as free.
     #[inline]
-    fn give_back_cached(&self) {
+    fn flush_magazine(&self) {
         #[cfg(all(feature = "std", not(loom)))]
         magazine::flush(self.id);
     }
@@ -605,7 +606,7 @@ impl<T> SharedArena<T> {
     /// # drop(item);
     /// ```
     pub fn stats(&self) -> (usize, usize) {
-        self.give_back_cached();
+        self.flush_magazine();
         let (mut pages, mut free) = (0, 0);
         self.each_heap(|h| {
             pages += h.pages();
@@ -666,7 +667,7 @@ impl<T> SharedArena<T> {
     /// assert_eq!(arena.capacity(), 63); // the first page
     /// ```
     pub fn shrink_to_fit(&self) -> bool {
-        self.give_back_cached();
+        self.flush_magazine();
         let unclaimed = self.reserve.claim(usize::MAX);
         for &page in unclaimed {
             // SAFETY: a claimed reserve page is entirely free and ours alone; nobody
@@ -694,7 +695,7 @@ impl<T> Drop for SharedArena<T> {
         // This thread's cached slots go back before the heaps orphan their pages, so a
         // page whose values are all gone is freed right here. Other threads' cached
         // slots keep their page (one at most per thread) until they give them back.
-        self.give_back_cached();
+        self.flush_magazine();
     }
 }
 
