@@ -1,7 +1,7 @@
 //! A thread's magazine of free slots for [`SharedArena`](super::SharedArena): the free
-//! bits of one page, taken from a shard in one go (under its lock, once per up to 63
-//! allocations) and then handed out by this thread alone, with no atomic instruction
-//! and no lock.
+//! bits of one page, taken in one go (from a shard under its lock, or out of the arena's
+//! seed page's word with one swap; once per up to 63 allocations) and then handed out
+//! by this thread alone, with no atomic instruction and no lock.
 //!
 //! The bits in a magazine belong to no heap and to no handle: to everyone else they are
 //! slots in use. So the page stays alive while they are cached, also after its arena is
@@ -165,8 +165,8 @@ pub(crate) fn second_miss(arena: u64) -> bool {
 ///
 /// # Safety
 /// - `page` is a live `Page<T, AtomicU64>` of the arena `arena`; `bits` is a non-empty
-///   subset of `ALL_FREE` that the caller holds (taken from the arena's heap) and gives
-///   up.
+///   subset of `ALL_FREE` that the caller holds (taken from the arena's heap, or out of
+///   its seed page's word) and gives up.
 pub(crate) unsafe fn refill<T>(
     arena: u64,
     page: NonNull<Page<T, AtomicU64>>,
