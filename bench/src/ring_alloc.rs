@@ -53,77 +53,98 @@ macro_rules! loops {
                 fn reset(&mut self);
             }
 
-            /// One run of `case` against `s`.
+            /// One run of `case` against `s`. Each case's loop is its own function, so
+            /// that the register allocation of one loop does not depend on the others
+            /// (in one function, the counter of the `alloc` loop was kept on the stack
+            /// for some allocators and in a register for others).
             pub fn run<S: Subject>(
                 s: &mut S,
                 case: Case,
                 ptrs: &mut Vec<std::ptr::NonNull<u8>>,
             ) -> Sample {
+                let time = match case {
+                    Case::WarmUp(k) => warm_up(s, k, ptrs),
+                    Case::Alloc(k) => alloc_free(s, k),
+                    Case::Push(n, k) => push(s, n, k),
+                    Case::Reserve(n, k) => reserve(s, n, k),
+                };
+                Sample { time, waits: 0 }
+            }
+
+            #[inline(never)]
+            fn warm_up<S: Subject>(
+                s: &mut S,
+                k: usize,
+                ptrs: &mut Vec<std::ptr::NonNull<u8>>,
+            ) -> std::time::Duration {
                 let l = Layout::new::<u32>();
                 let mut time = std::time::Duration::ZERO;
-                match case {
-                    Case::WarmUp(k) => {
-                        for _ in 0..k {
-                            let start = Instant::now();
-                            {
-                                let a = s.alloc();
-                                for _ in 0..WARM_UP {
-                                    ptrs.push(black_box(a.allocate(l).unwrap()).cast());
-                                }
-                            }
-                            time += start.elapsed();
-                            {
-                                let a = s.alloc();
-                                for p in ptrs.drain(..) {
-                                    // SAFETY: `p` came from `a.allocate(l)` above and is freed once.
-                                    unsafe { a.deallocate(p, l) };
-                                }
-                            }
-                            let start = Instant::now();
-                            s.reset();
-                            time += start.elapsed();
-                        }
-                    }
-                    Case::Alloc(k) => {
-                        let start = Instant::now();
+                for _ in 0..k {
+                    let start = Instant::now();
+                    {
                         let a = s.alloc();
-                        for _ in 0..k {
-                            let p = black_box(a.allocate(l).unwrap());
-                            // SAFETY: `p` was just allocated with `l` by `a`.
-                            unsafe { a.deallocate(p.cast(), l) };
+                        for _ in 0..WARM_UP {
+                            ptrs.push(black_box(a.allocate(l).unwrap()).cast());
                         }
-                        time = start.elapsed();
                     }
-                    Case::Push(n, k) => {
-                        let start = Instant::now();
-                        for _ in 0..k {
-                            {
-                                let mut v = AVec::new_in(s.alloc());
-                                for i in 0..n {
-                                    v.push(i);
-                                }
-                                black_box(&v);
-                            }
-                            s.reset();
+                    time += start.elapsed();
+                    {
+                        let a = s.alloc();
+                        for p in ptrs.drain(..) {
+                            // SAFETY: `p` came from `a.allocate(l)` above and is freed once.
+                            unsafe { a.deallocate(p, l) };
                         }
-                        time = start.elapsed();
                     }
-                    Case::Reserve(n, k) => {
-                        let start = Instant::now();
-                        for _ in 0..k {
-                            {
-                                let mut v = AVec::<u32, _>::new_in(s.alloc());
-                                for i in 0..n {
-                                    v.reserve_exact(i);
-                                }
-                                black_box(&v);
-                            }
-                            s.reset();
-                        }
-                        time = start.elapsed();
-                    }
+                    let start = Instant::now();
+                    s.reset();
+                    time += start.elapsed();
                 }
-                Sample { time, waits: 0 }
+                time
+            }
+
+            #[inline(never)]
+            fn alloc_free<S: Subject>(s: &mut S, k: usize) -> std::time::Duration {
+                let l = Layout::new::<u32>();
+                let start = Instant::now();
+                let a = s.alloc();
+                for _ in 0..k {
+                    let p = black_box(a.allocate(l).unwrap());
+                    // SAFETY: `p` was just allocated with `l` by `a`.
+                    unsafe { a.deallocate(p.cast(), l) };
+                }
+                start.elapsed()
+            }
+
+            #[inline(never)]
+            fn push<S: Subject>(s: &mut S, n: usize, k: usize) -> std::time::Duration {
+                let start = Instant::now();
+                for _ in 0..k {
+                    {
+                        let mut v = AVec::new_in(s.alloc());
+                        for i in 0..n {
+                            v.push(i);
+                        }
+                        black_box(&v);
+                    }
+                    s.reset();
+                }
+                start.elapsed()
+            }
+
+            #[inline(never)]
+            fn reserve<S: Subject>(s: &mut S, n: usize, k: usize) -> std::time::Duration {
+                let start = Instant::now();
+                for _ in 0..k {
+                    {
+                        let mut v = AVec::<u32, _>::new_in(s.alloc());
+                        for i in 0..n {
+                            v.reserve_exact(i);
+                        }
+                        black_box(&v);
+                    }
+                    s.reset();
+                }
+                start.elapsed()
             }
         }
     };
