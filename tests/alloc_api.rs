@@ -332,6 +332,79 @@ fn alignment_sweep<A: Allocator>(a: &A) {
 }
 
 #[test]
+fn small_allocations_share_chunks_released_as_they_empty() {
+    let a = RingAlloc::new();
+    let n = N.min(5000);
+    let boxes: std::vec::Vec<Box<u64, RingAlloc>> =
+        (0..n as u64).map(|i| Box::new_in(i, a.clone())).collect();
+    // 8 bytes each, no header: about 510 to a 4 KiB chunk.
+    let chunks = a.ring().stats().live_buffers;
+    assert!(
+        chunks >= n / 510 && chunks <= n / 500 + 1,
+        "{chunks} chunks for {n}"
+    );
+    let mut spans: std::vec::Vec<usize> =
+        boxes.iter().map(|b| &**b as *const u64 as usize).collect();
+    spans.sort_unstable();
+    assert!(spans.windows(2).all(|w| w[1] - w[0] >= 8), "overlap");
+    // Free every other one, then the rest from the front: each chunk goes when its
+    // last box does, the current one stays until `flush`.
+    let (even, odd): (std::vec::Vec<_>, std::vec::Vec<_>) =
+        boxes.into_iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    drop(even);
+    assert_eq!(a.ring().stats().live_buffers, chunks);
+    for (i, b) in odd {
+        assert_eq!(*b, i as u64);
+    }
+    assert_eq!(a.ring().stats().live_buffers, 1);
+    a.flush();
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
+#[test]
+fn a_live_small_allocation_pins_its_chunk_not_the_ring() {
+    let a = RingAlloc::new();
+    let pinned = Box::new_in(*b"pinned", a.clone());
+    for i in 0..N.min(200_000) {
+        // Out of order: the older of two goes first, so no allocation is the latest
+        // when it is freed.
+        let x = Box::new_in([i as u8; 24], a.clone());
+        let y = Box::new_in(i as u32, a.clone());
+        drop(x);
+        assert_eq!(*y, i as u32);
+    }
+    assert_eq!(&*pinned, b"pinned");
+    assert_eq!(
+        a.ring().capacity(),
+        RingAlloc::DEFAULT_CAPACITY,
+        "the ring never grew"
+    );
+    assert!(a.ring().stats().live_buffers <= 2);
+}
+
+#[test]
+fn a_vec_grows_in_place_in_its_chunk_then_moves_out() {
+    let a = RingAlloc::new();
+    let mut v: Vec<u8, RingAlloc> = Vec::with_capacity_in(8, a.clone());
+    let start = v.as_ptr();
+    for i in 0..=255u8 {
+        v.reserve_exact(1);
+        v.push(i);
+    }
+    assert_eq!(
+        v.as_ptr(),
+        start,
+        "the latest block of the chunk grows at the cursor"
+    );
+    v.push(0); // 257 bytes: a ring region of its own
+    assert_ne!(v.as_ptr(), start);
+    assert!(v[..256].iter().enumerate().all(|(i, &b)| b == i as u8));
+    // The chunk is empty again: the next small block starts where the vector did.
+    let b = Box::new_in(7u8, a.clone());
+    assert_eq!(&*b as *const u8, start);
+}
+
+#[test]
 fn alignments_1_to_4096_ring_ref() {
     let ring = Ring::builder()
         .capacity(256 * 1024)
@@ -346,11 +419,13 @@ fn alignments_1_to_4096_ring_ref() {
 fn alignments_1_to_4096_ring_alloc_and_heap() {
     let a = RingAlloc::with_capacity(32 * 1024);
     alignment_sweep(&a);
+    a.flush(); // the empty chunk of small allocations
     assert_eq!(a.ring().stats().live_buffers, 0);
-    a.set_heap_threshold(0); // every request a heap region
+    a.set_heap_threshold(0); // every request a heap region (chunks too)
     alignment_sweep(&a);
     a.set_heap_threshold(64); // small ones in the ring, then moved to the heap
     alignment_sweep(&a);
+    a.flush();
     assert_eq!(a.ring().stats().live_buffers, 0);
 }
 
@@ -378,6 +453,7 @@ fn alignments_above_max_are_refused() {
         // SAFETY: still live with `small`.
         unsafe { a.deallocate(p.cast(), small) };
     }
+    a.flush();
     assert_eq!(a.ring().stats().live_buffers, 0);
 }
 
@@ -464,8 +540,9 @@ fn heap_threshold_sends_large_requests_to_the_heap() {
     let a = RingAlloc::with_capacity(64 * 1024);
     a.set_heap_threshold(1024);
     let mut v: Vec<u8, RingAlloc> = Vec::new_in(a.clone());
-    for i in 0..N.min(10_000) {
+    for i in 0..3000 {
         v.push(i as u8);
+        a.flush(); // the chunk of small allocations, once the vector has left it
         let on_ring = a.ring().stats().live_buffers;
         assert_eq!(
             on_ring,
@@ -475,10 +552,15 @@ fn heap_threshold_sends_large_requests_to_the_heap() {
         );
     }
     assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
-    v.truncate(100);
+    v.truncate(2000);
     v.shrink_to_fit(); // a heap region shrinks by realloc and stays on the heap
+    assert_eq!(a.ring().stats().live_buffers, 0);
+    v.truncate(100);
+    v.shrink_to_fit(); // a small block: it moves into a chunk of the ring
+    assert_eq!(a.ring().stats().live_buffers, 1);
     assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
     drop(v);
+    a.flush();
     assert_eq!(a.ring().stats().live_buffers, 0);
 }
 
@@ -593,7 +675,10 @@ fn ring_alloc_new_recycles_the_threads_spare_ring() {
         check(live, 100, 3);
         // SAFETY: allocated above with `l`; the ring is alive in `b`.
         unsafe { b.deallocate(live.cast(), l) };
+        // `a`'s chunk held only `live`: it went with it.
+        assert_eq!(b.ring().stats().live_buffers, 1);
         drop(v);
+        b.flush();
         assert_eq!(b.ring().stats().live_buffers, 0);
     })
     .join()
@@ -798,6 +883,23 @@ proptest! {
         let a = RingAlloc::with_capacity(cap * 512);
         a.set_heap_threshold(threshold);
         run_model(&a, &ops);
+        a.flush();
+        let stats = a.ring().stats();
+        prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+    }
+
+    /// Rings large enough for chunks: small blocks share them, and move in and out of
+    /// them as they grow and shrink.
+    #[test]
+    fn model_ring_alloc_chunked(
+        ops in prop::collection::vec(op(), 1..if cfg!(miri) { 24 } else { 200 }),
+        cap in 64usize..256,
+        threshold in prop_oneof![Just(usize::MAX), 0usize..8192],
+    ) {
+        let a = RingAlloc::with_capacity(cap * 512);
+        a.set_heap_threshold(threshold);
+        run_model(&a, &ops);
+        a.flush();
         let stats = a.ring().stats();
         prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
     }

@@ -5,12 +5,12 @@ use core::alloc::Layout;
 use core::fmt;
 use core::hash::{Hash, Hasher};
 use core::mem::ManuallyDrop;
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
-use crate::ring::MAX_ALIGN;
+use crate::ring::{round_up, HDR, MAX_ALIGN, WORD};
 use crate::sync::Cell;
 use crate::{Ring, RingError, WhenFull};
 
@@ -30,11 +30,19 @@ use crate::{Ring, RingError, WhenFull};
 ///   regions with the same header, so deallocation needs no size check.
 /// - `grow`/`shrink` stay in place when the regions after the allocation are free,
 ///   which is the usual case for the latest allocation: a growing `Vec` is not copied.
-/// - `deallocate` finds the region header from the pointer alone: for alignments up to
-///   8 it is the word before the data; for larger ones that word is either the header
-///   (odd: a held region has count 1) or, when the ring put padding between header
-///   and data, the padding's length (even), written there at allocation. Releasing is
-///   then the ring's one `Release` store.
+/// - Small layouts (1 to 256 bytes, alignment up to 8) share *chunks*: 4 KiB regions of
+///   the ring, filled in order, with no header per allocation. Allocating moves a
+///   cursor; freeing the latest allocation moves it back, and growing it moves it on
+///   (a `Vec` growing in a chunk is not copied either). A chunk is released to the
+///   ring once all its allocations are freed; the current one is kept for the next
+///   ones ([`flush`](Self::flush) releases it when empty). So one live small allocation
+///   pins its chunk's 4 KiB, not the ring. Chunks are used when the ring's blocks hold
+///   at least 32 KiB (as [`RingAlloc::new`]'s do); they come from the ring unless the
+///   heap threshold is below 256 bytes, and then from the heap.
+/// - Every other allocation is a ring region: `deallocate` finds its header from the
+///   pointer alone (for alignments up to 8 it is the word before the data; for larger
+///   ones that word is either the header, odd, or the padding's length, even, written
+///   there at allocation), and releasing is the ring's one `Release` store.
 ///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};
@@ -63,11 +71,13 @@ use crate::{Ring, RingError, WhenFull};
 /// | `alloc.allocate(layout)` / `alloc.deallocate(ptr, layout)` (inherent) | the same  |
 /// | `OneRingAlloc` (ZST, `Copy`, `Send + Sync`) | the same                                |
 /// | `RingAlloc::new_in(a)` (custom chunk allocator) | not offered: blocks come from the global allocator; [`RingAlloc::with_capacity`] / `From<Ring>` size them |
-/// | `flush`, `clean_local`, `clean_global` | not needed: a ring's free space is reused in place, and a dropped ring's blocks are freed after their last allocation |
+/// | `RingAlloc::flush` (free unused chunks) | [`RingAlloc::flush`]: releases the current chunk if it is empty (the others go as they empty) |
+/// | `clean_local`, `clean_global` | not needed: a ring's free space is reused in place, and a dropped ring's blocks are freed after their last allocation |
 ///
-/// What changes underneath: memory is reused region by region (a long-lived allocation
-/// pins its own bytes, not a whole chunk), `grow`/`shrink` work in place, and
-/// allocations above the threshold bypass the ring.
+/// What changes underneath: an allocation above 256 bytes is a ring region of its own
+/// (a long-lived one pins its own bytes, not a chunk), a small one pins at most its
+/// 4 KiB chunk, `grow`/`shrink` work in place, and allocations above the threshold
+/// bypass the ring.
 ///
 /// Not `Send`:
 /// ```compile_fail
@@ -87,6 +97,66 @@ struct Shared {
     /// Made by `RingAlloc::new`: on drop, the ring may become this thread's spare.
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     recyclable: bool,
+    /// Small allocations share chunks (the ring's blocks are long enough, see
+    /// [`CHUNKED_MIN_BLOCK`]); otherwise every allocation is a ring region.
+    chunked: bool,
+    /// The current chunk's next free byte; null before the first chunk.
+    cursor: Cell<*mut u8>,
+    /// The address just past the current chunk's last usable byte; 0 before the first
+    /// chunk, so that every small request misses and takes the slow path.
+    end: Cell<usize>,
+    /// The current chunk (see [`ChunkHead`]); null before the first chunk and after
+    /// [`RingAlloc::flush`].
+    chunk: Cell<*mut ChunkHead>,
+}
+
+/// Chunks are ring regions of this alignment, laid out so that consecutive chunks tile
+/// a block: the data of a chunk starts at a multiple of `CHUNK` and its region (header
+/// included) spans exactly `CHUNK` bytes, so the next chunk's header ends where the next
+/// multiple starts. A small allocation finds its chunk by rounding its address down.
+const CHUNK: usize = MAX_ALIGN;
+
+/// A chunk's region as an allocation of this module (released the same way).
+const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK - HDR, CHUNK) {
+    Ok(l) => l,
+    Err(_) => panic!("chunk layout"),
+};
+
+/// What a chunk knows about itself, in its first bytes. A chunk hands out its bytes in
+/// order from after this head; blocks are word multiples, so its bytes in use are
+/// `used - freed`, and it is empty when they are equal.
+#[repr(C)]
+struct ChunkHead {
+    /// Bytes of blocks released out of order (the latest block goes back to the
+    /// cursor instead, and a block shrunk in place adds the bytes it gave up).
+    freed: usize,
+    /// Bytes handed out before the chunk stopped being current; `usize::MAX` while
+    /// it is current (its cursor then tells).
+    used: usize,
+}
+
+/// Bytes at the start of a chunk before its first block.
+const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
+
+/// Small allocations: 1 to this many bytes, with an alignment of at most a word.
+const SMALL_MAX: usize = 256;
+
+/// Chunks are used when the ring's blocks hold at least this many bytes (eight chunks),
+/// so that a chunk pinned by one live allocation is a small part of a block.
+const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
+
+/// Whether `layout` is served from a chunk (when the handle is chunked). Any layout that
+/// fits a small block is small too: small blocks are handed out at their exact size.
+#[inline(always)]
+fn is_small(layout: Layout) -> bool {
+    layout.size().wrapping_sub(1) < SMALL_MAX && layout.align() <= WORD
+}
+
+/// The chunk holding the small allocation at `p`.
+#[inline(always)]
+fn chunk_of(p: *mut u8) -> *mut ChunkHead {
+    // Keeps `p`'s provenance: the chunk is one region, handed out as one block.
+    p.wrapping_sub(p as usize % CHUNK).cast()
 }
 
 #[cfg(feature = "std")]
@@ -97,8 +167,74 @@ std::thread_local! {
     static SPARE: core::cell::Cell<Option<Ring>> = const { core::cell::Cell::new(None) };
 }
 
+impl Shared {
+    fn source(&self) -> Source<'_> {
+        Source::new(&self.ring, self.threshold.get())
+    }
+
+    /// The bytes of the current chunk handed out and still in use (`chunk` not null).
+    ///
+    /// # Safety
+    /// - The current chunk is not null.
+    #[inline(always)]
+    unsafe fn in_use(&self, chunk: *mut ChunkHead) -> usize {
+        let handed_out = self.cursor.get() as usize - (chunk as usize + CHUNK_HEAD);
+        // SAFETY: the current chunk is live: it is released only by `flush` or, once
+        // it is no longer current, by the deallocation that empties it. Its head is
+        // touched on this thread only (`RingAlloc` is not `Send`).
+        handed_out - unsafe { (*chunk).freed }
+    }
+
+    /// Releases the current chunk if it holds no allocation, and forgets it.
+    fn flush(&self) {
+        let chunk = self.chunk.get();
+        // SAFETY: not null.
+        if chunk.is_null() || unsafe { self.in_use(chunk) } != 0 {
+            return;
+        }
+        self.chunk.set(ptr::null_mut());
+        self.cursor.set(ptr::null_mut());
+        self.end.set(0);
+        // SAFETY: the chunk was allocated by this module with `CHUNK_LAYOUT` and holds
+        // no allocation; nothing refers to it any more.
+        unsafe { self.release_chunk(chunk) };
+    }
+
+    /// Writes into the current chunk (if any) how many bytes it handed out: from now
+    /// on the deallocation that empties it releases it. The caller replaces or forgets
+    /// it as the current chunk.
+    fn retire(&self) {
+        let chunk = self.chunk.get();
+        if !chunk.is_null() {
+            let used = self.cursor.get() as usize - (chunk as usize + CHUNK_HEAD);
+            // SAFETY: the current chunk is live; its head is touched on this thread
+            // only.
+            unsafe { (*chunk).used = used };
+        }
+    }
+
+    /// Gives a chunk's region back to the ring.
+    ///
+    /// # Safety
+    /// - `chunk` was allocated with `CHUNK_LAYOUT` by this module, holds no allocation,
+    ///   and is not used afterwards.
+    #[inline(never)]
+    unsafe fn release_chunk(&self, chunk: *mut ChunkHead) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            self.source()
+                .deallocate(NonNull::new_unchecked(chunk.cast()), CHUNK_LAYOUT)
+        };
+    }
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
+        // A current chunk that still holds allocations is retired: the deallocation
+        // that empties it (through another handle on this ring, see
+        // `RingAlloc::new`'s spare ring) releases it.
+        self.flush();
+        self.retire();
         // SAFETY: `ring` is taken exactly once, here, and not used afterwards.
         let ring = unsafe { ManuallyDrop::take(&mut self.ring) };
         #[cfg(feature = "std")]
@@ -182,9 +318,13 @@ impl RingAlloc {
     fn from_ring(ring: Ring, recyclable: bool) -> Self {
         RingAlloc {
             shared: Rc::new(Shared {
+                chunked: ring.block_len() >= CHUNKED_MIN_BLOCK,
                 ring: ManuallyDrop::new(ring),
                 threshold: Cell::new(DEFAULT_HEAP_THRESHOLD),
                 recyclable,
+                cursor: Cell::new(ptr::null_mut()),
+                end: Cell::new(0),
+                chunk: Cell::new(ptr::null_mut()),
             }),
         }
     }
@@ -222,14 +362,18 @@ impl RingAlloc {
         Ok(Self::from(ring))
     }
 
-    /// The shared ring (for [`Ring::stats`], or to make buffers from it).
+    /// The shared ring (for [`Ring::stats`], or to make buffers from it). Small
+    /// allocations count there by their chunk: one live buffer per chunk.
     ///
     /// ```
-    /// use allocator_api2::boxed::Box;
+    /// use allocator_api2::{boxed::Box, vec::Vec};
     /// let a = ringmem::RingAlloc::new();
-    /// let b = Box::new_in(1u64, a.clone());
-    /// assert_eq!(a.ring().stats().live_buffers, 1);
-    /// drop(b);
+    /// let b = Box::new_in(1u64, a.clone()); // small: in a chunk
+    /// let c = Box::new_in(2u64, a.clone()); // the same chunk
+    /// let v: Vec<u8, _> = Vec::with_capacity_in(1000, a.clone()); // a region of its own
+    /// assert_eq!(a.ring().stats().live_buffers, 2);
+    /// drop((b, c, v));
+    /// a.flush(); // the empty chunk
     /// assert_eq!(a.ring().stats().live_buffers, 0);
     /// ```
     #[inline]
@@ -267,7 +411,295 @@ impl RingAlloc {
 
     #[inline]
     fn source(&self) -> Source<'_> {
-        Source::new(&self.shared.ring, self.shared.threshold.get())
+        self.shared.source()
+    }
+
+    /// Releases the chunk that small allocations currently come from, if it holds none,
+    /// so that [`Ring::stats`] counts only live allocations (as ring-alloc's `flush`
+    /// frees its unused chunks). Small allocations otherwise keep their chunk when it
+    /// empties, to refill it without going back to the ring.
+    ///
+    /// ```
+    /// use allocator_api2::boxed::Box;
+    /// let a = ringmem::RingAlloc::new();
+    /// drop(Box::new_in(1u64, a.clone()));
+    /// assert_eq!(a.ring().stats().live_buffers, 1); // the empty chunk, kept
+    /// a.flush();
+    /// assert_eq!(a.ring().stats().live_buffers, 0);
+    /// ```
+    pub fn flush(&self) {
+        self.shared.flush();
+    }
+
+    /// A small allocation from the current chunk: its size rounded up to a word (the
+    /// cursor stays word-aligned, which serves every small alignment). No count is
+    /// kept per block: a chunk's bytes in use follow from its cursor (see
+    /// [`ChunkHead`]).
+    #[inline(always)]
+    fn allocate_small(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let s = &*self.shared;
+        let cur = s.cursor.get();
+        let len = round_up(layout.size(), WORD);
+        // No overflow: the cursor is inside a live block (or null) and `len` is at most
+        // `SMALL_MAX`.
+        if cur as usize + len > s.end.get() {
+            return self.allocate_small_slow(layout);
+        }
+        s.cursor.set(cur.wrapping_add(len));
+        // SAFETY: `end` is not 0, so the cursor is inside the current chunk: not null.
+        let p = unsafe { NonNull::new_unchecked(cur) };
+        Ok(NonNull::slice_from_raw_parts(p, len))
+    }
+
+    /// A small allocation when the current chunk is full (or there is none): the chunk
+    /// starts over if it is empty, else a new one becomes current and the old one is
+    /// released by the deallocation that empties it. Without chunks, a ring region.
+    #[cold]
+    #[inline(never)]
+    fn allocate_small_slow(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let s = &*self.shared;
+        if !s.chunked {
+            return self.source().allocate(layout);
+        }
+        let mut chunk = s.chunk.get();
+        // SAFETY: not null.
+        if chunk.is_null() || unsafe { s.in_use(chunk) } != 0 {
+            s.retire();
+            // Small allocations follow the heap threshold as a group: their chunks
+            // come from the ring unless the threshold is below `SMALL_MAX`.
+            let to_heap = s.threshold.get() < SMALL_MAX;
+            let source = Source::new(&s.ring, if to_heap { 0 } else { usize::MAX });
+            chunk = source.allocate(CHUNK_LAYOUT)?.as_ptr().cast();
+            debug_assert_eq!(chunk as usize % CHUNK, 0);
+            s.chunk.set(chunk);
+            s.end.set(chunk as usize + CHUNK_LAYOUT.size());
+        }
+        // SAFETY: a fresh or empty chunk, aligned to `CHUNK`, `CHUNK - HDR` bytes long.
+        unsafe {
+            chunk.write(ChunkHead {
+                freed: 0,
+                used: usize::MAX,
+            })
+        };
+        s.cursor.set(chunk.cast::<u8>().wrapping_add(CHUNK_HEAD));
+        // An empty chunk holds any small layout: this call does not come back here.
+        self.allocate_small(layout)
+    }
+
+    /// Releases a small allocation. The latest one gives its bytes back to the cursor
+    /// (no count to update); any other adds them to its chunk's freed bytes, and an
+    /// emptied chunk starts over if it is current and is released if not. Without
+    /// chunks, the ring's release.
+    ///
+    /// # Safety
+    /// - `ptr` was handed out by this handle or a clone for `layout` (or a layout that
+    ///   fits it), `layout` is small, and `ptr` is not used afterwards.
+    #[inline(always)]
+    unsafe fn deallocate_small(&self, ptr: NonNull<u8>, layout: Layout) {
+        let s = &*self.shared;
+        let p = ptr.as_ptr();
+        let len = round_up(layout.size(), WORD);
+        // Every size that fits the block rounds to its length (blocks are handed out
+        // at a word multiple), and only the latest block of the current chunk can end
+        // at the cursor (the cursor is null without chunks).
+        let cur = s.cursor.get();
+        if p as usize + len == cur as usize {
+            // `cur - len` is `p`; computed from the cursor, the new cursor does not
+            // wait for wherever `p` came from.
+            s.cursor.set(cur.wrapping_sub(len));
+            return;
+        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.deallocate_small_slow(ptr, layout) }
+    }
+
+    /// The rest of [`deallocate_small`](Self::deallocate_small).
+    ///
+    /// # Safety
+    /// As for [`deallocate_small`](Self::deallocate_small).
+    #[inline(never)]
+    unsafe fn deallocate_small_slow(&self, ptr: NonNull<u8>, layout: Layout) {
+        let s = &*self.shared;
+        if !s.chunked {
+            // SAFETY: forwarded from this function's contract; `RingAlloc` is not
+            // `Send`, so this is the ring's thread.
+            return unsafe { self.source().deallocate(ptr, layout) };
+        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.give_back(ptr.as_ptr(), round_up(layout.size(), WORD)) };
+    }
+
+    /// Adds `bytes` to the freed bytes of the chunk holding `p`; an emptied chunk
+    /// starts over if it is current and is released if not.
+    ///
+    /// # Safety
+    /// - `p` lies in a live chunk of this handle's ring, and `bytes` of its blocks
+    ///   (counted in `used` or before the cursor) are no longer used.
+    #[inline(always)]
+    unsafe fn give_back(&self, p: *mut u8, bytes: usize) {
+        let s = &*self.shared;
+        let chunk = chunk_of(p);
+        // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
+        // on this thread only, through raw pointers (here and below).
+        unsafe { (*chunk).freed += bytes };
+        if chunk == s.chunk.get() {
+            // SAFETY: the current chunk, not null.
+            if unsafe { s.in_use(chunk) } == 0 {
+                // SAFETY: as above.
+                unsafe { (*chunk).freed = 0 };
+                s.cursor.set(chunk.cast::<u8>().wrapping_add(CHUNK_HEAD));
+            }
+        // SAFETY: as above.
+        } else if unsafe { (*chunk).freed == (*chunk).used } {
+            // SAFETY: not current and empty: nothing refers to it any more.
+            unsafe { s.release_chunk(chunk) };
+        }
+    }
+
+    /// `allocate` on either path.
+    #[inline(always)]
+    fn allocate_any(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        if is_small(layout) {
+            self.allocate_small(layout)
+        } else {
+            self.source().allocate(layout)
+        }
+    }
+
+    /// `deallocate` on either path.
+    ///
+    /// # Safety
+    /// The `Allocator::deallocate` contract.
+    #[inline(always)]
+    unsafe fn deallocate_any(&self, ptr: NonNull<u8>, layout: Layout) {
+        if is_small(layout) {
+            // SAFETY: forwarded from this function's contract; the layout is small.
+            unsafe { self.deallocate_small(ptr, layout) }
+        } else {
+            // SAFETY: forwarded from this function's contract; `RingAlloc` is not
+            // `Send`, so this is the ring's thread.
+            unsafe { self.source().deallocate(ptr, layout) }
+        }
+    }
+
+    /// `grow`, `grow_zeroed` and `shrink`: a small allocation that stays small keeps its
+    /// place when it is the latest (growing) or always (shrinking); one that changes
+    /// path moves; the rest is the ring's.
+    ///
+    /// # Safety
+    /// The `Allocator::grow` (`shrink`) contract.
+    #[inline(always)]
+    unsafe fn resize_any(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+        shrink: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        match (is_small(old), is_small(new)) {
+            (true, true) => {
+                // SAFETY: forwarded from this function's contract.
+                if let Some(block) = unsafe { self.resize_small(ptr, old, new, zeroed) } {
+                    return Ok(block);
+                }
+            }
+            // SAFETY: forwarded from this function's contract.
+            (false, false) => unsafe {
+                return if shrink {
+                    self.source().shrink(ptr, old, new)
+                } else {
+                    self.source().grow(ptr, old, new, zeroed)
+                };
+            },
+            _ => {}
+        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.resize_slow(ptr, old, new, zeroed, shrink) }
+    }
+
+    /// A small block resized to a small size in place: the latest block of the current
+    /// chunk grows or shrinks at the cursor, any other shrinks where it is. `None` when
+    /// neither applies (or without chunks); nothing changed then.
+    ///
+    /// # Safety
+    /// The `Allocator::grow` (`shrink`) contract; both layouts are small.
+    #[inline(always)]
+    unsafe fn resize_small(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        let s = &*self.shared;
+        let p = ptr.as_ptr() as usize;
+        // Blocks are handed out at a word multiple, which every fitting size rounds to
+        // (see `deallocate_small`).
+        let (had, want) = (round_up(old.size(), WORD), round_up(new.size(), WORD));
+        // No overflow: both are at most `SMALL_MAX`, `p` inside a block. Without
+        // chunks the cursor is null: never the latest.
+        let latest = p + had == s.cursor.get() as usize;
+        let fits = if latest {
+            p + want <= s.end.get()
+        } else {
+            want <= had && s.chunked
+        };
+        if !fits || p & (new.align() - 1) != 0 {
+            return None;
+        }
+        if latest {
+            s.cursor.set(ptr.as_ptr().wrapping_add(want));
+        } else if want < had {
+            // SAFETY: a block of a chunk (chunked), whose last `had - want` bytes the
+            // caller gives up.
+            unsafe { self.give_back(ptr.as_ptr(), had - want) };
+        }
+        if zeroed {
+            // SAFETY: the block holds `want >= new.size()` bytes from `ptr`, ours;
+            // `grow_zeroed` has `new.size() >= old.size()`.
+            unsafe { ptr::write_bytes(ptr.as_ptr().add(old.size()), 0, want - old.size()) };
+        }
+        Some(NonNull::slice_from_raw_parts(ptr, want))
+    }
+
+    /// The rest of a resize: the ring's without chunks, else allocate-copy-free.
+    ///
+    /// # Safety
+    /// The `Allocator::grow` (`shrink`) contract.
+    #[inline(never)]
+    unsafe fn resize_slow(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+        shrink: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        if !self.shared.chunked {
+            // SAFETY: forwarded from this function's contract; every block is a ring
+            // (or heap) region.
+            return unsafe {
+                if shrink {
+                    self.source().shrink(ptr, old, new)
+                } else {
+                    self.source().grow(ptr, old, new, zeroed)
+                }
+            };
+        }
+        let block = self.allocate_any(new)?;
+        let keep = old.size().min(new.size());
+        // SAFETY: both blocks are live and distinct; each holds at least `keep` bytes,
+        // and the new one `new.size()`.
+        unsafe {
+            ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), keep);
+            if zeroed {
+                ptr::write_bytes(block.as_ptr().cast::<u8>().add(keep), 0, block.len() - keep);
+            }
+        }
+        // SAFETY: the old block is ours and no longer used (contract).
+        unsafe { self.deallocate_any(ptr, old) };
+        Ok(block)
     }
 
     /// Allocates a block for `layout` (as [`Allocator::allocate`], callable without
@@ -284,7 +716,7 @@ impl RingAlloc {
     /// ```
     #[inline]
     pub fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        self.source().allocate(layout)
+        self.allocate_any(layout)
     }
 
     /// Releases a block (as [`Allocator::deallocate`]); a no-op for zero-size layouts.
@@ -302,9 +734,8 @@ impl RingAlloc {
     /// ```
     #[inline]
     pub unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: forwarded from this function's contract; `RingAlloc` is not `Send`,
-        // so this is the ring's thread.
-        unsafe { self.source().deallocate(ptr, layout) }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.deallocate_any(ptr, layout) }
     }
 }
 
@@ -370,22 +801,24 @@ impl fmt::Debug for RingAlloc {
 unsafe impl Allocator for RingAlloc {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        self.source().allocate(layout)
+        self.allocate_any(layout)
     }
 
     #[inline]
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        self.source().allocate_zeroed(layout)
+        let block = self.allocate_any(layout)?;
+        // SAFETY: the block is fresh and `block.len()` bytes long.
+        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
+        Ok(block)
     }
 
     #[inline]
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the `Allocator::deallocate` contract; `RingAlloc` is not `Send`, so
-        // this is the ring's thread.
-        unsafe { self.source().deallocate(ptr, layout) }
+        // SAFETY: the `Allocator::deallocate` contract.
+        unsafe { self.deallocate_any(ptr, layout) }
     }
 
-    #[inline]
+    #[inline(always)]
     unsafe fn grow(
         &self,
         ptr: NonNull<u8>,
@@ -393,7 +826,7 @@ unsafe impl Allocator for RingAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: the `Allocator::grow` contract.
-        unsafe { self.source().grow(ptr, old, new, false) }
+        unsafe { self.resize_any(ptr, old, new, false, false) }
     }
 
     #[inline]
@@ -404,7 +837,7 @@ unsafe impl Allocator for RingAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: the `Allocator::grow_zeroed` contract.
-        unsafe { self.source().grow(ptr, old, new, true) }
+        unsafe { self.resize_any(ptr, old, new, true, false) }
     }
 
     #[inline]
@@ -415,6 +848,6 @@ unsafe impl Allocator for RingAlloc {
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
         // SAFETY: the `Allocator::shrink` contract.
-        unsafe { self.source().shrink(ptr, old, new) }
+        unsafe { self.resize_any(ptr, old, new, false, true) }
     }
 }

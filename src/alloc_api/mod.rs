@@ -1,9 +1,14 @@
 //! allocator-api2 `Allocator` over the ring: `&Ring`, [`RingAlloc`] and [`OneRingAlloc`].
 //!
-//! Every allocation is a ring region (or, above a size threshold, a heap region with
-//! the same one-word header, marked `HEAP`), held by one handle: the collection. So
-//! `deallocate` is the ring's ordinary unique release, one `Release` store, valid on
-//! any thread, and it needs no allocator state at all.
+//! Every allocation of `&Ring` and [`OneRingAlloc`] is a ring region (or, above a size
+//! threshold, a heap region with the same one-word header, marked `HEAP`), held by one
+//! handle: the collection. So `deallocate` is the ring's ordinary unique release, one
+//! `Release` store, valid on any thread, and it needs no allocator state at all.
+//!
+//! [`RingAlloc`] (one thread, like its ring) serves small layouts (1 to 256 bytes,
+//! alignment up to a word) from *chunks* instead: 4 KiB ring regions that it fills in
+//! order, with no header per allocation and no count to update on the way in or out
+//! (see `local.rs`). Everything else goes the way described here.
 //!
 //! # The fast path
 //!
