@@ -127,6 +127,11 @@ const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK - HDR, CHUNK) {
 /// `used - freed`, and it is empty when they are equal.
 #[repr(C)]
 struct ChunkHead {
+    /// The chunk itself, as the ring handed it out: written once when the chunk is
+    /// made, so that a block's pointer only ever reads this word and the counts are
+    /// updated through the chunk's own pointer (under Tree Borrows, a block's pointer
+    /// loses its access to words that others write after it was made).
+    this: *mut ChunkHead,
     /// Bytes of blocks released out of order (the latest block goes back to the
     /// cursor instead, and a block shrunk in place adds the bytes it gave up).
     freed: usize,
@@ -152,11 +157,16 @@ fn is_small(layout: Layout) -> bool {
     layout.size().wrapping_sub(1) < SMALL_MAX && layout.align() <= WORD
 }
 
-/// The chunk holding the small allocation at `p`.
+/// The chunk holding the small allocation at `p`, with the chunk's own provenance.
+///
+/// # Safety
+/// - `p` is a live small allocation of a chunk.
 #[inline(always)]
-fn chunk_of(p: *mut u8) -> *mut ChunkHead {
-    // Keeps `p`'s provenance: the chunk is one region, handed out as one block.
-    p.wrapping_sub(p as usize % CHUNK).cast()
+unsafe fn chunk_of(p: *mut u8) -> *mut ChunkHead {
+    let head = p.wrapping_sub(p as usize % CHUNK).cast::<ChunkHead>();
+    // SAFETY: the chunk is live while it holds `p` (contract), and its `this` word was
+    // written when it was made, before `p` was handed out.
+    unsafe { (*head).this }
 }
 
 #[cfg(feature = "std")]
@@ -471,16 +481,16 @@ impl RingAlloc {
             let source = Source::new(&s.ring, if to_heap { 0 } else { usize::MAX });
             chunk = source.allocate(CHUNK_LAYOUT)?.as_ptr().cast();
             debug_assert_eq!(chunk as usize % CHUNK, 0);
+            // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`.
+            unsafe { ptr::addr_of_mut!((*chunk).this).write(chunk) };
             s.chunk.set(chunk);
             s.end.set(chunk as usize + CHUNK_LAYOUT.size());
         }
-        // SAFETY: a fresh or empty chunk, aligned to `CHUNK`, `CHUNK - HDR` bytes long.
+        // SAFETY: a fresh or empty chunk, its head touched on this thread only.
         unsafe {
-            chunk.write(ChunkHead {
-                freed: 0,
-                used: usize::MAX,
-            })
-        };
+            (*chunk).freed = 0;
+            (*chunk).used = usize::MAX;
+        }
         s.cursor.set(chunk.cast::<u8>().wrapping_add(CHUNK_HEAD));
         // An empty chunk holds any small layout: this call does not come back here.
         self.allocate_small(layout)
@@ -538,9 +548,10 @@ impl RingAlloc {
     #[inline(always)]
     unsafe fn give_back(&self, p: *mut u8, bytes: usize) {
         let s = &*self.shared;
-        let chunk = chunk_of(p);
+        // SAFETY: `p` is in a live chunk (contract).
+        let chunk = unsafe { chunk_of(p) };
         // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
-        // on this thread only, through raw pointers (here and below).
+        // on this thread only, through the chunk's pointer (here and below).
         unsafe { (*chunk).freed += bytes };
         if chunk == s.chunk.get() {
             // SAFETY: the current chunk, not null.
