@@ -478,8 +478,20 @@ impl RingAlloc {
             // Small allocations follow the heap threshold as a group: their chunks
             // come from the ring unless the threshold is below `SMALL_MAX`.
             let to_heap = s.threshold.get() < SMALL_MAX;
-            let source = Source::new(&s.ring, if to_heap { 0 } else { usize::MAX });
-            chunk = source.allocate(CHUNK_LAYOUT)?.as_ptr().cast();
+            // Chunks laid one after another tile the block: the window's front is then
+            // where the next one goes, without a walk.
+            let tiled = if to_heap {
+                None
+            } else {
+                s.ring.claim_at_head_aligned(CHUNK_LAYOUT.size(), CHUNK, 1)
+            };
+            chunk = match tiled {
+                Some(c) => c.data.as_ptr().cast(),
+                None => {
+                    let source = Source::new(&s.ring, if to_heap { 0 } else { usize::MAX });
+                    source.allocate(CHUNK_LAYOUT)?.as_ptr().cast()
+                }
+            };
             debug_assert_eq!(chunk as usize % CHUNK, 0);
             // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`.
             unsafe { ptr::addr_of_mut!((*chunk).this).write(chunk) };

@@ -226,6 +226,19 @@ impl BlockCtl {
         })
     }
 
+    /// [`bump`](Self::bump) for data aligned to `align`, when the window's front already
+    /// puts the data there (as it does for regions of `align`-multiple spans laid one
+    /// after another); `None` (nothing changed) otherwise.
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline]
+    pub(crate) fn bump_aligned(&self, need: usize, align: usize, init: u64) -> Option<Claim> {
+        let data = self.regions.as_ptr() as usize + self.head.get() + HDR;
+        if data % align != 0 {
+            return None;
+        }
+        self.bump(need, init)
+    }
+
     /// Writes the window's header (one free region over `[head, limit)`) and empties the
     /// window, so the headers tile the block again; a `head` left at the block end goes
     /// back to 0. Owning thread only; called before anything reads other regions'

@@ -397,6 +397,22 @@ impl Ring {
             .find(|b| b.contains(hdr))
     }
 
+    /// [`claim_at_head`](Self::claim_at_head) for data aligned to `align`: only when
+    /// the window's front already puts the data there; `None` means "call `claim`".
+    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    #[inline]
+    pub(crate) fn claim_at_head_aligned(
+        &self,
+        bytes: usize,
+        align: usize,
+        init: u64,
+    ) -> Option<Claim> {
+        debug_assert!(bytes <= isize::MAX as usize, "{bytes} bytes");
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        // No overflow: `bytes <= isize::MAX`, so rounding up and adding a word fit.
+        unsafe { self.cur.get().as_ref() }.bump_aligned(HDR + round_up(bytes, WORD), align, init)
+    }
+
     /// The fast path of [`claim`](Self::claim) for alignments up to [`WORD`]: the front
     /// of the current block's window, if it holds `bytes` (at most `isize::MAX`, as a
     /// `Layout`'s size); `None` means "call `claim`".
