@@ -123,8 +123,9 @@ const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK - HDR, CHUNK) {
 };
 
 /// What a chunk knows about itself, in its first bytes. A chunk hands out its bytes in
-/// order from after this head; blocks are word multiples, so its bytes in use are
-/// `used - freed`, and it is empty when they are equal.
+/// order from after this head, in word multiples; its bytes in use are those handed out
+/// (up to the cursor while it is current, `used` once retired) minus `freed`, and it is
+/// empty when they are equal.
 #[repr(C)]
 struct ChunkHead {
     /// The chunk itself, as the ring handed it out: written once when the chunk is
@@ -151,7 +152,8 @@ const SMALL_MAX: usize = 256;
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
 
 /// Whether `layout` is served from a chunk (when the handle is chunked). Any layout that
-/// fits a small block is small too: small blocks are handed out at their exact size.
+/// fits a small block is small too: a small block is handed out with its size rounded
+/// up to a word, and every size that fits it rounds to the same length.
 #[inline(always)]
 fn is_small(layout: Layout) -> bool {
     layout.size().wrapping_sub(1) < SMALL_MAX && layout.align() <= WORD
