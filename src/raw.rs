@@ -59,12 +59,12 @@ pub(crate) fn alloc(layout: Layout) -> Option<NonNull<u8>> {
     NonNull::new(unsafe { sys::alloc(layout) })
 }
 
-/// Resizes memory obtained from [`alloc`] (or this function) to `new_size` bytes with
+/// Resizes memory obtained from [`alloc()`] (or this function) to `new_size` bytes with
 /// the same alignment, keeping the first `min(old, new)` bytes; `None` when the
 /// allocator refuses, in which case the old memory is untouched and still owned.
 ///
 /// # Safety
-/// - `ptr` was returned by [`alloc`] or [`realloc`] with exactly this `layout`, and
+/// - `ptr` was returned by [`alloc()`] or [`realloc`] with exactly this `layout`, and
 ///   has not been deallocated since;
 /// - `new_size` is non-zero and `Layout::from_size_align(new_size, layout.align())`
 ///   is valid;
@@ -81,10 +81,10 @@ pub(crate) unsafe fn realloc(
     NonNull::new(unsafe { sys::realloc(ptr.as_ptr(), layout, new_size) })
 }
 
-/// Returns memory obtained from [`alloc`] to the global allocator.
+/// Returns memory obtained from [`alloc()`] to the global allocator.
 ///
 /// # Safety
-/// - `ptr` was returned by [`alloc`] with exactly this `layout`;
+/// - `ptr` was returned by [`alloc()`] with exactly this `layout`;
 /// - it has not been deallocated since, and nothing will touch it afterwards.
 #[inline]
 pub(crate) unsafe fn dealloc(ptr: NonNull<u8>, layout: Layout) {

@@ -115,7 +115,7 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 ///
 /// Each thread allocates from its own ring, the one [`ringmem::tls`](crate::tls) uses
 /// (1 MiB, [`WhenFull::Heap`](crate::WhenFull::Heap) unless
-/// [`tls::configure`](crate::tls::configure) says otherwise). Allocations may be freed
+/// [`tls::configure`] says otherwise). Allocations may be freed
 /// on any thread: a release is the region header's `Release` store. When a thread
 /// exits, its ring is dropped; blocks that still hold allocations are freed by the
 /// orphan sweep after the last of them is released, never before and never leaked.
