@@ -863,6 +863,18 @@ fn run_model<A: Allocator>(a: &A, ops: &[Op]) {
     }
 }
 
+/// The model against a `RingAlloc` of `bytes`-byte blocks with a heap threshold; the
+/// ring holds nothing afterwards (its empty chunk flushed).
+fn model_ring_alloc_with(bytes: usize, threshold: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+    let a = RingAlloc::with_capacity(bytes);
+    a.set_heap_threshold(threshold);
+    run_model(&a, ops);
+    a.flush();
+    let stats = a.ring().stats();
+    prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+    Ok(())
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: if cfg!(miri) { 2 } else { 128 },
@@ -880,12 +892,7 @@ proptest! {
         cap in 1usize..64,
         threshold in prop_oneof![Just(usize::MAX), 0usize..4096],
     ) {
-        let a = RingAlloc::with_capacity(cap * 512);
-        a.set_heap_threshold(threshold);
-        run_model(&a, &ops);
-        a.flush();
-        let stats = a.ring().stats();
-        prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+        model_ring_alloc_with(cap * 512, threshold, &ops)?;
     }
 
     /// Rings large enough for chunks: small blocks share them, and move in and out of
@@ -896,12 +903,7 @@ proptest! {
         cap in 64usize..256,
         threshold in prop_oneof![Just(usize::MAX), 0usize..8192],
     ) {
-        let a = RingAlloc::with_capacity(cap * 512);
-        a.set_heap_threshold(threshold);
-        run_model(&a, &ops);
-        a.flush();
-        let stats = a.ring().stats();
-        prop_assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+        model_ring_alloc_with(cap * 512, threshold, &ops)?;
     }
 
     #[test]

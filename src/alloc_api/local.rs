@@ -629,14 +629,8 @@ impl RingAlloc {
                     return Ok(block);
                 }
             }
-            // SAFETY: forwarded from this function's contract.
-            (false, false) => unsafe {
-                return if shrink {
-                    self.source().shrink(ptr, old, new)
-                } else {
-                    self.source().grow(ptr, old, new, zeroed)
-                };
-            },
+            // SAFETY: forwarded from this function's contract; both are ring regions.
+            (false, false) => return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) },
             _ => {}
         }
         // SAFETY: forwarded from this function's contract.
@@ -688,6 +682,29 @@ impl RingAlloc {
         Some(NonNull::slice_from_raw_parts(ptr, want))
     }
 
+    /// The ring's `grow` or `shrink`, for a block that is a ring (or heap) region.
+    ///
+    /// # Safety
+    /// The `Allocator::grow` (`shrink`) contract; `ptr` is not in a chunk.
+    #[inline(always)]
+    unsafe fn resize_region(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+        shrink: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            if shrink {
+                self.source().shrink(ptr, old, new)
+            } else {
+                self.source().grow(ptr, old, new, zeroed)
+            }
+        }
+    }
+
     /// The rest of a resize: the ring's without chunks, else allocate-copy-free.
     ///
     /// # Safety
@@ -704,13 +721,7 @@ impl RingAlloc {
         if !self.shared.chunked {
             // SAFETY: forwarded from this function's contract; every block is a ring
             // (or heap) region.
-            return unsafe {
-                if shrink {
-                    self.source().shrink(ptr, old, new)
-                } else {
-                    self.source().grow(ptr, old, new, zeroed)
-                }
-            };
+            return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };
         }
         let block = self.allocate_any(new)?;
         let keep = old.size().min(new.size());
