@@ -184,13 +184,20 @@ impl Shared {
         Source::new(&self.ring, self.threshold.get())
     }
 
+    /// The bytes the current chunk `chunk` has handed out: from its first block to the
+    /// cursor.
+    #[inline(always)]
+    fn handed_out(&self, chunk: *mut ChunkHead) -> usize {
+        self.cursor.get() as usize - (chunk as usize + CHUNK_HEAD)
+    }
+
     /// The bytes of the current chunk handed out and still in use (`chunk` not null).
     ///
     /// # Safety
     /// - The current chunk is not null.
     #[inline(always)]
     unsafe fn in_use(&self, chunk: *mut ChunkHead) -> usize {
-        let handed_out = self.cursor.get() as usize - (chunk as usize + CHUNK_HEAD);
+        let handed_out = self.handed_out(chunk);
         // SAFETY: the current chunk is live: it is released only by `flush` or, once
         // it is no longer current, by the deallocation that empties it. Its head is
         // touched on this thread only (`RingAlloc` is not `Send`).
@@ -218,7 +225,7 @@ impl Shared {
     fn retire(&self) {
         let chunk = self.chunk.get();
         if !chunk.is_null() {
-            let used = self.cursor.get() as usize - (chunk as usize + CHUNK_HEAD);
+            let used = self.handed_out(chunk);
             // SAFETY: the current chunk is live; its head is touched on this thread
             // only.
             unsafe { (*chunk).used = used };

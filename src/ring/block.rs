@@ -233,7 +233,8 @@ impl BlockCtl {
     #[inline]
     pub(crate) fn bump_aligned(&self, need: usize, align: usize, init: u64) -> Option<Claim> {
         let data = self.regions.as_ptr() as usize + self.head.get() + HDR;
-        if data % align != 0 {
+        // `align` is a power of two, as every alignment the ring is asked for.
+        if data & (align - 1) != 0 {
             return None;
         }
         self.bump(need, init)
