@@ -677,6 +677,114 @@ fn shared_arena_magazines_switch_arenas_and_outlive_them() {
     drop(big);
 }
 
+/// A thread that allocates from an arena and drops the values itself puts their slots
+/// into its magazine (no atomic instruction) and allocates them again from there: the
+/// arena never takes a second page, and its counts stay exact.
+#[test]
+fn releases_on_the_allocating_thread_are_reused_in_place() {
+    fn churn<H: std::ops::Deref<Target = u64>>(
+        alloc: impl Fn(u64) -> H,
+        stats: impl Fn() -> (usize, usize),
+    ) {
+        let mut kept = Vec::new();
+        for i in 0..scaled(20_000) as u64 {
+            let v = alloc(i);
+            assert_eq!(*v, i);
+            if i % 7 == 0 {
+                kept.push(v); // a few stay alive, so slots are released out of order
+            }
+            if kept.len() == 40 {
+                assert_eq!(stats(), (40, PAGE_SLOTS - 40));
+                kept.drain(..30);
+            }
+        }
+        assert_eq!(stats().0, kept.len());
+        drop(kept);
+        assert_eq!(stats(), (0, PAGE_SLOTS));
+    }
+    let arena = Arena::new();
+    churn(|i| arena.alloc(i), || arena.stats());
+    let shared = SharedArena::new();
+    churn(|i| shared.alloc(i), || shared.stats());
+    assert_eq!(
+        (arena.capacity(), shared.capacity()),
+        (PAGE_SLOTS, PAGE_SLOTS)
+    );
+}
+
+/// An arena moved to another thread while the thread it came from still holds its page in
+/// its magazine: both threads allocate and release, no slot goes twice, every value is
+/// dropped once, and the page the arena no longer has is freed when the old thread
+/// lets go of it, as another arena (of another type: a wrong layout is caught by Miri)
+/// adopts its own page. Miri also checks that nothing leaks.
+#[test]
+fn arena_moved_away_from_a_thread_that_caches_its_page() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let arena = Arena::new();
+    let n = scaled(150) as u64;
+    let here: Vec<_> = (0..n)
+        .map(|i| arena.alloc(Counted::new(i, &drops)))
+        .collect();
+    let there = {
+        let drops = Arc::clone(&drops);
+        thread::spawn(move || {
+            let mut vs: Vec<_> = (n..2 * n)
+                .map(|i| arena.alloc(Counted::new(i, &drops)))
+                .collect();
+            vs.retain(|v| v.value % 2 == 0); // released on the arena's new thread
+            vs.extend((2 * n..3 * n).map(|i| arena.alloc(Counted::new(i, &drops))));
+            // Counted as in use: the values, and the slots the first thread's magazine
+            // holds (at most a page's).
+            let live = vs.len() + n as usize;
+            assert!((live..=live + PAGE_SLOTS).contains(&arena.len()));
+            vs
+        })
+        .join()
+        .unwrap()
+    };
+    // The arena is gone. This thread's releases of its former page go to its magazine.
+    let mut values: Vec<u64> = here.iter().chain(&there).map(|v| v.value).collect();
+    values.sort_unstable();
+    values.dedup();
+    assert_eq!(
+        values.len(),
+        here.len() + there.len(),
+        "a slot was handed out twice"
+    );
+    drop(here);
+    drop(there);
+    assert_eq!(drops.load(Ordering::Relaxed), 3 * n as usize);
+    let other = Arena::<[u8; 3]>::new();
+    assert_eq!(*other.alloc([1, 2, 3]), [1, 2, 3]);
+}
+
+/// A thread that exits holding, in its magazine, the slots it released of a page whose
+/// arena is gone gives them back on the way out, which frees the page (Miri checks
+/// that nothing leaks); a value dropped on a thread whose magazine holds another page
+/// goes to its own page's word.
+#[test]
+fn a_thread_exiting_with_released_slots_gives_them_back() {
+    let arena = Arena::new();
+    let keep = arena.alloc(String::from("kept"));
+    let v = arena.alloc(String::from("moved"));
+    let t = thread::spawn(move || {
+        let own = Arena::new();
+        let mine: Vec<_> = (0..3).map(|i| own.alloc(i)).collect();
+        drop(v); // another page than this thread's magazine holds
+        drop(own);
+        mine.iter().map(|v| **v).sum::<i32>()
+    });
+    assert_eq!(t.join().unwrap(), 3);
+    assert_eq!(arena.stats(), (1, PAGE_SLOTS - 1));
+    let t = thread::spawn(move || {
+        let w = arena.alloc(String::from("there")); // this thread adopts the page
+        drop(arena);
+        drop(keep); // into this thread's magazine: the page waits for it
+        w.len()
+    });
+    assert_eq!(t.join().unwrap(), 5);
+}
+
 /// The seed page (the first page `with_capacity` makes): threads that start on a fresh
 /// arena at once take its slots with compare-and-swaps on its word, with no lock; no
 /// slot goes twice, the counts stay exact, `shrink_to_fit` keeps the page, and it is

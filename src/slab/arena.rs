@@ -5,7 +5,9 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use super::heap::Heap;
+use super::heap::{Heap, System};
+#[cfg(all(feature = "std", not(loom)))]
+use super::magazine;
 use super::page::{Slot, SLOTS};
 use super::{AllocError, ArenaBox};
 use crate::sync::AtomicU64;
@@ -13,8 +15,14 @@ use crate::sync::AtomicU64;
 /// A pool that one thread allocates from at a time, whose values may be dropped on any
 /// thread.
 ///
-/// Allocation is a few plain instructions; dropping an [`ArenaBox`] or the last
-/// [`ArenaArc`](super::ArenaArc) is one atomic read-modify-write on its page. The arena can be
+/// Allocation is a few plain instructions. Dropping an [`ArenaBox`] or the last
+/// [`ArenaArc`](super::ArenaArc) on the thread that allocates from the arena is a plain
+/// `or` into that thread's magazine when the slot lies in the page the arena is filling
+/// (the arena takes those slots back from there), and one atomic read-modify-write on
+/// the slot's page otherwise. A thread that allocated from the arena keeps up to 63 of
+/// that page's slots in its magazine, counted as used by the arena's other threads,
+/// until it allocates from another arena, asks this one for `stats`, `len` or
+/// `shrink_to_fit`, drops it, or exits. The arena can be
 /// moved to another thread (it is `Send` when `T` is) but not shared (`!Sync`); use a
 /// [`SharedArena`](super::SharedArena) to allocate from several threads at once.
 /// Handles may outlive the arena.
@@ -48,6 +56,10 @@ use crate::sync::AtomicU64;
 pub struct Arena<T> {
     /// Only ever borrowed inside one method call, never across user code.
     heap: UnsafeCell<Heap<T, AtomicU64>>,
+    /// This arena's identity in the threads' magazines (`magazine.rs`); 0 until its
+    /// first page is adopted by one.
+    #[cfg(all(feature = "std", not(loom)))]
+    id: core::cell::Cell<u64>,
     /// The arena makes `T`s; `!Sync` comes from the `UnsafeCell`.
     _values: PhantomData<T>,
 }
@@ -68,6 +80,8 @@ impl<T> Arena<T> {
     pub const fn new() -> Self {
         Arena {
             heap: UnsafeCell::new(Heap::new()),
+            #[cfg(all(feature = "std", not(loom)))]
+            id: core::cell::Cell::new(0),
             _values: PhantomData,
         }
     }
@@ -96,6 +110,8 @@ impl<T> Arena<T> {
     pub fn try_with_capacity(cap: usize) -> Result<Self, AllocError> {
         Ok(Arena {
             heap: UnsafeCell::new(Heap::with_capacity(cap)?),
+            #[cfg(all(feature = "std", not(loom)))]
+            id: core::cell::Cell::new(0),
             _values: PhantomData,
         })
     }
@@ -111,7 +127,70 @@ impl<T> Arena<T> {
 
     #[inline(always)]
     fn slot(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        self.heap(|h| h.take())
+        match self.heap(Heap::take_cached) {
+            Some(slot) => Ok(slot),
+            None => self.refill(),
+        }
+    }
+
+    /// The heap's cached bits ran out. With magazines: first the slots of the current
+    /// page that this thread released into its magazine (no atomic instruction); else
+    /// the heap refills from its pages' words, or new pages, and this thread's magazine
+    /// adopts the page it then fills, with one of its free bits as the pin.
+    #[cold]
+    #[inline(never)]
+    fn refill(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
+        #[cfg(all(feature = "std", not(loom)))]
+        {
+            let id = self.id();
+            self.heap(|h| {
+                if let Some(page) = h.current() {
+                    let bits = magazine::take_released(id, page.cast());
+                    if bits != 0 {
+                        // SAFETY: free slots of the current page, which the magazine
+                        // just gave up to us.
+                        unsafe { h.add_local(bits) };
+                        if let Some(slot) = h.take_cached() {
+                            return Ok(slot);
+                        }
+                    }
+                }
+                let slot = h.take_slow(&System)?;
+                if let Some(page) = h.current() {
+                    if !magazine::holds(id, page.cast()) {
+                        let pin = h.take_lowest();
+                        // SAFETY: `page` is this arena's live current page and `pin` a
+                        // free bit of it that the heap just gave up to us.
+                        if pin != 0 && !unsafe { magazine::adopt(id, page, pin) } {
+                            // SAFETY: not taken: the bit is still ours, of the current page.
+                            unsafe { h.add_local(pin) };
+                        }
+                    }
+                }
+                Ok(slot)
+            })
+        }
+        #[cfg(not(all(feature = "std", not(loom))))]
+        self.heap(|h| h.take_slow(&System))
+    }
+
+    /// This arena's identity in the threads' magazines, given on first use.
+    #[cfg(all(feature = "std", not(loom)))]
+    fn id(&self) -> u64 {
+        if self.id.get() == 0 {
+            self.id.set(magazine::new_arena_id());
+        }
+        self.id.get()
+    }
+
+    /// Gives back this thread's magazine's slots of this arena, so that a count, a
+    /// shrink or the arena's drop sees them as free.
+    #[inline]
+    fn flush_magazine(&self) {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.id.get() != 0 {
+            magazine::flush(self.id.get());
+        }
     }
 
     #[inline(always)]
@@ -119,7 +198,9 @@ impl<T> Arena<T> {
         super::or_oom(self.slot())
     }
 
-    /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page.
+    /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page. Slots that
+    /// another thread holds in its magazine (it allocated from the arena before the
+    /// arena moved) count as used; the calling thread's are given back first.
     ///
     /// ```
     /// let pool = ringmem::slab::Arena::new();
@@ -128,6 +209,7 @@ impl<T> Arena<T> {
     /// # drop(item);
     /// ```
     pub fn stats(&self) -> (usize, usize) {
+        self.flush_magazine();
         self.heap(|h| {
             let free = h.free_slots();
             (h.pages() * SLOTS - free, free)
@@ -175,6 +257,7 @@ impl<T> Arena<T> {
     /// assert_eq!(pool.stats(), (80, 46)); // the 2 pages holding values stay
     /// ```
     pub fn shrink_to_fit(&self) -> bool {
+        self.flush_magazine();
         self.heap(|h| h.shrink()) > 0
     }
 }
@@ -182,6 +265,14 @@ impl<T> Arena<T> {
 box_api!(Arena, ArenaBox);
 shared_api!(Arena, ArenaRc, alloc_rc, try_alloc_rc, alloc_rc_with);
 shared_api!(Arena, ArenaArc, alloc_arc, try_alloc_arc, alloc_arc_with);
+
+impl<T> Drop for Arena<T> {
+    /// Gives back this thread's magazine's slots of the arena; then the heap lets go of
+    /// its pages, each freed now if nothing in it is in use, else by its last release.
+    fn drop(&mut self) {
+        self.flush_magazine();
+    }
+}
 
 impl<T> Default for Arena<T> {
     /// [`Arena::new`].

@@ -91,7 +91,8 @@ pub struct PoolBox<T> {
 
 /// A value in an [`Arena`](super::Arena) or a [`SharedArena`](super::SharedArena), owned
 /// like a `Box`: unique and mutable, and it may be dropped on any thread (one atomic
-/// read-modify-write gives the slot back). It may outlive its arena.
+/// read-modify-write gives the slot back, or a plain `or` into the thread's magazine if
+/// that holds the slot's page). It may outlive its arena.
 ///
 /// ```
 /// use ringmem::slab::{Arena, ArenaBox};

@@ -156,6 +156,39 @@ impl<T, W: Word> Heap<T, W> {
         Ok((page, core::mem::take(&mut self.local)))
     }
 
+    /// The page the heap allocates from, if any.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) fn current(&self) -> Option<NonNull<Page<T, W>>> {
+        self.current
+    }
+
+    /// Adds `bits` to the cached free bits of the current page.
+    ///
+    /// # Safety
+    /// - there is a current page and `bits` are free slots of it (a subset of
+    ///   `ALL_FREE`) that the caller holds and gives up.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) unsafe fn add_local(&mut self, bits: u64) {
+        debug_assert!(
+            self.current.is_some() && bits & !ALL_FREE == 0 && self.local & bits == 0,
+            "bits {bits:#x} added to cached {:#x}",
+            self.local
+        );
+        self.local |= bits;
+    }
+
+    /// Takes the lowest cached free bit of the current page out of the heap (0 if there
+    /// is none): the caller now holds that slot.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) fn take_lowest(&mut self) -> u64 {
+        let bit = self.local & self.local.wrapping_neg();
+        self.local ^= bit;
+        bit
+    }
+
     /// Makes `local` non-empty: from the current page's releases, the other pages', or
     /// new pages.
     fn refill<S: PageSource<T, W>>(&mut self, source: &S) -> Result<(), AllocError> {

@@ -1,10 +1,18 @@
-//! A thread's magazine of free slots for [`SharedArena`](super::SharedArena): the free
-//! bits of one page, taken in one go (from a shard under its lock, or out of the arena's
-//! seed page's word with one swap; once per up to 63 allocations) and then handed out
-//! by this thread alone, with no atomic instruction and no lock.
+//! A thread's magazine of free slots: the free bits of one page, held by this thread
+//! alone and handed out with no atomic instruction and no lock.
+//!
+//! - A [`SharedArena`](super::SharedArena) refills it with a page's free bits taken in
+//!   one go (from a shard under its lock, or out of the arena's seed page's word with
+//!   one swap; once per up to 63 allocations) and allocates from it.
+//! - An [`Arena`](super::Arena) allocates from its own copy of its page's bits; it
+//!   *adopts* that page here with one of those bits (the pin), and takes back, when its
+//!   copy runs out, the slots this thread released meanwhile.
+//! - Either way, a handle dropped on this thread whose slot lies in the magazine's page
+//!   puts its bit here with a plain `or` ([`keep`]) instead of a locked instruction on
+//!   the page word: a thread that allocates and drops in a loop touches no atomic.
 //!
 //! The bits in a magazine belong to no heap and to no handle: to everyone else they are
-//! slots in use. So the page stays alive while they are cached, also after its arena is
+//! slots in use. So the page stays alive while any are cached, also after its arena is
 //! dropped, and they go back into the page word (`Page::give_back`, the same `AcqRel`
 //! read-modify-write that an orphaning pool uses) when the thread
 //! - allocates from another arena (a magazine holds one arena's bits at a time),
@@ -13,10 +21,10 @@
 //!
 //! A magazine is only ever touched by its own thread; what crosses threads is the page
 //! word, through the protocol the handles already use. Built with `std` and without
-//! loom (loom models the shard path, which is what runs without a magazine).
+//! loom (loom models the word's protocol, which is what runs without a magazine).
 
 use core::cell::Cell;
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 use super::page::{Page, Slot};
 use crate::sync::{AtomicU64, Ordering};
@@ -34,14 +42,26 @@ type GiveBack = unsafe fn(NonNull<()>, u64);
 
 /// One page's cached free bits, and which arena they belong to.
 ///
-/// Invariants: `arena == 0` or `bits == 0` means empty (nothing to give back); else
-/// `bits` is a non-empty subset of `ALL_FREE` of the live page `page` of the arena with
-/// identity `arena`, of element type `T` where `give_back` is `give_back_to::<T>`, and
-/// no one else (page word, heap, handle, other magazine) holds those bits.
+/// Invariants:
+/// - `page` null (empty): `arena == 0` and `pin`, `bits`, `released` are 0.
+/// - `page` not null: it is a live page of the arena with identity `arena`, of
+///   element type `T` where `give_back` is `give_back_to::<T>`; `pin` is one free bit of
+///   it, and `bits` and `released` are free bits of it, the three disjoint subsets of
+///   `ALL_FREE`, and no one else (page word, heap, handle, other magazine) holds them.
+///
+/// The pin keeps the page alive while the magazine names it, so a slot whose page is at
+/// the address `page` is a slot of this page; it is handed out last, as the magazine
+/// lets go of the page ([`Magazine::next_bits`]). `bits` are handed
+/// out by `take`; `released` collects the slots this thread releases (see [`keep`]).
+/// They are separate words so that an allocate-and-drop loop does not chain every
+/// allocation's store to the next release's load through one word.
 struct Magazine {
     arena: Cell<u64>,
-    page: Cell<Option<NonNull<()>>>,
+    /// A raw pointer, null when empty: a release compares it with one instruction.
+    page: Cell<*mut ()>,
     bits: Cell<u64>,
+    released: Cell<u64>,
+    pin: Cell<u64>,
     give_back: Cell<Option<GiveBack>>,
     /// The arena whose allocation last found the magazine empty or another arena's
     /// (see [`second_miss`]).
@@ -73,34 +93,74 @@ impl Cached {
 }
 
 impl Magazine {
-    /// Puts `new` in (empty if `new.bits == 0`) and returns what was there. Nothing
+    /// `bits` ran out: the slots this thread released since, else the pin (the magazine
+    /// then lets go of the page: the slot is worth more than the releases it would
+    /// catch), else `None`. The caller now holds the bits returned.
+    #[cold]
+    fn next_bits(&self) -> Option<u64> {
+        let released = self.released.replace(0);
+        if released != 0 {
+            return Some(released);
+        }
+        let pin = self.pin.replace(0);
+        if pin == 0 {
+            return None;
+        }
+        self.arena.set(0);
+        self.page.set(ptr::null_mut());
+        Some(pin)
+    }
+
+    /// Puts `new` in (empty if `new.bits == 0`; else its lowest bit becomes the pin and
+    /// the rest are handed out next) and returns everything that was there. Nothing
     /// runs between taking the old contents out and putting the new in, so even if
     /// giving the old ones back re-enters an arena on this thread (a global allocator
     /// built on one), the magazine is always consistent and no bits go twice or nowhere.
     fn replace(&self, arena: u64, new: Cached) -> Cached {
-        // `arena == 0` only ever with `bits == 0` (set together here; `take` only
-        // clears bits), so the old contents need no look at the old arena.
-        self.arena.set(if new.bits == 0 { 0 } else { arena });
+        let pin = new.bits & new.bits.wrapping_neg();
+        let held = new.bits != 0;
+        self.arena.set(if held { arena } else { 0 });
+        let bits =
+            self.pin.replace(pin) | self.bits.replace(new.bits ^ pin) | self.released.replace(0);
         Cached {
-            page: self.page.replace(new.page),
-            bits: self.bits.replace(new.bits),
+            page: NonNull::new(self.page.replace(match (held, new.page) {
+                (true, Some(page)) => page.as_ptr(),
+                _ => ptr::null_mut(),
+            })),
+            bits,
             give_back: self.give_back.replace(new.give_back),
         }
     }
 }
 
-impl Drop for Magazine {
+/// Gives the thread's magazine back when the thread exits. A thread-local of its own:
+/// the magazine has no destructor, so reaching it costs no check of a thread-local's
+/// state; whatever puts bits in first makes sure this one is armed (see [`armed`]).
+struct GiveBackAtExit;
+
+impl Drop for GiveBackAtExit {
     fn drop(&mut self) {
-        self.replace(0, Cached::EMPTY).give_back();
+        MAGAZINE.with(|m| m.replace(0, Cached::EMPTY)).give_back();
     }
 }
 
+/// Whether bits put in the magazine now will be given back at thread exit: arms
+/// [`GiveBackAtExit`] on first use; `false` once the thread's destructors have begun to
+/// run it (then nothing may be cached any more).
+#[inline]
+fn armed() -> bool {
+    GIVE_BACK_AT_EXIT.try_with(|_| ()).is_ok()
+}
+
 std::thread_local! {
+    static GIVE_BACK_AT_EXIT: GiveBackAtExit = const { GiveBackAtExit };
     static MAGAZINE: Magazine = const {
         Magazine {
             arena: Cell::new(0),
-            page: Cell::new(None),
+            page: Cell::new(ptr::null_mut()),
             bits: Cell::new(0),
+            released: Cell::new(0),
+            pin: Cell::new(0),
             give_back: Cell::new(None),
             missed: Cell::new(0),
         }
@@ -117,30 +177,107 @@ unsafe fn give_back_to<T>(page: NonNull<()>, bits: u64) {
     unsafe { Page::<T, AtomicU64>::give_back(page.cast(), bits) }
 }
 
-/// A slot from this thread's magazine if it holds bits of arena `arena`; `None` if not
-/// (or while the thread is being torn down). The allocation fast path.
+/// A slot from this thread's magazine if it holds bits of arena `arena`; `None` if not.
+/// The allocation fast path.
 ///
 /// # Safety
 /// - `arena` is the identity of a live `SharedArena<T>` (its pages are `Page<T, _>`).
 #[inline(always)]
 pub(crate) unsafe fn take<T>(arena: u64) -> Option<NonNull<Slot<T, AtomicU64>>> {
-    MAGAZINE
-        .try_with(|m| {
-            let bits = m.bits.get();
-            if m.arena.get() != arena || bits == 0 {
-                return None;
-            }
-            m.bits.set(bits & (bits - 1));
-            // SAFETY: non-empty and of arena `arena` (checked above), so `page` is set
-            // (struct invariant).
-            let page = unsafe { m.page.get().unwrap_unchecked() };
-            // SAFETY: the page is live and of `T` (invariant, and the caller's arena is
-            // this one); the lowest bit of a non-empty subset of `ALL_FREE` is below
-            // `SLOTS`, and the slot is now ours alone.
-            Some(unsafe { Page::slot(page.cast(), bits.trailing_zeros() as usize) })
-        })
-        .ok()
-        .flatten()
+    MAGAZINE.with(|m| {
+        if m.arena.get() != arena {
+            return None;
+        }
+        // SAFETY: of arena `arena` (checked above; ids are never 0), so not empty: `page`
+        // is set (struct invariant). Read before `next_bits` may let go of it.
+        let page = unsafe { NonNull::new_unchecked(m.page.get()) };
+        let mut bits = m.bits.get();
+        if bits == 0 {
+            bits = m.next_bits()?;
+        }
+        m.bits.set(bits & (bits - 1));
+        // SAFETY: the page is live and of `T` (invariant, and the caller's arena is this
+        // one); the lowest bit of a non-empty subset of `ALL_FREE` is below `SLOTS`, and
+        // the slot is now ours alone.
+        Some(unsafe { Page::slot(page.cast(), bits.trailing_zeros() as usize) })
+    })
+}
+
+/// Puts the bit of a slot this thread just released into the magazine, if the magazine
+/// holds the slot's page: `true` if it took it (the caller is done), `false` if the
+/// caller must release it into the page word.
+///
+/// The magazine's pin keeps its page alive, so a live slot's page at the same address
+/// is that page (same arena, same `T`).
+///
+/// # Safety
+/// - `bit` is the bit of a slot of the live `Page<_, AtomicU64>` at `page` whose value
+///   was dropped (or never made), and the caller gives the slot up.
+#[inline(always)]
+pub(crate) unsafe fn keep(page: NonNull<()>, bit: u64) -> bool {
+    MAGAZINE.with(|m| {
+        if m.page.get() != page.as_ptr() {
+            return false;
+        }
+        let released = m.released.get();
+        debug_assert!(
+            (released | m.bits.get() | m.pin.get()) & bit == 0,
+            "slot bit {bit:#x} released twice"
+        );
+        // The slot joins the magazine's free bits of its page (invariant: `arena`
+        // and `give_back` are this page's).
+        m.released.set(released | bit);
+        true
+    })
+}
+
+/// For an [`Arena`](super::Arena) whose copy of `page`'s free bits ran out: the slots
+/// of `page` this thread released into its magazine (see [`keep`]), if the magazine
+/// holds that page for arena `arena`. The pin stays, so that releases keep coming here,
+/// unless it is all there is: then the magazine lets go of the page and the pin is
+/// returned, so that a pin never makes an arena take another page. The caller now holds
+/// the bits returned (0 if none).
+#[inline]
+pub(crate) fn take_released(arena: u64, page: NonNull<()>) -> u64 {
+    MAGAZINE.with(|m| {
+        if m.arena.get() != arena || m.page.get() != page.as_ptr() {
+            return 0;
+        }
+        // An arena's page is adopted with its pin alone: `take` is `SharedArena`'s.
+        debug_assert_eq!(m.bits.get(), 0, "an arena's page with bits to hand out");
+        m.next_bits().unwrap_or(0)
+    })
+}
+
+/// Whether this thread's magazine holds `page` for arena `arena`.
+#[inline]
+pub(crate) fn holds(arena: u64, page: NonNull<()>) -> bool {
+    MAGAZINE.with(|m| m.arena.get() == arena && m.page.get() == page.as_ptr())
+}
+
+/// An [`Arena`](super::Arena) adopts `page`, its current page: the magazine takes the
+/// free bit `pin` of it (and gives back what it held before), so that this thread's
+/// releases of the page's slots come here. `false` if the thread is being torn down;
+/// then the caller keeps `pin`.
+///
+/// # Safety
+/// - `page` is a live `Page<T, AtomicU64>` of the arena `arena`; `pin` is one free bit
+///   of it that the caller holds and gives up (on `true`).
+pub(crate) unsafe fn adopt<T>(arena: u64, page: NonNull<Page<T, AtomicU64>>, pin: u64) -> bool {
+    debug_assert!(
+        pin != 0 && pin & (pin - 1) == 0,
+        "a pin is one bit: {pin:#x}"
+    );
+    let new = Cached {
+        page: Some(page.cast()),
+        bits: pin,
+        give_back: Some(give_back_to::<T> as GiveBack),
+    };
+    if !armed() {
+        return false;
+    }
+    MAGAZINE.with(|m| m.replace(arena, new)).give_back();
+    true
 }
 
 /// Called when an allocation from arena `arena` finds no slot in the magazine: whether
@@ -154,9 +291,7 @@ pub(crate) unsafe fn take<T>(arena: u64) -> Option<NonNull<Slot<T, AtomicU64>>> 
 /// switches at its second allocation.
 #[inline]
 pub(crate) fn second_miss(arena: u64) -> bool {
-    MAGAZINE
-        .try_with(|m| m.missed.replace(arena) == arena)
-        .unwrap_or(false)
+    MAGAZINE.with(|m| m.missed.replace(arena) == arena)
 }
 
 /// Takes the lowest of `bits` (free bits of `page`, of arena `arena`) and caches the
@@ -179,9 +314,8 @@ pub(crate) unsafe fn refill<T>(
         bits: rest,
         give_back: Some(give_back_to::<T> as GiveBack),
     };
-    let old = MAGAZINE.try_with(|m| m.replace(arena, new));
-    if let Ok(old) = old {
-        old.give_back();
+    if armed() {
+        MAGAZINE.with(|m| m.replace(arena, new)).give_back();
     } else if rest != 0 {
         // SAFETY: the caller's bits of a live page; the one taken below keeps the page
         // alive through this call.
@@ -195,14 +329,13 @@ pub(crate) unsafe fn refill<T>(
 /// Gives back this thread's cached bits if they are arena `arena`'s: before the arena
 /// counts its free slots, shrinks, or is dropped.
 pub(crate) fn flush(arena: u64) {
-    let old = MAGAZINE.try_with(|m| {
-        if m.arena.get() == arena {
-            m.replace(0, Cached::EMPTY)
-        } else {
-            Cached::EMPTY
-        }
-    });
-    if let Ok(old) = old {
-        old.give_back();
-    }
+    MAGAZINE
+        .with(|m| {
+            if m.arena.get() == arena {
+                m.replace(0, Cached::EMPTY)
+            } else {
+                Cached::EMPTY
+            }
+        })
+        .give_back();
 }

@@ -9,7 +9,9 @@
 //! page it is filling. Dropping a handle drops the value and sets its bit in the page
 //! word: a plain `or` for a [`Pool`], one `Release` read-modify-write (`fetch_add` of
 //! the clear bit: one `lock xadd` on x86) for an [`Arena`] or [`SharedArena`], so any
-//! thread may drop it. When the pool's copy runs out it takes
+//! thread may drop it; but a thread that allocates from the page keeps it in a
+//! thread-local *magazine*, and the values it drops itself go there with a plain `or`.
+//! When the pool's copy runs out it takes
 //! the page word's bits back (`Acquire`), then looks at its other pages, and grows by
 //! half its size only when they are nearly full.
 //!
@@ -18,10 +20,12 @@
 //! free and orphaned", with one read-modify-write, frees the page).
 //!
 //! A [`SharedArena`] keeps that copy per thread: a thread that keeps allocating from it
-//! takes a page's free bits into a thread-local magazine, so its allocations need no
-//! lock. Slots in another thread's magazine count as used, and keep their page (at most
-//! one per thread) until that thread gives them back: when it allocates from another
-//! `SharedArena`, asks this one for `stats`, `len` or `shrink_to_fit`, drops it, or exits.
+//! takes a page's free bits into its magazine, so its allocations need no lock. An
+//! [`Arena`] keeps its copy itself, pins its page in its thread's magazine with one free
+//! slot, and takes the slots released there back when its copy runs out. Slots in
+//! another thread's magazine count as used, and keep their page (at most one per
+//! thread) until that thread gives them back: when it allocates from another arena,
+//! asks this one for `stats`, `len` or `shrink_to_fit`, drops it, or exits.
 //!
 //! | pool | allocate from | handles | `Send` / `Sync` |
 //! |---|---|---|---|

@@ -377,8 +377,9 @@ impl<T, W: Word> Page<T, W> {
         (page, idx)
     }
 
-    /// Marks `slot` free: one `Release` RMW on the page word. If the pool is gone and this
-    /// was the last slot in use, frees the page.
+    /// Marks `slot` free: into this thread's magazine if it holds free slots of the same
+    /// page (a plain `or`, see `magazine.rs`), else one `Release` RMW on the page word.
+    /// If the pool is gone and this was the last slot in use, frees the page.
     ///
     /// # Safety
     /// - `slot` belongs to a live page, its value is dropped or was never initialised,
@@ -388,6 +389,12 @@ impl<T, W: Word> Page<T, W> {
         // SAFETY: forwarded from the caller.
         let (page, idx) = unsafe { Self::of(slot) };
         let bit = 1u64 << idx;
+        // SAFETY: `W::ATOMIC` pages are `Page<T, AtomicU64>`; the slot is released (its
+        // value gone) and the caller gives it up.
+        #[cfg(all(feature = "std", not(loom)))]
+        if W::ATOMIC && unsafe { super::magazine::keep(page.cast(), bit) } {
+            return;
+        }
         // SAFETY: the page is live: this slot is still in use, and an orphaned page is
         // only freed once every slot has been released.
         let old = unsafe { Self::word(page) }.or_release(bit);

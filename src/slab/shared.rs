@@ -10,8 +10,8 @@
 //! With `std`, a thread does not lock a shard per value: from its second allocation in a
 //! row from one arena, it takes every free bit the shard has cached for one page (up to
 //! 63 slots) into its own magazine (`magazine.rs`) and allocates from there with no lock
-//! and no atomic instruction, like a `Pool`. The shard's lock is taken once per
-//! magazine-full. An arena's first allocation on a thread (after the thread allocated
+//! and no atomic instruction, like a `Pool`; the values it drops itself go back there,
+//! with no atomic instruction either. The shard's lock is taken once per magazine-full. An arena's first allocation on a thread (after the thread allocated
 //! from another arena) takes one slot under the lock, so a short-lived arena, or two
 //! arenas used in turn, do not make threads swap magazines at every allocation. Without
 //! `std` (no thread-locals), and in the loom models, every allocation takes the lock.
@@ -52,7 +52,8 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 ///
 /// A thread that keeps allocating from the arena takes free slots a page at a time (up
 /// to 63) into a thread-local magazine and allocates from it without a lock or an
-/// atomic instruction; releasing is one atomic instruction on any thread. A thread
+/// atomic instruction; releasing is one atomic instruction on any thread, or none on a
+/// thread whose magazine holds the value's page (the slot joins the magazine). A thread
 /// gives its cached slots back when it allocates from another `SharedArena`, calls
 /// [`stats`](Self::stats), [`len`](Self::len) or [`shrink_to_fit`](Self::shrink_to_fit)
 /// on this one, drops it, or exits. Until then they count as used, and their page stays
@@ -596,7 +597,7 @@ impl<T> SharedArena<T> {
 
     /// `(used, free)` slots, like `shared_arena`'s `stats`: a snapshot, since other
     /// threads may allocate and release meanwhile. Visits every page. Slots that other
-    /// threads hold in their magazines for their next allocations (at most 62 per
+    /// threads hold in their magazines for their next allocations (at most 63 per
     /// thread) count as used; the calling thread's are given back first.
     ///
     /// ```
