@@ -56,10 +56,6 @@ use crate::sync::AtomicU64;
 pub struct Arena<T> {
     /// Only ever borrowed inside one method call, never across user code.
     heap: UnsafeCell<Heap<T, AtomicU64>>,
-    /// This arena's identity in the threads' magazines (`magazine.rs`); 0 until its
-    /// first page is adopted by one.
-    #[cfg(all(feature = "std", not(loom)))]
-    id: core::cell::Cell<u64>,
     /// The arena makes `T`s; `!Sync` comes from the `UnsafeCell`.
     _values: PhantomData<T>,
 }
@@ -80,8 +76,6 @@ impl<T> Arena<T> {
     pub const fn new() -> Self {
         Arena {
             heap: UnsafeCell::new(Heap::new()),
-            #[cfg(all(feature = "std", not(loom)))]
-            id: core::cell::Cell::new(0),
             _values: PhantomData,
         }
     }
@@ -110,8 +104,6 @@ impl<T> Arena<T> {
     pub fn try_with_capacity(cap: usize) -> Result<Self, AllocError> {
         Ok(Arena {
             heap: UnsafeCell::new(Heap::with_capacity(cap)?),
-            #[cfg(all(feature = "std", not(loom)))]
-            id: core::cell::Cell::new(0),
             _values: PhantomData,
         })
     }
@@ -142,10 +134,9 @@ impl<T> Arena<T> {
     fn refill(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
         #[cfg(all(feature = "std", not(loom)))]
         {
-            let id = self.id();
             self.heap(|h| {
                 if let Some(page) = h.current() {
-                    let bits = magazine::take_released(id, page.cast());
+                    let bits = magazine::take_released(page.cast());
                     if bits != 0 {
                         // SAFETY: free slots of the current page, which the magazine
                         // just gave up to us.
@@ -157,11 +148,11 @@ impl<T> Arena<T> {
                 }
                 let slot = h.take_slow(&System)?;
                 if let Some(page) = h.current() {
-                    if !magazine::holds(id, page.cast()) {
+                    if !magazine::holds(page.cast()) {
                         let pin = h.take_lowest();
                         // SAFETY: `page` is this arena's live current page and `pin` a
                         // free bit of it that the heap just gave up to us.
-                        if pin != 0 && !unsafe { magazine::adopt(id, page, pin) } {
+                        if pin != 0 && !unsafe { magazine::adopt(page, pin) } {
                             // SAFETY: not taken: the bit is still ours, of the current page.
                             unsafe { h.add_local(pin) };
                         }
@@ -174,23 +165,12 @@ impl<T> Arena<T> {
         self.heap(|h| h.take_slow(&System))
     }
 
-    /// This arena's identity in the threads' magazines, given on first use.
-    #[cfg(all(feature = "std", not(loom)))]
-    fn id(&self) -> u64 {
-        if self.id.get() == 0 {
-            self.id.set(magazine::new_arena_id());
-        }
-        self.id.get()
-    }
-
     /// Gives back this thread's magazine's slots of this arena, so that a count, a
     /// shrink or the arena's drop sees them as free.
     #[inline]
     fn flush_magazine(&self) {
         #[cfg(all(feature = "std", not(loom)))]
-        if self.id.get() != 0 {
-            magazine::flush(self.id.get());
-        }
+        self.heap(|h| magazine::flush_arena(|page| h.lists(page.cast())));
     }
 
     #[inline(always)]

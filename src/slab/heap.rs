@@ -163,6 +163,12 @@ impl<T, W: Word> Heap<T, W> {
         self.current
     }
 
+    /// Whether `page` is one of the heap's.
+    #[cfg(all(feature = "std", not(loom)))]
+    pub(crate) fn lists(&self, page: NonNull<Page<T, W>>) -> bool {
+        self.pages.contains(&page)
+    }
+
     /// Adds `bits` to the cached free bits of the current page.
     ///
     /// # Safety

@@ -231,28 +231,33 @@ pub(crate) unsafe fn keep(page: NonNull<()>, bit: u64) -> bool {
     })
 }
 
+/// The `arena` of a page an [`Arena`](super::Arena) adopted. Arenas need no identity of
+/// their own: their pages are told apart by address (a magazine's page is live, so no
+/// other page has its address). `SharedArena` ids count up from 1 and never get here.
+const ARENA: u64 = u64::MAX;
+
 /// For an [`Arena`](super::Arena) whose copy of `page`'s free bits ran out: the slots
 /// of `page` this thread released into its magazine (see [`keep`]), if the magazine
-/// holds that page for arena `arena`. The pin stays, so that releases keep coming here,
-/// unless it is all there is: then the magazine lets go of the page and the pin is
-/// returned, so that a pin never makes an arena take another page. The caller now holds
-/// the bits returned (0 if none).
+/// holds that page. The pin stays, so that releases keep coming here, unless it is all
+/// there is: then the magazine lets go of the page and the pin is returned, so that a
+/// pin never makes an arena take another page. The caller now holds the bits returned
+/// (0 if none).
 #[inline]
-pub(crate) fn take_released(arena: u64, page: NonNull<()>) -> u64 {
+pub(crate) fn take_released(page: NonNull<()>) -> u64 {
     MAGAZINE.with(|m| {
-        if m.arena.get() != arena || m.page.get() != page.as_ptr() {
+        if m.page.get() != page.as_ptr() {
             return 0;
         }
         // An arena's page is adopted with its pin alone: `take` is `SharedArena`'s.
-        debug_assert_eq!(m.bits.get(), 0, "an arena's page with bits to hand out");
+        debug_assert!(m.arena.get() == ARENA && m.bits.get() == 0);
         m.next_bits().unwrap_or(0)
     })
 }
 
-/// Whether this thread's magazine holds `page` for arena `arena`.
+/// Whether this thread's magazine holds `page`.
 #[inline]
-pub(crate) fn holds(arena: u64, page: NonNull<()>) -> bool {
-    MAGAZINE.with(|m| m.arena.get() == arena && m.page.get() == page.as_ptr())
+pub(crate) fn holds(page: NonNull<()>) -> bool {
+    MAGAZINE.with(|m| m.page.get() == page.as_ptr())
 }
 
 /// An [`Arena`](super::Arena) adopts `page`, its current page: the magazine takes the
@@ -261,9 +266,9 @@ pub(crate) fn holds(arena: u64, page: NonNull<()>) -> bool {
 /// then the caller keeps `pin`.
 ///
 /// # Safety
-/// - `page` is a live `Page<T, AtomicU64>` of the arena `arena`; `pin` is one free bit
-///   of it that the caller holds and gives up (on `true`).
-pub(crate) unsafe fn adopt<T>(arena: u64, page: NonNull<Page<T, AtomicU64>>, pin: u64) -> bool {
+/// - `page` is a live `Page<T, AtomicU64>` of an `Arena`; `pin` is one free bit of it
+///   that the caller holds and gives up (on `true`).
+pub(crate) unsafe fn adopt<T>(page: NonNull<Page<T, AtomicU64>>, pin: u64) -> bool {
     debug_assert!(
         pin != 0 && pin & (pin - 1) == 0,
         "a pin is one bit: {pin:#x}"
@@ -276,8 +281,20 @@ pub(crate) unsafe fn adopt<T>(arena: u64, page: NonNull<Page<T, AtomicU64>>, pin
     if !armed() {
         return false;
     }
-    MAGAZINE.with(|m| m.replace(arena, new)).give_back();
+    MAGAZINE.with(|m| m.replace(ARENA, new)).give_back();
     true
+}
+
+/// Gives back this thread's cached bits if they are of a page an
+/// [`Arena`](super::Arena) adopted and `ours` says it is one of the caller's: before the
+/// arena counts its free slots, shrinks, or is dropped.
+pub(crate) fn flush_arena(ours: impl FnOnce(NonNull<()>) -> bool) {
+    MAGAZINE
+        .with(|m| match NonNull::new(m.page.get()) {
+            Some(page) if m.arena.get() == ARENA && ours(page) => m.replace(0, Cached::EMPTY),
+            _ => Cached::EMPTY,
+        })
+        .give_back();
 }
 
 /// Called when an allocation from arena `arena` finds no slot in the magazine: whether
