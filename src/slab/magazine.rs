@@ -44,17 +44,18 @@ type GiveBack = unsafe fn(NonNull<()>, u64);
 ///
 /// Invariants:
 /// - `page` null (empty): `arena == 0` and `pin`, `bits`, `released` are 0.
-/// - `page` not null: it is a live page of the arena with identity `arena`, of
-///   element type `T` where `give_back` is `give_back_to::<T>`; `pin` is one free bit of
-///   it, and `bits` and `released` are free bits of it, the three disjoint subsets of
-///   `ALL_FREE`, and no one else (page word, heap, handle, other magazine) holds them.
+/// - `page` not null: it is a live page of the `SharedArena` with identity `arena` (or,
+///   with `arena == ARENA`, of an `Arena`), of element type `T` where `give_back` is
+///   `give_back_to::<T>`; `pin` is one free bit of it, and `bits` and `released` are
+///   free bits of it, the three disjoint subsets of `ALL_FREE`, and no one else (page
+///   word, heap, handle, other magazine) holds them.
 ///
 /// The pin keeps the page alive while the magazine names it, so a slot whose page is at
 /// the address `page` is a slot of this page; it is handed out last, as the magazine
-/// lets go of the page ([`Magazine::next_bits`]). `bits` are handed
-/// out by `take`; `released` collects the slots this thread releases (see [`keep`]).
-/// They are separate words so that an allocate-and-drop loop does not chain every
-/// allocation's store to the next release's load through one word.
+/// lets go of the page ([`Magazine::next_bits`]). `bits` are handed out by `take`;
+/// `released` collects the slots this thread releases (see [`keep`]). They are separate
+/// words so that an allocate-and-drop loop does not chain every allocation's store to
+/// the next release's load through one word.
 struct Magazine {
     arena: Cell<u64>,
     /// A raw pointer, null when empty: a release compares it with one instruction.
