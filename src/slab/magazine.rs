@@ -290,12 +290,7 @@ pub(crate) unsafe fn adopt<T>(page: NonNull<Page<T, AtomicU64>>, pin: u64) -> bo
 /// [`Arena`](super::Arena) adopted and `ours` says it is one of the caller's: before the
 /// arena counts its free slots, shrinks, or is dropped.
 pub(crate) fn flush_arena(ours: impl FnOnce(NonNull<()>) -> bool) {
-    MAGAZINE
-        .with(|m| match NonNull::new(m.page.get()) {
-            Some(page) if m.arena.get() == ARENA && ours(page) => m.replace(0, Cached::EMPTY),
-            _ => Cached::EMPTY,
-        })
-        .give_back();
+    flush_if(|arena, page| arena == ARENA && ours(page));
 }
 
 /// Called when an allocation from arena `arena` finds no slot in the magazine: whether
@@ -347,13 +342,16 @@ pub(crate) unsafe fn refill<T>(
 /// Gives back this thread's cached bits if they are arena `arena`'s: before the arena
 /// counts its free slots, shrinks, or is dropped.
 pub(crate) fn flush(arena: u64) {
+    flush_if(|held, _| held == arena);
+}
+
+/// Gives back this thread's cached bits if `mine(arena, page)` says they are the
+/// caller's (never asked of an empty magazine).
+fn flush_if(mine: impl FnOnce(u64, NonNull<()>) -> bool) {
     MAGAZINE
-        .with(|m| {
-            if m.arena.get() == arena {
-                m.replace(0, Cached::EMPTY)
-            } else {
-                Cached::EMPTY
-            }
+        .with(|m| match NonNull::new(m.page.get()) {
+            Some(page) if mine(m.arena.get(), page) => m.replace(0, Cached::EMPTY),
+            _ => Cached::EMPTY,
         })
         .give_back();
 }
