@@ -377,8 +377,8 @@ impl<T, W: Word> Page<T, W> {
         (page, idx)
     }
 
-    /// Marks `slot` free: into this thread's magazine if it holds free slots of the same
-    /// page (a plain `or`, see `magazine.rs`), else one `Release` RMW on the page word.
+    /// Marks `slot` free: into this thread's magazine if it holds the slot's page (a plain
+    /// `or`, see `magazine.rs`), else one `Release` RMW on the page word.
     /// If the pool is gone and this was the last slot in use, frees the page.
     ///
     /// # Safety

@@ -11,8 +11,9 @@
 //! row from one arena, it takes every free bit the shard has cached for one page (up to
 //! 63 slots) into its own magazine (`magazine.rs`) and allocates from there with no lock
 //! and no atomic instruction, like a `Pool`; the values it drops itself go back there,
-//! with no atomic instruction either. The shard's lock is taken once per magazine-full. An arena's first allocation on a thread (after the thread allocated
-//! from another arena) takes one slot under the lock, so a short-lived arena, or two
+//! with no atomic instruction either. The shard's lock is taken once per magazine-full.
+//! An arena's first allocation on a thread (after the thread allocated from another
+//! arena) takes one slot under the lock, so a short-lived arena, or two
 //! arenas used in turn, do not make threads swap magazines at every allocation. Without
 //! `std` (no thread-locals), and in the loom models, every allocation takes the lock.
 //!
@@ -54,7 +55,7 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// to 63) into a thread-local magazine and allocates from it without a lock or an
 /// atomic instruction; releasing is one atomic instruction on any thread, or none on a
 /// thread whose magazine holds the value's page (the slot joins the magazine). A thread
-/// gives its cached slots back when it allocates from another `SharedArena`, calls
+/// gives its cached slots back when it allocates from another arena, calls
 /// [`stats`](Self::stats), [`len`](Self::len) or [`shrink_to_fit`](Self::shrink_to_fit)
 /// on this one, drops it, or exits. Until then they count as used, and their page stays
 /// allocated even after the arena is dropped: at most one page per thread.
