@@ -283,6 +283,125 @@ impl api02::Subject for RmRef {
     fn reset(&mut self) {}
 }
 
+/// The control: a bump pointer over one preallocated 1 MiB block, with nothing else (no
+/// chunks, headers, counts or growth by blocks); freeing or resizing the latest block
+/// moves the pointer back or on, the reset empties the block. Its state sits behind a
+/// reference, like every competitor's, so it is the floor of these loops: what is left
+/// when allocation costs as little as it can. Not an allocator anyone could use (it
+/// fails once the block is full), so it has no column in the bars.
+pub struct Control {
+    block: Box<[std::mem::MaybeUninit<u8>]>,
+    cur: std::cell::Cell<usize>,
+}
+
+impl Control {
+    /// Bytes in the block: the largest row (the warm-up's 65,535 × 4 bytes, or a `Vec`
+    /// of 17,453 `usize`s at its doubled capacity, grown in place) fits.
+    const BYTES: usize = 1 << 20;
+
+    fn new() -> Self {
+        Control {
+            block: Box::new_uninit_slice(Self::BYTES),
+            cur: std::cell::Cell::new(0),
+        }
+    }
+
+    fn base(&self) -> *mut u8 {
+        self.block.as_ptr() as *mut u8
+    }
+
+    /// The offset of `ptr` if it is the latest block of `size` bytes.
+    fn latest(&self, ptr: std::ptr::NonNull<u8>, size: usize) -> Option<usize> {
+        let off = ptr.as_ptr() as usize - self.base() as usize;
+        (off + size == self.cur.get()).then_some(off)
+    }
+}
+
+// SAFETY: blocks are disjoint ranges of `block` (the pointer only moves back over the
+// latest block, which its owner gives up or resizes), valid until deallocated or reset
+// (`reset` takes `&mut self`, so no block is alive then), and `block` lives as long as
+// the allocator.
+unsafe impl allocator_api2_02::alloc::Allocator for Control {
+    #[inline]
+    fn allocate(
+        &self,
+        l: allocator_api2_02::alloc::Layout,
+    ) -> Result<std::ptr::NonNull<[u8]>, allocator_api2_02::alloc::AllocError> {
+        let base = self.base() as usize;
+        let start = (base + self.cur.get() + l.align() - 1) & !(l.align() - 1);
+        let end = start - base + l.size();
+        if end > Self::BYTES {
+            return Err(allocator_api2_02::alloc::AllocError);
+        }
+        self.cur.set(end);
+        let p = self.base().wrapping_add(start - base);
+        // SAFETY: inside the block (checked above), so not null.
+        let p = unsafe { std::ptr::NonNull::new_unchecked(p) };
+        Ok(std::ptr::NonNull::slice_from_raw_parts(p, l.size()))
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: std::ptr::NonNull<u8>, l: allocator_api2_02::alloc::Layout) {
+        if let Some(off) = self.latest(ptr, l.size()) {
+            self.cur.set(off);
+        }
+    }
+
+    #[inline]
+    unsafe fn grow(
+        &self,
+        ptr: std::ptr::NonNull<u8>,
+        old: allocator_api2_02::alloc::Layout,
+        new: allocator_api2_02::alloc::Layout,
+    ) -> Result<std::ptr::NonNull<[u8]>, allocator_api2_02::alloc::AllocError> {
+        match self.latest(ptr, old.size()) {
+            Some(off)
+                if off + new.size() <= Self::BYTES
+                    && ptr.as_ptr() as usize & (new.align() - 1) == 0 =>
+            {
+                self.cur.set(off + new.size());
+                Ok(std::ptr::NonNull::slice_from_raw_parts(ptr, new.size()))
+            }
+            _ => {
+                let p = self.allocate(new)?;
+                // SAFETY: the old block holds `old.size()` bytes and the new one is
+                // distinct and at least as long (the `grow` contract).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(ptr.as_ptr(), p.as_ptr().cast(), old.size());
+                    self.deallocate(ptr, old);
+                }
+                Ok(p)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn shrink(
+        &self,
+        ptr: std::ptr::NonNull<u8>,
+        old: allocator_api2_02::alloc::Layout,
+        new: allocator_api2_02::alloc::Layout,
+    ) -> Result<std::ptr::NonNull<[u8]>, allocator_api2_02::alloc::AllocError> {
+        if ptr.as_ptr() as usize & (new.align() - 1) != 0 {
+            return Err(allocator_api2_02::alloc::AllocError);
+        }
+        if let Some(off) = self.latest(ptr, old.size()) {
+            self.cur.set(off + new.size());
+        }
+        Ok(std::ptr::NonNull::slice_from_raw_parts(ptr, new.size()))
+    }
+}
+
+impl api02::Subject for Control {
+    type A<'a> = &'a Control;
+    fn alloc(&self) -> Self::A<'_> {
+        self
+    }
+    fn reset(&mut self) {
+        self.cur.set(0);
+    }
+}
+
 fn r02<'a, S: api02::Subject + 'a>(name: &str, mut s: S, case: Case) -> Runner<'a> {
     let mut ptrs = Vec::with_capacity(WARM_UP);
     (
@@ -318,6 +437,7 @@ pub fn columns() -> Vec<String> {
             "ring_alloc::OneRingAlloc",
             "bumpalo::Bump",
             "blink_alloc::BlinkAlloc",
+            "control",
         ]
         .map(String::from),
     );
@@ -362,6 +482,7 @@ fn runners<'a>(case: Case) -> Vec<Runner<'a>> {
             Blink(blink_alloc::BlinkAlloc::new()),
             case,
         ),
+        r02("control", Control::new(), case),
     ]);
     debug_assert_eq!(r.iter().map(|x| x.0.clone()).collect::<Vec<_>>(), columns());
     r
@@ -421,6 +542,9 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         "`bumpalo::Bump` needs nightly in ring-alloc's bench; here it runs on stable through bumpalo's `allocator-api2` feature. \
          `BlinkAlloc` implements allocator-api2 0.4, the others 0.2: the same loop code is instantiated for both."
             .into(),
+        "`control`: the floor, not an allocator to use: a bump pointer over one preallocated 1 MiB block, with no chunks, headers \
+         or growth (freeing or resizing the latest block moves the pointer back or on; the reset empties the block), behind a \
+         reference like every column.".into(),
         "`mimalloc`: an allocator-api2 handle calling `mimalloc::MiMalloc`'s `GlobalAlloc` methods (grow = `realloc`).".into(),
         "ringmem (allocator-api2 0.2): `ringmem::RingAlloc::new()` (1 MiB blocks, grows by blocks; in the warm-up replaced by a new \
          one at each reset, as ring-alloc's `RingAlloc`), `ringmem::OneRingAlloc` (this thread's ring: 1 MiB, heap when full; no reset), \
