@@ -18,6 +18,10 @@ pub struct Config {
     pub cores: usize,
     /// Whether to add the peak-RSS tables (children processes; `--no-rss` turns them off).
     pub rss: bool,
+    /// With `--procs N` (N > 0), the rows that take nanoseconds with a small working set
+    /// (ring-alloc's, shared-arena's allocate + drop and churn) time every cell in N
+    /// child processes instead of `reps` runs in this one: see [`measure_in_children`].
+    pub procs: usize,
 }
 
 impl Config {
@@ -127,6 +131,86 @@ pub fn measure(reps: usize, per: f64, runners: &mut [Runner<'_>]) -> Vec<Option<
             })
         })
         .collect()
+}
+
+/// [`measure`] across processes: runs row `row` of `scenario` for each of `cols`
+/// competitors in `procs` child processes (this executable with `--rss-child`), one
+/// timed run per process after an untimed one, interleaved (each round runs every competitor, starting from a
+/// different one), and divides times by `per`. Each process lays out its heap and stack
+/// anew (address-space randomisation), which moves rows of a few nanoseconds by up to
+/// 20 % between processes of the same binary, two modes apart; one process's
+/// repetitions all see the same layout, so their median hides that spread. A competitor
+/// whose child fails gets no stats.
+pub fn measure_in_children(
+    cfg: &Config,
+    scenario: &str,
+    row: usize,
+    cols: usize,
+    procs: usize,
+    per: f64,
+) -> Vec<Option<Stats>> {
+    let mut secs: Vec<Vec<f64>> = vec![Vec::with_capacity(procs); cols];
+    for round in 0..procs {
+        for k in 0..cols {
+            let col = (round + k) % cols;
+            if let Some(t) = child_time(cfg, scenario, row, col) {
+                secs[col].push(t / per);
+            }
+        }
+    }
+    secs.into_iter()
+        .map(|mut v| {
+            if v.is_empty() {
+                return None;
+            }
+            v.sort_by(f64::total_cmp);
+            Some(Stats {
+                median: median(&v),
+                min: v[0],
+                max: v[v.len() - 1],
+                waits: 0,
+            })
+        })
+        .collect()
+}
+
+/// One run of row `row`, column `col` of `scenario` in a child process, after an
+/// untimed one (a fresh process first touches its heap's memory): its time in seconds.
+fn child_time(cfg: &Config, scenario: &str, row: usize, col: usize) -> Option<f64> {
+    child_output(cfg, scenario, row, col, &["--warm"])?
+        .lines()
+        .find_map(|l| l.strip_prefix("time "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// What the child running row `row`, column `col` of `scenario` (with `extra`
+/// arguments) printed, if it succeeded.
+fn child_output(
+    cfg: &Config,
+    scenario: &str,
+    row: usize,
+    col: usize,
+    extra: &[&str],
+) -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .args([
+            "--rss-child",
+            scenario,
+            &row.to_string(),
+            &col.to_string(),
+            cfg.mode,
+        ])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8(out.stdout).ok()
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -417,23 +501,8 @@ pub fn peak_rss_mib() -> Option<f64> {
 /// executable with `--rss-child`) and returns the child's peak RSS in MiB. `col` =
 /// `usize::MAX` runs nothing: the baseline of an idle child.
 pub fn rss_child(cfg: &Config, scenario: &str, row: usize, col: usize) -> Option<f64> {
-    let exe = std::env::current_exe().ok()?;
-    let out = std::process::Command::new(exe)
-        .args([
-            "--rss-child",
-            scenario,
-            &row.to_string(),
-            &col.to_string(),
-            cfg.mode,
-        ])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let line = String::from_utf8(out.stdout).ok()?;
-    line.lines()
+    child_output(cfg, scenario, row, col, &[])?
+        .lines()
         .find_map(|l| l.strip_prefix("rss "))?
         .trim()
         .parse()

@@ -43,14 +43,16 @@ const SCENARIOS: [(&str, Scenario); 6] = [
 type Child = fn(&Config, usize, usize) -> Option<harness::Sample>;
 
 /// The scenarios that have peak-RSS tables.
-const CHILDREN: [(&str, Child); 4] = [
+const CHILDREN: [(&str, Child); 5] = [
     ("ringal-fixed", ringal_fixed::child_fixed),
     ("ringal-ext", ringal_fixed::child_ext),
     ("buffer-sv2", buffer_sv2::child),
     ("ring-alloc", ring_alloc::child),
+    ("shared-arena", shared_arena::child),
 ];
 
-/// `--rss-child SCENARIO ROW COL MODE`: runs one case once and prints `rss <VmHWM MiB>`.
+/// `--rss-child SCENARIO ROW COL MODE [--warm]`: runs one case once (twice with `--warm`,
+/// the first run untimed) and prints `rss <VmHWM MiB>` and `time <seconds>`.
 fn rss_child(mut args: impl Iterator<Item = String>) -> ! {
     let scenario = args.next().unwrap_or_else(|| usage());
     let row: usize = args
@@ -62,26 +64,42 @@ fn rss_child(mut args: impl Iterator<Item = String>) -> ! {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| usage());
     let full = args.next().is_some_and(|m| m == "--full");
+    // `--warm`: run the case once untimed first (a fresh process's first run pays for
+    // its heap's first touch of the memory, which a long-running program does not).
+    let warm = args.next().is_some_and(|m| m == "--warm");
     let cfg = Config {
         scale: if full { 1.0 } else { QUICK_SCALE },
         reps: 1,
         mode: if full { "--full" } else { "--quick" },
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         rss: false,
+        procs: 0,
     };
     let Some(&(_, child)) = CHILDREN.iter().find(|c| c.0 == scenario) else {
         usage()
     };
-    let ran = col == usize::MAX || child(&cfg, row, col).is_some();
+    let sample = if col == usize::MAX {
+        None
+    } else if warm {
+        child(&cfg, row, col).and_then(|_| child(&cfg, row, col))
+    } else {
+        child(&cfg, row, col)
+    };
+    let ran = col == usize::MAX || sample.is_some();
     if ran {
         println!("rss {:.2}", harness::peak_rss_mib().unwrap_or(0.0));
+    }
+    if let Some(s) = sample {
+        // The run's time, for comparing competitors across processes (each process
+        // lays out its stack and heap anew, which moves the small rows by up to 20 %).
+        println!("time {:.9}", s.time.as_secs_f64());
     }
     std::process::exit(if ran { 0 } else { 1 })
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: ringmem-bench [--quick | --full] [--reps N] [--only SCENARIO[,SCENARIO]] [--out DIR] [--no-rss] [--no-charts]\n\
+        "usage: ringmem-bench [--quick | --full] [--reps N] [--procs N] [--only SCENARIO[,SCENARIO]] [--out DIR] [--no-rss] [--no-charts]\n\
          scenarios: {}",
         SCENARIOS.map(|s| s.0).join(", ")
     );
@@ -95,6 +113,7 @@ fn main() {
     let mut out = None;
     let mut rss = true;
     let mut charts = true;
+    let mut procs = 0;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -104,6 +123,12 @@ fn main() {
             "--quick" => full = false,
             "--full" => full = true,
             "--reps" => reps = args.next().and_then(|s| s.parse().ok()).or_else(|| usage()),
+            "--procs" => {
+                procs = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_else(|| usage())
+            }
             "--only" => only.extend(
                 args.next()
                     .unwrap_or_else(|| usage())
@@ -127,6 +152,7 @@ fn main() {
         mode: if full { "--full" } else { "--quick" },
         cores,
         rss,
+        procs,
     };
     let started = Instant::now();
     let header = format!(
@@ -135,7 +161,14 @@ fn main() {
         env!("CARGO_PKG_VERSION"),
         cfg.mode,
         cfg.factor(),
-        cfg.reps,
+        if procs > 0 {
+            format!(
+                "{} (ring-alloc, and shared-arena's allocate + drop and churn: {procs} child processes per cell instead)",
+                cfg.reps
+            )
+        } else {
+            cfg.reps.to_string()
+        },
         cfg.cores,
         std::fs::read_to_string("/proc/loadavg")
             .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -193,6 +226,9 @@ fn main() {
     }
     if !only.is_empty() {
         flags.push(format!("--only {}", only.join(",")));
+    }
+    if procs > 0 {
+        flags.push(format!("--procs {procs}"));
     }
     if !rss {
         flags.push("--no-rss".into());

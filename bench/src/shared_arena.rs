@@ -13,7 +13,10 @@ use std::cell::Cell;
 use std::hint::black_box;
 use std::time::Instant;
 
-use crate::harness::{measure, thousands, Config, Mi, Rng, Row, Runner, Sample, Table, Unit};
+use crate::harness::{
+    measure, measure_in_children, thousands, Config, Mi, Rng, Row, Runner, Sample, Stats, Table,
+    Unit,
+};
 
 /// A small object like shared_arena's bench struct (three words).
 #[derive(Clone, Copy, Debug)]
@@ -300,6 +303,57 @@ fn runners<'a>(case: Case, cap: usize) -> Vec<Runner<'a>> {
     r
 }
 
+/// The per-object rows come first in [`cases`]: this many.
+const PER_OBJECT: usize = 3;
+
+/// Every row of both tables, in order: label, case, the capacity its allocators are
+/// made with, and the divisor of a run's time.
+fn cases(cfg: &Config) -> Vec<(String, Case, usize, f64)> {
+    let k = cfg.scaled(2_000_000, 200_000);
+    let mut rows: Vec<(String, Case, usize, f64)> = [
+        (
+            "SingleAlloc (published: allocation only, drops untimed)",
+            Case::AllocOnly(k),
+        ),
+        ("allocate + drop one object", Case::AllocDrop(k)),
+        ("churn: 1,024 alive, replace at random", Case::Churn(k)),
+    ]
+    .into_iter()
+    .map(|(label, case)| (label.to_string(), case, k, k as f64))
+    .collect();
+    let ns: Vec<usize> = if cfg.scale >= 1.0 {
+        (0..=10).map(|i| (i * 10_000).max(1)).collect()
+    } else {
+        vec![1, 10_000, 50_000, 100_000]
+    };
+    rows.extend(
+        ns.into_iter()
+            .map(|n| (thousands(n), Case::Fresh(n), n, 1.0)),
+    );
+    rows
+}
+
+/// One run of row `row` (of [`cases`]), column `col`, in a child process.
+pub fn child(cfg: &Config, row: usize, col: usize) -> Option<Sample> {
+    let (_, case, cap, _) = *cases(cfg).get(row)?;
+    let mut r = runners(case, cap);
+    (r.get_mut(col)?.1)()
+}
+
+/// The cells of row `row` (of [`cases`]): in this process, or with `--procs` in child
+/// processes for the rows whose memory stays warm in a short-lived process (allocate +
+/// drop, churn). SingleAlloc (2,000,000 objects) and Benchmark/n (fresh allocators)
+/// first-touch tens of megabytes that a fresh process gets from the kernel, page fault
+/// by page fault, where a long-running one reuses its heap: in child processes they
+/// took twice their in-process time, and stay in this process.
+fn timings(cfg: &Config, row: usize, case: Case, cap: usize, per: f64) -> Vec<Option<Stats>> {
+    if cfg.procs > 0 && matches!(case, Case::AllocDrop(_) | Case::Churn(_)) {
+        measure_in_children(cfg, "shared-arena", row, columns().len(), cfg.procs, per)
+    } else {
+        measure(cfg.reps, per, &mut runners(case, cap))
+    }
+}
+
 /// Scenario 3: two tables, per-object costs and the published n-curve.
 pub fn run(cfg: &Config) -> Vec<Table> {
     let k = cfg.scaled(2_000_000, 200_000);
@@ -313,18 +367,12 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         Unit::Auto,
     )
     .baseline("Box (glibc)");
-    for (label, case) in [
-        (
-            "SingleAlloc (published: allocation only, drops untimed)",
-            Case::AllocOnly(k),
-        ),
-        ("allocate + drop one object", Case::AllocDrop(k)),
-        ("churn: 1,024 alive, replace at random", Case::Churn(k)),
-    ] {
+    let all = cases(cfg);
+    for (row, (label, case, cap, per)) in all.iter().cloned().enumerate().take(PER_OBJECT) {
         eprintln!("  shared_arena: {label}");
-        let stats = measure(cfg.reps, k as f64, &mut runners(case, k));
+        let stats = timings(cfg, row, case, cap, per);
         per_obj.rows.push(Row {
-            params: vec![label.into()],
+            params: vec![label],
             cells: stats,
         });
     }
@@ -337,15 +385,17 @@ pub fn run(cfg: &Config) -> Vec<Table> {
          (no allocator): one slot in allocate + drop, 1,024 in churn, one per object in SingleAlloc."
             .into(),
     ];
+    if cfg.procs > 0 {
+        per_obj.notes.push(format!(
+            "allocate + drop and churn: {} child processes per cell, one timed run each after an untimed one (median and min–max \
+             over the processes); SingleAlloc: {} repetitions in this process.",
+            cfg.procs, cfg.reps
+        ));
+    }
     if !cfg!(feature = "ringmem-slab-rows") {
         per_obj.notes.push("ringmem rows: pending (`ringmem::slab` does not export its pools yet; feature `ringmem-slab-rows`).".into());
     }
 
-    let ns: Vec<usize> = if cfg.scale >= 1.0 {
-        (0..=10).map(|i| (i * 10_000).max(1)).collect()
-    } else {
-        vec![1, 10_000, 50_000, 100_000]
-    };
     let mut curve = Table::new(
         "shared_arena: Benchmark/n — n allocations from a fresh allocator of capacity n (drops untimed)",
         &["n"],
@@ -353,11 +403,11 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         Unit::Auto,
     )
     .baseline("Box (glibc)");
-    for &n in &ns {
+    for (row, (label, case, n, per)) in all.into_iter().enumerate().skip(PER_OBJECT) {
         eprintln!("  shared_arena: fresh n = {n}");
-        let stats = measure(cfg.reps, 1.0, &mut runners(Case::Fresh(n), n));
+        let stats = timings(cfg, row, case, n, per);
         curve.rows.push(Row {
-            params: vec![thousands(n)],
+            params: vec![label],
             cells: stats,
         });
     }
