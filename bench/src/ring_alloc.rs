@@ -306,10 +306,12 @@ impl Control {
         Control { block, cur }
     }
 
-    /// Whether `[p, p + bytes)` ends inside the block (`p` in it or just past it).
+    /// Whether `[p, p + bytes)` ends inside the block (`p` at or after its start; an
+    /// alignment may have moved `p` past its end).
     fn fits(&self, p: *mut u8, bytes: usize) -> bool {
         let end = self.block.as_ptr() as usize + Self::BYTES;
-        bytes <= end - p as usize
+        end.checked_sub(p as usize)
+            .is_some_and(|room| bytes <= room)
     }
 
     /// Whether `ptr` is the latest block, of `size` bytes.
