@@ -115,42 +115,49 @@ pub fn measure(reps: usize, per: f64, runners: &mut [Runner<'_>]) -> Vec<Option<
     }
     samples
         .into_iter()
-        .map(|mut v| {
-            if v.is_empty() {
-                return None;
-            }
-            v.sort_by_key(|s| s.time);
-            let secs: Vec<f64> = v.iter().map(|s| s.time.as_secs_f64() / per).collect();
+        .map(|v| {
             let mut waits: Vec<u64> = v.iter().map(|s| s.waits).collect();
             waits.sort_unstable();
-            Some(Stats {
-                median: median(&secs),
-                min: secs[0],
-                max: secs[secs.len() - 1],
-                waits: waits[waits.len() / 2],
-            })
+            let secs = v.iter().map(|s| s.time.as_secs_f64() / per).collect();
+            Stats::of(secs, waits.get(waits.len() / 2).copied().unwrap_or(0))
         })
         .collect()
 }
 
+impl Stats {
+    /// The median and spread of `secs` (one competitor's runs), with `waits`; `None`
+    /// if it has no runs.
+    fn of(mut secs: Vec<f64>, waits: u64) -> Option<Stats> {
+        if secs.is_empty() {
+            return None;
+        }
+        secs.sort_by(f64::total_cmp);
+        Some(Stats {
+            median: median(&secs),
+            min: secs[0],
+            max: secs[secs.len() - 1],
+            waits,
+        })
+    }
+}
+
 /// [`measure`] across processes: runs row `row` of `scenario` for each of `cols`
-/// competitors in `procs` child processes (this executable with `--rss-child`), one
-/// timed run per process after an untimed one, interleaved (each round runs every competitor, starting from a
-/// different one), and divides times by `per`. Each process lays out its heap and stack
-/// anew (address-space randomisation), which moves rows of a few nanoseconds by up to
-/// 20 % between processes of the same binary, two modes apart; one process's
-/// repetitions all see the same layout, so their median hides that spread. A competitor
-/// whose child fails gets no stats.
+/// competitors in `cfg.procs` child processes (this executable with `--rss-child`),
+/// one timed run per process after an untimed one, interleaved (each round runs every
+/// competitor, starting from a different one), and divides times by `per`. Each
+/// process lays out its heap and stack anew (address-space randomisation), which moves
+/// rows of a few nanoseconds by up to 20 % between processes of the same binary, two
+/// modes apart; one process's repetitions all see the same layout, so their median
+/// hides that spread. A competitor whose child fails gets no stats.
 pub fn measure_in_children(
     cfg: &Config,
     scenario: &str,
     row: usize,
     cols: usize,
-    procs: usize,
     per: f64,
 ) -> Vec<Option<Stats>> {
-    let mut secs: Vec<Vec<f64>> = vec![Vec::with_capacity(procs); cols];
-    for round in 0..procs {
+    let mut secs: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.procs); cols];
+    for round in 0..cfg.procs {
         for k in 0..cols {
             let col = (round + k) % cols;
             if let Some(t) = child_time(cfg, scenario, row, col) {
@@ -158,20 +165,7 @@ pub fn measure_in_children(
             }
         }
     }
-    secs.into_iter()
-        .map(|mut v| {
-            if v.is_empty() {
-                return None;
-            }
-            v.sort_by(f64::total_cmp);
-            Some(Stats {
-                median: median(&v),
-                min: v[0],
-                max: v[v.len() - 1],
-                waits: 0,
-            })
-        })
-        .collect()
+    secs.into_iter().map(|v| Stats::of(v, 0)).collect()
 }
 
 /// One run of row `row`, column `col` of `scenario` in a child process, after an

@@ -529,8 +529,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     for (row, (label, case, k)) in cases.iter().enumerate() {
         eprintln!("  ring-alloc: {label} ({k} iterations per run)");
         let stats = if cfg.procs > 0 {
-            let cols = columns.len();
-            crate::harness::measure_in_children(cfg, "ring-alloc", row, cols, cfg.procs, *k as f64)
+            crate::harness::measure_in_children(cfg, "ring-alloc", row, columns.len(), *k as f64)
         } else {
             measure(cfg.reps, *k as f64, &mut runners(*case))
         };

@@ -348,7 +348,7 @@ pub fn child(cfg: &Config, row: usize, col: usize) -> Option<Sample> {
 /// took twice their in-process time, and stay in this process.
 fn timings(cfg: &Config, row: usize, case: Case, cap: usize, per: f64) -> Vec<Option<Stats>> {
     if cfg.procs > 0 && matches!(case, Case::AllocDrop(_) | Case::Churn(_)) {
-        measure_in_children(cfg, "shared-arena", row, columns().len(), cfg.procs, per)
+        measure_in_children(cfg, "shared-arena", row, columns().len(), per)
     } else {
         measure(cfg.reps, per, &mut runners(case, cap))
     }
