@@ -287,7 +287,8 @@ impl api02::Subject for RmRef {
 /// chunks, headers, counts or growth by blocks); freeing or resizing the latest block
 /// moves the pointer back or on, the reset empties the block. Its state sits behind an
 /// opaque reference, like every competitor's, so it shows what is left of these loops
-/// when allocation costs next to nothing. Not an allocator anyone could use (it fails
+/// when allocation costs next to nothing (no strict floor: its own time moves with the
+/// binary's layout). Not an allocator anyone could use (it fails
 /// once the block is full), so it has no part in the bars.
 pub struct Control {
     block: Box<[std::mem::MaybeUninit<u8>]>,
@@ -546,9 +547,10 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         "`bumpalo::Bump` needs nightly in ring-alloc's bench; here it runs on stable through bumpalo's `allocator-api2` feature. \
          `BlinkAlloc` implements allocator-api2 0.4, the others 0.2: the same loop code is instantiated for both."
             .into(),
-        "`control`: the floor, not an allocator to use: a bump pointer over one preallocated 1 MiB block, with no chunks, headers \
-         or growth (freeing or resizing the latest block moves the pointer back or on; the reset empties the block), behind a \
-         reference like every column.".into(),
+        "`control`: not an allocator to use: a bump pointer over one preallocated 1 MiB block, with no chunks, headers \
+         or growth (freeing or resizing the latest block moves the pointer back or on; the reset empties the block), behind an \
+         opaque reference like every column: what is left of a row when allocation costs next to nothing. No strict floor: \
+         its own time moves with the binary's layout.".into(),
         "`mimalloc`: an allocator-api2 handle calling `mimalloc::MiMalloc`'s `GlobalAlloc` methods (grow = `realloc`).".into(),
         "ringmem (allocator-api2 0.2): `ringmem::RingAlloc::new()` (1 MiB blocks, grows by blocks; in the warm-up replaced by a new \
          one at each reset, as ring-alloc's `RingAlloc`), `ringmem::OneRingAlloc` (this thread's ring: 1 MiB, heap when full; no reset), \
