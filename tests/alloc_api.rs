@@ -362,6 +362,106 @@ fn small_allocations_share_chunks_released_as_they_empty() {
 }
 
 #[test]
+fn u32_blocks_take_4_bytes() {
+    let a = RingAlloc::new();
+    let l = Layout::new::<u32>();
+    let n = N.min(4096);
+    let ps: std::vec::Vec<_> = (0..n).map(|_| a.allocate(l).unwrap()).collect();
+    // 4 bytes each, not a word: about 1,020 to a 4 KiB chunk.
+    let chunks = a.ring().stats().live_buffers;
+    assert!(chunks <= n / 1000 + 1, "{chunks} chunks for {n} u32s");
+    assert!(ps.iter().all(|p| p.len() == 4 && addr(*p) % 4 == 0));
+    assert!(ps
+        .windows(2)
+        .all(|w| addr(w[1]) - addr(w[0]) == 4 || addr(w[1]) % 4096 < 64));
+    for p in ps.into_iter().rev() {
+        // SAFETY: allocated above with `l`, freed once.
+        unsafe { a.deallocate(p.cast(), l) };
+    }
+    a.flush();
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
+/// Small blocks of every alignment up to a word, mixed so that many need padding, are
+/// resized and freed in a scrambled order: each stays aligned, keeps its bytes and
+/// overlaps no other, and once all are gone every chunk has been released (the
+/// padding was counted, or a chunk would stay pinned).
+#[test]
+fn mixed_small_alignments_release_every_chunk() {
+    let a = RingAlloc::new();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut live: std::vec::Vec<(NonNull<[u8]>, Layout, u8)> = std::vec::Vec::new();
+    for step in 0..N.min(20_000) {
+        let r = next();
+        match r % 4 {
+            0 | 1 => {
+                let align = 1 << ((r >> 8) % 4); // 1, 2, 4, 8
+                let size = ((r >> 16) % 40) as usize + 1;
+                let l = Layout::from_size_align(size, align).unwrap();
+                let p = a.allocate(l).unwrap();
+                assert_eq!(
+                    addr(p) % align,
+                    0,
+                    "step {step}: {l:?} at {:p}",
+                    p.cast::<u8>()
+                );
+                assert_eq!(p.len(), size.next_multiple_of(4));
+                fill(p, size, step as u8);
+                live.push((p, l, step as u8));
+            }
+            2 if !live.is_empty() => {
+                let (p, l, seed) = live.swap_remove((r >> 8) as usize % live.len());
+                check(p, l.size(), seed);
+                // SAFETY: allocated by `a` with `l`, freed once.
+                unsafe { a.deallocate(p.cast(), l) };
+            }
+            3 if !live.is_empty() => {
+                let i = (r >> 8) as usize % live.len();
+                let (p, l, seed) = live[i];
+                let size = ((r >> 16) % 48) as usize + 1;
+                let new = Layout::from_size_align(size, l.align()).unwrap();
+                // SAFETY: `p` is live, allocated by `a` with `l`; replaced below.
+                let q = unsafe {
+                    if size >= l.size() {
+                        a.grow(p.cast(), l, new).unwrap()
+                    } else {
+                        a.shrink(p.cast(), l, new).unwrap()
+                    }
+                };
+                check(q, size.min(l.size()), seed);
+                fill(q, size, seed);
+                live[i] = (q, new, seed);
+            }
+            _ => {}
+        }
+    }
+    let mut spans: std::vec::Vec<(usize, usize)> =
+        live.iter().map(|(p, l, _)| (addr(*p), l.size())).collect();
+    spans.sort_unstable();
+    assert!(
+        spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0),
+        "overlap"
+    );
+    for (p, l, seed) in live.drain(..) {
+        check(p, l.size(), seed);
+        // SAFETY: allocated by `a` with `l`, freed once.
+        unsafe { a.deallocate(p.cast(), l) };
+    }
+    a.flush();
+    assert_eq!(
+        a.ring().stats().live_buffers,
+        0,
+        "a chunk was never released"
+    );
+}
+
+#[test]
 fn a_live_small_allocation_pins_its_chunk_not_the_ring() {
     let a = RingAlloc::new();
     let pinned = Box::new_in(*b"pinned", a.clone());
