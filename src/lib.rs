@@ -12,6 +12,15 @@ extern crate alloc;
 
 #[cfg(all(feature = "allocator-api2", not(loom)))]
 mod alloc_api;
+// `OneRingAlloc`'s chunk count alone, for its loom model (`tests/loom.rs`): the rest of
+// `alloc_api` sits on the thread-local ring, which loom builds leave out.
+#[cfg(all(feature = "allocator-api2", loom))]
+#[allow(dead_code)]
+#[path = "alloc_api/chunk.rs"]
+mod chunk_count;
+#[cfg(all(feature = "allocator-api2", loom))]
+#[doc(hidden)]
+pub use chunk_count::ChunkCount;
 mod buf;
 #[cfg(feature = "bytes")]
 mod bytes_impl;

@@ -726,6 +726,75 @@ fn thread_exit_with_live_allocations_frees_the_block_after_the_last() {
     );
 }
 
+/// Small blocks allocated while a thread is torn down, from thread-local destructors
+/// that run before and after the one that retires the thread's chunk (their order is
+/// unspecified, so several are registered on both sides of the first chunk), live on
+/// and are freed on the main thread.
+#[test]
+fn one_ring_small_blocks_made_during_thread_teardown() {
+    type Out = crossbeam_channel::Sender<Box<[u64; 2], OneRingAlloc>>;
+    struct AllocOnExit(std::cell::RefCell<Option<(Out, u64)>>);
+    impl Drop for AllocOnExit {
+        fn drop(&mut self) {
+            if let Some((tx, id)) = self.0.borrow_mut().take() {
+                for i in 0..3 {
+                    let scratch = Box::new_in([i; 7], OneRingAlloc);
+                    let keep = Box::new_in([id, i], OneRingAlloc);
+                    drop(scratch);
+                    let _ = tx.send(keep);
+                }
+            }
+        }
+    }
+    std::thread_local! {
+        static EARLY: AllocOnExit = const { AllocOnExit(std::cell::RefCell::new(None)) };
+        static LATE: AllocOnExit = const { AllocOnExit(std::cell::RefCell::new(None)) };
+    }
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let threads: std::vec::Vec<_> = (0..4u64)
+        .map(|id| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                EARLY.with(|e| *e.0.borrow_mut() = Some((tx.clone(), 2 * id)));
+                let first = Box::new_in(id, OneRingAlloc); // arms the chunk's retirement
+                LATE.with(|l| *l.0.borrow_mut() = Some((tx, 2 * id + 1)));
+                assert_eq!(*first, id);
+            })
+        })
+        .collect();
+    drop(tx);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut got: std::vec::Vec<[u64; 2]> = rx.iter().map(|b| *b).collect();
+    got.sort_unstable();
+    let want: std::vec::Vec<[u64; 2]> =
+        (0..8).flat_map(|id| (0..3).map(move |i| [id, i])).collect();
+    assert_eq!(got, want);
+}
+
+/// `OneRingAlloc::flush` releases the thread's empty chunk; a chunk whose last block is
+/// freed on another thread after its retirement is released there.
+#[test]
+fn one_ring_chunks_are_released_when_empty() {
+    std::thread::spawn(|| {
+        let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
+        let boxes: std::vec::Vec<_> = (0..2000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
+        // 4 bytes each: two 4 KiB chunks.
+        assert_eq!(live(), 2);
+        let far = std::thread::spawn(move || {
+            assert!(boxes.iter().enumerate().all(|(i, b)| **b == i as u32));
+            drop(boxes); // the first chunk (retired) is released on this thread
+        });
+        far.join().unwrap();
+        assert_eq!(live(), 1, "the current chunk stays");
+        OneRingAlloc.flush();
+        assert_eq!(live(), 0);
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn ring_handles_dropped_while_a_vec_lives_on() {
     const T: usize = 1;

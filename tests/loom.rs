@@ -252,3 +252,88 @@ fn ext_grows_over_a_neighbour_released_elsewhere() {
         assert_eq!(ring.stats().live_buffers, 0);
     });
 }
+
+/// `OneRingAlloc`'s chunk count: the owner hands out two blocks, frees one and retires
+/// the chunk while another thread frees the other. Exactly one of the three calls
+/// finds the chunk empty and releases it, and the release happens after both blocks'
+/// last use (the shadow of each block is written by its user before its free and read
+/// by whoever releases; without the `Release`/`Acquire` pairing loom reports the race).
+#[cfg(feature = "allocator-api2")]
+#[test]
+fn one_ring_chunk_released_once_after_every_free() {
+    use ringmem::ChunkCount;
+    run_model("one_ring_chunk_released_once_after_every_free", || {
+        struct Chunk {
+            count: ChunkCount,
+            blocks: [UnsafeCell<u8>; 2],
+        }
+        // SAFETY: each block's shadow is used by its holder only, and by the releaser
+        // after every free (what the model checks).
+        unsafe impl Sync for Chunk {}
+        let chunk = Arc::new(Chunk {
+            count: ChunkCount::new(),
+            blocks: [UnsafeCell::new(0), UnsafeCell::new(0)],
+        });
+        let release = |c: &Chunk| {
+            for b in &c.blocks {
+                // SAFETY: the chunk is empty: no holder uses a block any more.
+                b.with(|p| unsafe { assert!(*p == 1 || *p == 2) });
+            }
+            true
+        };
+        let other = chunk.clone();
+        let far = thread::spawn(move || {
+            // SAFETY: block 1 is this thread's until it frees it.
+            other.blocks[1].with_mut(|p| unsafe { *p = 2 });
+            other.count.give_back(12) && release(&other)
+        });
+        // SAFETY: block 0 is the owner's until it frees it.
+        chunk.blocks[0].with_mut(|p| unsafe { *p = 1 });
+        let mut released = chunk.count.give_back(8) && release(&chunk);
+        released |= chunk.count.retire(8 + 12) && release(&chunk);
+        let far_released = far.join().unwrap();
+        assert!(released != far_released, "released exactly once");
+    });
+}
+
+/// The owner of the current chunk starts it over once every block came back: its
+/// `Acquire` check orders the other thread's use of a block before the owner hands the
+/// bytes out again.
+#[cfg(feature = "allocator-api2")]
+#[test]
+fn one_ring_chunk_restarts_after_a_free_elsewhere() {
+    use ringmem::ChunkCount;
+    run_model("one_ring_chunk_restarts_after_a_free_elsewhere", || {
+        struct Chunk {
+            count: ChunkCount,
+            block: UnsafeCell<u8>,
+        }
+        // SAFETY: the block's shadow is used by its holder, then by the owner once the
+        // count says it came back (what the model checks).
+        unsafe impl Sync for Chunk {}
+        let chunk = Arc::new(Chunk {
+            count: ChunkCount::new(),
+            block: UnsafeCell::new(0),
+        });
+        let other = chunk.clone();
+        let far = thread::spawn(move || {
+            // SAFETY: the block is this thread's until it frees it.
+            other.block.with_mut(|p| unsafe { *p = 2 });
+            assert!(!other.count.give_back(16), "current: not released");
+        });
+        loop {
+            if chunk.count.all_back(16) {
+                chunk.count.restart();
+                // SAFETY: every block came back: the bytes are the owner's again.
+                chunk.block.with_mut(|p| unsafe { *p = 1 });
+                break;
+            }
+            thread::yield_now();
+        }
+        far.join().unwrap();
+        assert!(
+            chunk.count.retire(0),
+            "an empty retired chunk is released at once"
+        );
+    });
+}

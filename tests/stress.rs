@@ -182,3 +182,78 @@ fn rings_dropped_on_one_thread_buffers_on_many() {
         assert!(t1.join().unwrap() && t2.join().unwrap());
     }
 }
+
+/// `OneRingAlloc`'s small blocks cross threads: producers allocate boxes and vectors in
+/// their threads' chunks (filled in order, counted down by whichever thread frees a
+/// block) and exit while consumers still hold them; consumers check, shrink, free, and
+/// allocate small blocks of their own in between. A chunk released while a block in it
+/// lives, or never released, shows up as a wrong pattern, or under ASan/TSan as a report.
+#[cfg(feature = "allocator-api2")]
+#[test]
+fn one_ring_small_blocks_freed_on_other_threads() {
+    use allocator_api2::boxed::Box;
+    use allocator_api2::vec::Vec;
+    use ringmem::OneRingAlloc;
+
+    type Item = (u64, Box<[u64; 3], OneRingAlloc>, Vec<u8, OneRingAlloc>);
+    let producers = 3;
+    let per_producer = scaled(20_000) as u64;
+    let (tx, rx) = bounded::<Item>(64);
+    let consumers: std::vec::Vec<_> = (0..2)
+        .map(|_| {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                let mut kept = std::vec::Vec::new();
+                let mut seen = 0u64;
+                for (id, b, mut v) in rx {
+                    assert_eq!(*b, [id, id + 1, id + 2], "box {id}");
+                    assert!(v
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &x)| x == (id as u8) ^ i as u8));
+                    v.truncate(v.len() / 2);
+                    v.shrink_to_fit(); // another thread's chunk: shrinks where it is
+                    let mine = Box::new_in(id, OneRingAlloc); // this thread's chunk
+                    if id % 7 == 0 {
+                        kept.push((id, b, v)); // freed later, out of order
+                    }
+                    assert_eq!(*mine, id);
+                    seen += 1;
+                }
+                for (id, b, v) in kept {
+                    assert_eq!(b[0], id);
+                    assert!(v
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &x)| x == (id as u8) ^ i as u8));
+                }
+                seen
+            })
+        })
+        .collect();
+    drop(rx);
+    let handles: std::vec::Vec<_> = (0..producers)
+        .map(|p| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                for i in 0..per_producer {
+                    let id = p * per_producer + i;
+                    let len = (id % 60) as usize + 1;
+                    let mut v = Vec::with_capacity_in(len, OneRingAlloc);
+                    v.extend((0..len).map(|i| (id as u8) ^ i as u8));
+                    let scratch = Box::new_in([id; 5], OneRingAlloc); // freed here, latest
+                    assert_eq!(scratch[4], id);
+                    drop(scratch);
+                    tx.send((id, Box::new_in([id, id + 1, id + 2], OneRingAlloc), v))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let seen: u64 = consumers.into_iter().map(|c| c.join().unwrap()).sum();
+    assert_eq!(seen, producers * per_producer);
+}

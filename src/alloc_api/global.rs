@@ -1,17 +1,349 @@
-//! `OneRingAlloc`: a zero-sized allocator over each thread's own ring.
+//! `OneRingAlloc`: a zero-sized allocator over each thread's own ring, with a chunk per
+//! thread for small layouts.
 
 use core::alloc::Layout;
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
+use super::chunk::{
+    chunk_of, is_small, pad_for, prefetch, ChunkCount, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX,
+};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
+use crate::ring::{round_up, HDR};
 use crate::sync::Cell;
 use crate::tls;
 
 std::thread_local! {
     /// This thread's heap threshold for `OneRingAlloc`.
     static THRESHOLD: Cell<usize> = const { Cell::new(DEFAULT_HEAP_THRESHOLD) };
+    /// This thread's current chunk. No destructor, so an access is a plain thread-local
+    /// address (no state check) and works until the thread is gone.
+    static CURRENT: Current = const {
+        Current {
+            cursor: Cell::new(ptr::null_mut()),
+            end: Cell::new(0),
+            chunk: Cell::new(ptr::null_mut()),
+            pads: Cell::new(0),
+            exiting: Cell::new(false),
+        }
+    };
+    /// Armed by the first chunk: retires the current chunk when the thread exits.
+    static RETIRE_AT_EXIT: RetireAtExit = const { RetireAtExit };
+}
+
+/// The head of a chunk of `OneRingAlloc`, in its first bytes.
+#[repr(C)]
+struct OneChunk {
+    /// The chunk itself, as the ring handed it out (the first word: `chunk_of` reads it),
+    /// so that the count is updated through the chunk's own pointer.
+    this: *mut OneChunk,
+    /// When the chunk is empty (see [`ChunkCount`]).
+    count: ChunkCount,
+}
+
+/// Bytes at the start of a chunk before its first block (a word multiple).
+const ONE_HEAD: usize = core::mem::size_of::<OneChunk>();
+
+/// Where this thread's small allocations come from: a chunk it fills in order, as
+/// `RingAlloc` does, whose blocks any thread may free (they then count down the chunk's
+/// [`ChunkCount`]; the latest block, freed on this thread, moves the cursor back).
+///
+/// Invariants: `end` is 0 exactly when `chunk` is null (then `cursor` is null too);
+/// otherwise `chunk` is live, current (its count not retired) and hands out its bytes
+/// from `chunk + ONE_HEAD` to `cursor`, of which `pads` were padding.
+struct Current {
+    cursor: Cell<*mut u8>,
+    end: Cell<usize>,
+    chunk: Cell<*mut OneChunk>,
+    pads: Cell<usize>,
+    /// The thread's exit retired its chunk: each later small allocation on this thread
+    /// gets a chunk of its own, retired at once (thread teardown only).
+    exiting: Cell<bool>,
+}
+
+impl Current {
+    /// Bytes of the current chunk `chunk` handed out to blocks (padding not counted).
+    #[inline(always)]
+    fn used(&self, chunk: *mut OneChunk) -> usize {
+        self.cursor.get() as usize - (chunk as usize + ONE_HEAD) - self.pads.get()
+    }
+
+    /// Retires the current chunk, if any, and forgets it: the free that empties it
+    /// releases it (or this call, if nothing is in use).
+    fn retire(&self) {
+        let chunk = self.chunk.get();
+        if chunk.is_null() {
+            return;
+        }
+        let used = self.used(chunk);
+        self.chunk.set(ptr::null_mut());
+        self.cursor.set(ptr::null_mut());
+        self.end.set(0);
+        self.pads.set(0);
+        // SAFETY: the current chunk is live until retired, here, once.
+        if unsafe { (*chunk).count.retire(used) } {
+            // SAFETY: retired and empty: nothing refers to it any more.
+            unsafe { release_chunk(chunk) };
+        }
+    }
+}
+
+/// Retires this thread's chunk when the thread exits (its blocks live on; the last
+/// free releases the chunk).
+struct RetireAtExit;
+
+impl Drop for RetireAtExit {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| {
+            c.exiting.set(true);
+            c.retire();
+        });
+    }
+}
+
+/// Gives a chunk's region back to its ring (or the heap), from any thread.
+///
+/// # Safety
+/// - `chunk` was made by [`new_chunk`], is retired and empty, and is not used
+///   afterwards.
+#[inline(never)]
+unsafe fn release_chunk(chunk: *mut OneChunk) {
+    // SAFETY: a region allocated with `CHUNK_LAYOUT` by `Source::allocate` or claimed
+    // at the window (same header), held by no one else (contract).
+    unsafe { super::deallocate(NonNull::new_unchecked(chunk.cast()), CHUNK_LAYOUT) }
+}
+
+/// A new chunk, current for no one yet: from this thread's ring (tiling the block when
+/// the window's front allows, as `RingAlloc`'s do), or from the heap when the ring is
+/// gone or the threshold is below [`SMALL_MAX`].
+fn new_chunk() -> Result<*mut OneChunk, AllocError> {
+    let to_heap = threshold() < SMALL_MAX;
+    let made = tls::with_ring(|ring| {
+        if !to_heap {
+            if let Some(c) = ring.claim_at_head_aligned(CHUNK_LAYOUT.size(), CHUNK, 1) {
+                return Ok(c.data.as_ptr());
+            }
+        }
+        Source::new(ring, if to_heap { 0 } else { usize::MAX })
+            .allocate(CHUNK_LAYOUT)
+            .map(|b| b.as_ptr().cast::<u8>())
+    });
+    let data = match made {
+        Some(data) => data?,
+        None => Source::HEAP.allocate(CHUNK_LAYOUT)?.as_ptr().cast::<u8>(),
+    };
+    let chunk = data.cast::<OneChunk>();
+    debug_assert_eq!(chunk as usize % CHUNK, 0);
+    // Where the next chunk goes when chunks tile the block (see `RingAlloc`).
+    let next = data.wrapping_add(CHUNK);
+    prefetch(next.wrapping_sub(HDR));
+    prefetch(next);
+    // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`: room for the
+    // head.
+    unsafe {
+        ptr::addr_of_mut!((*chunk).this).write(chunk);
+        ptr::addr_of_mut!((*chunk).count).write(ChunkCount::new());
+    }
+    Ok(chunk)
+}
+
+/// A small allocation from this thread's chunk: its size rounded up to a [`GRAIN`], at
+/// its alignment (see `RingAlloc`'s, the same in a thread-local).
+#[inline(always)]
+fn allocate_small(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    CURRENT.with(|c| {
+        let cur = c.cursor.get();
+        let len = round_up(layout.size(), GRAIN);
+        let pad = pad_for(cur as usize, layout);
+        // No overflow: the cursor is inside a live chunk (or null), `pad` below a word
+        // and `len` at most `SMALL_MAX`.
+        if cur as usize + pad + len > c.end.get() {
+            return allocate_small_slow(layout);
+        }
+        if pad != 0 {
+            c.pads.set(c.pads.get() + pad);
+        }
+        let p = cur.wrapping_add(pad);
+        c.cursor.set(p.wrapping_add(len));
+        // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
+        let p = unsafe { NonNull::new_unchecked(p) };
+        Ok(NonNull::slice_from_raw_parts(p, len))
+    })
+}
+
+/// A small allocation when the current chunk is full (or there is none): the chunk
+/// starts over if every block came back, else a new one becomes current and the old
+/// one is retired.
+#[cold]
+#[inline(never)]
+fn allocate_small_slow(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    CURRENT.with(|c| {
+        let chunk = c.chunk.get();
+        if !chunk.is_null() {
+            // SAFETY: the current chunk is live.
+            if unsafe { (*chunk).count.all_back(c.used(chunk)) } {
+                // SAFETY: as above; no block is live, so no other thread touches it.
+                unsafe { (*chunk).count.restart() };
+                c.cursor.set(chunk.cast::<u8>().wrapping_add(ONE_HEAD));
+                c.pads.set(0);
+                // An empty chunk holds any small layout: this does not come back here.
+                return allocate_small(layout);
+            }
+            c.retire();
+        }
+        if c.exiting.get() || RETIRE_AT_EXIT.try_with(|_| ()).is_err() {
+            c.exiting.set(true);
+            return allocate_alone(layout);
+        }
+        let chunk = new_chunk()?;
+        c.chunk.set(chunk);
+        c.cursor.set(chunk.cast::<u8>().wrapping_add(ONE_HEAD));
+        c.end.set(chunk as usize + CHUNK_LAYOUT.size());
+        c.pads.set(0);
+        allocate_small(layout)
+    })
+}
+
+/// A small allocation during thread teardown, after the thread's chunk was retired: a
+/// chunk of its own, retired at once, so that its free releases it.
+fn allocate_alone(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    let chunk = new_chunk()?;
+    let len = round_up(layout.size(), GRAIN);
+    // The first block follows the head, a word multiple: no padding.
+    let p = chunk.cast::<u8>().wrapping_add(ONE_HEAD);
+    // SAFETY: the chunk is live; it hands out `len > 0` bytes, so it is not empty.
+    let released = unsafe { (*chunk).count.retire(len) };
+    debug_assert!(!released);
+    // SAFETY: inside the chunk: not null.
+    let p = unsafe { NonNull::new_unchecked(p) };
+    Ok(NonNull::slice_from_raw_parts(p, len))
+}
+
+/// Releases a small block, on any thread: the latest block of this thread's chunk moves
+/// the cursor back; any other counts down its chunk.
+///
+/// # Safety
+/// - `ptr` was handed out by `OneRingAlloc` (any thread) for `layout` or a layout that
+///   fits it, `layout` is small, and `ptr` is not used afterwards.
+#[inline(always)]
+unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
+    let p = ptr.as_ptr();
+    let len = round_up(layout.size(), GRAIN);
+    // Only the latest block of this thread's current chunk ends at its cursor: another
+    // thread's chunks lie elsewhere, and no chunk's blocks end where another's begin.
+    let rewound = CURRENT.with(|c| {
+        let cur = c.cursor.get();
+        if p as usize + len == cur as usize {
+            c.cursor.set(cur.wrapping_sub(len));
+            true
+        } else {
+            false
+        }
+    });
+    if !rewound {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { give_back(p, len) }
+    }
+}
+
+/// `bytes` of the small block at `p` (the whole block, or the tail a shrink gave up)
+/// are no longer used: counts down its chunk, and releases the chunk if that emptied
+/// it after its retirement.
+///
+/// # Safety
+/// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
+///   caller gives up.
+#[inline(never)]
+unsafe fn give_back(p: *mut u8, bytes: usize) {
+    // SAFETY: `p` is in a live chunk (contract).
+    let chunk: *mut OneChunk = unsafe { chunk_of(p) };
+    // SAFETY: the chunk is live while it holds `p`.
+    if unsafe { (*chunk).count.give_back(bytes) } {
+        // SAFETY: retired and empty: this call was the last to touch it.
+        unsafe { release_chunk(chunk) };
+    }
+}
+
+/// `grow`, `grow_zeroed` and `shrink` of a small block to a small size, in place: the
+/// latest block of this thread's chunk grows or shrinks at the cursor, any other shrinks
+/// where it is. `None` when neither applies; nothing changed then.
+///
+/// # Safety
+/// The `Allocator::grow` (`shrink`) contract; both layouts are small.
+#[inline(always)]
+unsafe fn resize_small(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    zeroed: bool,
+) -> Option<NonNull<[u8]>> {
+    let p = ptr.as_ptr() as usize;
+    if p & (new.align() - 1) != 0 {
+        return None;
+    }
+    let (had, want) = (round_up(old.size(), GRAIN), round_up(new.size(), GRAIN));
+    let latest = CURRENT.with(|c| {
+        let cur = c.cursor.get();
+        // No overflow: both at most `SMALL_MAX`, `p` inside a block.
+        let latest = p + had == cur as usize && p + want <= c.end.get();
+        if latest {
+            c.cursor.set(ptr.as_ptr().wrapping_add(want));
+        }
+        latest
+    });
+    if !latest {
+        if want > had {
+            return None;
+        }
+        if want < had {
+            // SAFETY: a block of a chunk whose last `had - want` bytes the caller gives
+            // up.
+            unsafe { give_back(ptr.as_ptr(), had - want) };
+        }
+    }
+    if zeroed {
+        // SAFETY: the block holds `want >= new.size()` bytes from `ptr`, ours;
+        // `grow_zeroed` has `new.size() >= old.size()`.
+        unsafe { ptr::write_bytes(ptr.as_ptr().add(old.size()), 0, want - old.size()) };
+    }
+    Some(NonNull::slice_from_raw_parts(ptr, want))
+}
+
+/// A resize that changes path, or a small one that cannot stay: allocate, copy, free.
+///
+/// # Safety
+/// The `Allocator::grow` (`shrink`) contract.
+#[inline(never)]
+unsafe fn resize_moving(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    zeroed: bool,
+) -> Result<NonNull<[u8]>, AllocError> {
+    let block = allocate_any(new)?;
+    let keep = old.size().min(new.size());
+    // SAFETY: both blocks are live and distinct; each holds at least `keep` bytes, and
+    // the new one `new.size()`.
+    unsafe {
+        ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), keep);
+        if zeroed {
+            ptr::write_bytes(block.as_ptr().cast::<u8>().add(keep), 0, block.len() - keep);
+        }
+    }
+    // SAFETY: the old block is ours and no longer used (contract).
+    unsafe { release(ptr, old) };
+    Ok(block)
+}
+
+/// `allocate` on either path.
+#[inline(always)]
+fn allocate_any(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    if is_small(layout) {
+        allocate_small(layout)
+    } else {
+        with_source(|s| s.allocate(layout))
+    }
 }
 
 /// This thread's heap threshold (the default while the thread is being torn down).
@@ -65,6 +397,19 @@ unsafe fn grow(
     new: Layout,
     zeroed: bool,
 ) -> Result<NonNull<[u8]>, AllocError> {
+    match (is_small(old), is_small(new)) {
+        (false, false) => {}
+        (true, true) => {
+            // SAFETY: the caller's contract, forwarded.
+            if let Some(block) = unsafe { resize_small(ptr, old, new, zeroed) } {
+                return Ok(block);
+            }
+            // SAFETY: as above; nothing changed.
+            return unsafe { resize_moving(ptr, old, new, zeroed) };
+        }
+        // SAFETY: the caller's contract, forwarded.
+        _ => return unsafe { resize_moving(ptr, old, new, zeroed) },
+    }
     // SAFETY: the caller's contract, forwarded; the source is this thread's own ring.
     let fast = with_existing_source(|s| unsafe { s.grow_latest(ptr, old, new, zeroed) });
     match fast {
@@ -96,6 +441,10 @@ unsafe fn grow_rest(
 /// As for `super::deallocate`.
 #[inline]
 unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
+    if is_small(layout) {
+        // SAFETY: forwarded; the layout is small, so the block is in a chunk.
+        return unsafe { deallocate_small(ptr, layout) };
+    }
     if layout.size() == 0 {
         return;
     }
@@ -115,12 +464,23 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 ///
 /// Each thread allocates from its own ring, the one [`ringmem::tls`](crate::tls) uses
 /// (1 MiB, [`WhenFull::Heap`](crate::WhenFull::Heap) unless
-/// [`tls::configure`] says otherwise). Allocations may be freed
-/// on any thread: a release is the region header's `Release` store. When a thread
-/// exits, its ring is dropped; blocks that still hold allocations are freed by the
-/// orphan sweep after the last of them is released, never before and never leaked.
-/// While a thread is being torn down (its ring already gone), allocations come from
-/// the global allocator.
+/// [`tls::configure`] says otherwise). Allocations may be freed on any thread:
+///
+/// - Small layouts (1 to 256 bytes, alignment up to 8) come from the thread's current
+///   *chunk*, a 4 KiB ring region filled in order as [`RingAlloc`](crate::RingAlloc)'s
+///   are (sizes rounded up to 4 bytes, no header per block), kept in a thread-local with
+///   no destructor. Freeing the latest block on its thread moves the cursor back; any
+///   other free subtracts its bytes from the chunk's one atomic count. When the thread
+///   moves to a new chunk, or exits, it retires the old one, and whichever subtraction
+///   empties a retired chunk releases it, on any thread. A live small block pins its
+///   chunk's 4 KiB; [`flush`](Self::flush) releases an empty current chunk.
+/// - Other layouts are ring regions: a release is the region header's `Release` store.
+///
+/// When a thread exits, its ring is dropped; blocks that still hold allocations are
+/// freed by the orphan sweep after the last of them is released, never before and never
+/// leaked. While a thread is being torn down (its ring already gone), allocations come
+/// from the global allocator (a small one after the thread's chunk was retired gets a
+/// chunk of its own).
 ///
 /// `grow`/`shrink` work in place for allocations in the calling thread's ring; an
 /// allocation made on another thread is moved when it grows (only the ring's own
@@ -180,6 +540,34 @@ impl OneRingAlloc {
         let _ = THRESHOLD.try_with(|t| t.set(bytes));
     }
 
+    /// Releases this thread's current chunk of small allocations if none of its blocks
+    /// is in use, so that [`Ring::stats`](crate::Ring::stats) of the thread's ring counts
+    /// only live allocations (as [`RingAlloc::flush`](crate::RingAlloc::flush)). Other
+    /// chunks go when their last block does, on whichever thread frees it.
+    ///
+    /// ```
+    /// use allocator_api2::boxed::Box;
+    /// use ringmem::OneRingAlloc;
+    /// std::thread::spawn(|| {
+    ///     drop(Box::new_in(1u64, OneRingAlloc));
+    ///     let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
+    ///     assert_eq!(live(), 1); // the empty chunk, kept for the next small block
+    ///     OneRingAlloc.flush();
+    ///     assert_eq!(live(), 0);
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// ```
+    pub fn flush(&self) {
+        let _ = CURRENT.try_with(|c| {
+            let chunk = c.chunk.get();
+            // SAFETY: the current chunk is live.
+            if !chunk.is_null() && unsafe { (*chunk).count.all_back(c.used(chunk)) } {
+                c.retire();
+            }
+        });
+    }
+
     /// Allocates a block for `layout` from this thread's ring (as
     /// [`Allocator::allocate`], callable without importing the trait, as in ring-alloc).
     ///
@@ -200,7 +588,7 @@ impl OneRingAlloc {
     /// ```
     #[inline]
     pub fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        with_source(|s| s.allocate(layout))
+        allocate_any(layout)
     }
 
     /// Releases a block (as [`Allocator::deallocate`]), on any thread; a no-op for
@@ -232,12 +620,18 @@ impl OneRingAlloc {
 unsafe impl Allocator for OneRingAlloc {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        with_source(|s| s.allocate(layout))
+        allocate_any(layout)
     }
 
     #[inline]
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        with_source(|s| s.allocate_zeroed(layout))
+        if !is_small(layout) {
+            return with_source(|s| s.allocate_zeroed(layout));
+        }
+        let block = allocate_small(layout)?;
+        // SAFETY: the block is fresh and `block.len()` bytes long.
+        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
+        Ok(block)
     }
 
     #[inline]
@@ -275,7 +669,17 @@ unsafe impl Allocator for OneRingAlloc {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        // SAFETY: the `Allocator::shrink` contract.
-        with_source(|s| unsafe { s.shrink(ptr, old, new) })
+        match (is_small(old), is_small(new)) {
+            // SAFETY: the `Allocator::shrink` contract.
+            (false, false) => with_source(|s| unsafe { s.shrink(ptr, old, new) }),
+            // SAFETY: as above.
+            (true, true) => match unsafe { resize_small(ptr, old, new, false) } {
+                Some(block) => Ok(block),
+                // SAFETY: as above; nothing changed.
+                None => unsafe { resize_moving(ptr, old, new, false) },
+            },
+            // SAFETY: as above.
+            _ => unsafe { resize_moving(ptr, old, new, false) },
+        }
     }
 }

@@ -9,8 +9,9 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
+use super::chunk::{self, is_small, pad_for, prefetch, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
-use crate::ring::{round_up, HDR, MAX_ALIGN, WORD};
+use crate::ring::{round_up, HDR, MAX_ALIGN};
 use crate::sync::Cell;
 use crate::{Ring, RingError, WhenFull};
 
@@ -111,18 +112,6 @@ struct Shared {
     chunk: Cell<*mut ChunkHead>,
 }
 
-/// Chunks are ring regions of this alignment, laid out so that consecutive chunks tile
-/// a block: the data of a chunk starts at a multiple of `CHUNK` and its region (header
-/// included) spans exactly `CHUNK` bytes, so the next chunk's header ends where the next
-/// multiple starts. A small allocation finds its chunk by rounding its address down.
-const CHUNK: usize = MAX_ALIGN;
-
-/// A chunk's region as an allocation of this module (released the same way).
-const CHUNK_LAYOUT: Layout = match Layout::from_size_align(CHUNK - HDR, CHUNK) {
-    Ok(l) => l,
-    Err(_) => panic!("chunk layout"),
-};
-
 /// What a chunk knows about itself, in its first bytes. A chunk hands out its bytes in
 /// order from after this head, each block its size rounded up to a [`GRAIN`] at its
 /// alignment; its bytes in use are those handed out (up to the cursor while it is
@@ -146,27 +135,9 @@ struct ChunkHead {
 /// Bytes at the start of a chunk before its first block.
 const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
 
-/// Small allocations: 1 to this many bytes, with an alignment of at most a word.
-const SMALL_MAX: usize = 256;
-
-/// Small blocks are handed out in multiples of this many bytes, so the cursor stays
-/// aligned to it and only word-aligned layouts may need padding. Four: a `u32` takes 4
-/// bytes (with a word per block, ring-alloc's warm-up of 65,535 `u32`s touched twice
-/// the memory and changed chunks twice as often: 74.7 µs against 72.2 µs, median of 9
-/// processes).
-const GRAIN: usize = 4;
-
 /// Chunks are used when the ring's blocks hold at least this many bytes (eight chunks),
 /// so that a chunk pinned by one live allocation is a small part of a block.
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
-
-/// Whether `layout` is served from a chunk (when the handle is chunked). Any layout that
-/// fits a small block is small too: a small block is handed out with its size rounded
-/// up to a [`GRAIN`], and every size that fits it rounds to the same length.
-#[inline(always)]
-fn is_small(layout: Layout) -> bool {
-    layout.size().wrapping_sub(1) < SMALL_MAX && layout.align() <= WORD
-}
 
 /// The chunk holding the small allocation at `p`, with the chunk's own provenance.
 ///
@@ -174,25 +145,8 @@ fn is_small(layout: Layout) -> bool {
 /// - `p` is a live small allocation of a chunk.
 #[inline(always)]
 unsafe fn chunk_of(p: *mut u8) -> *mut ChunkHead {
-    let head = p.wrapping_sub(p as usize % CHUNK).cast::<ChunkHead>();
-    // SAFETY: the chunk is live while it holds `p` (contract), and its `this` word was
-    // written when it was made, before `p` was handed out.
-    unsafe { (*head).this }
-}
-
-/// Asks the processor to bring the cache line holding `p` closer, ahead of a write. A
-/// hint: nothing is read or written, and `p` need not point into any allocation.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse", not(miri)))]
-    #[allow(unused_unsafe)] // `_mm_prefetch` is a safe function from Rust 1.87 on
-    // SAFETY: a prefetch never faults and has no effect the program can observe,
-    // whatever the address; SSE, its target feature, is enabled (the `cfg` above).
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse", not(miri))))]
-    let _ = p;
+    // SAFETY: forwarded; a `ChunkHead` starts with its `this` word.
+    unsafe { chunk::chunk_of(p) }
 }
 
 #[cfg(feature = "std")]
@@ -485,11 +439,7 @@ impl RingAlloc {
         let cur = s.cursor.get();
         let len = round_up(layout.size(), GRAIN);
         // Known at compile time for a constant layout: a `u32` never looks at padding.
-        let pad = if layout.align() <= GRAIN {
-            0
-        } else {
-            (cur as usize).wrapping_neg() & (layout.align() - 1)
-        };
+        let pad = pad_for(cur as usize, layout);
         // No overflow: the cursor is inside a live block (or null), `pad` below a word
         // and `len` at most `SMALL_MAX`.
         if cur as usize + pad + len > s.end.get() {

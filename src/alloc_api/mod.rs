@@ -1,14 +1,16 @@
 //! allocator-api2 `Allocator` over the ring: `&Ring`, [`RingAlloc`] and [`OneRingAlloc`].
 //!
-//! Every allocation of `&Ring` and [`OneRingAlloc`] is a ring region (or, above a size
-//! threshold, a heap region with the same one-word header, marked `HEAP`), held by one
-//! handle: the collection. So `deallocate` is the ring's ordinary unique release, one
-//! `Release` store, valid on any thread, and it needs no allocator state at all.
+//! Every allocation of `&Ring` is a ring region (or, above a size threshold, a heap
+//! region with the same one-word header, marked `HEAP`), held by one handle: the
+//! collection. So `deallocate` is the ring's ordinary unique release, one `Release`
+//! store, valid on any thread, and it needs no allocator state at all.
 //!
-//! [`RingAlloc`] (one thread, like its ring) serves small layouts (1 to 256 bytes,
-//! alignment up to a word) from *chunks* instead: 4 KiB ring regions that it fills in
-//! order, with no header per allocation and no count to update on the way in or out
-//! (see `local.rs`). Everything else goes the way described here.
+//! [`RingAlloc`] and [`OneRingAlloc`] serve small layouts (1 to 256 bytes, alignment up
+//! to a word) from *chunks* instead: 4 KiB ring regions filled in order, with no header
+//! per allocation (`chunk.rs`). `RingAlloc` (one thread, like its ring) counts a chunk's
+//! freed bytes in a plain word (`local.rs`); `OneRingAlloc` keeps each thread's chunk in
+//! a thread-local and counts down one atomic word per chunk, so its small blocks may be
+//! freed on any thread (`global.rs`). Everything else goes the way described here.
 //!
 //! # The fast path
 //!
@@ -55,6 +57,7 @@
 //! Otherwise (the successors are live, the alignment changes, or the new size passes
 //! the threshold) they allocate, copy and release the old region.
 
+mod chunk;
 #[cfg(feature = "std")]
 mod global;
 mod local;
