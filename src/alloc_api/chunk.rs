@@ -5,7 +5,7 @@
 
 use core::alloc::Layout;
 
-use crate::ring::{HDR, MAX_ALIGN, WORD};
+use crate::ring::{round_up, HDR, MAX_ALIGN, WORD};
 use crate::sync::{AtomicUsize, Ordering};
 
 /// Chunks are ring regions of this alignment, laid out so that consecutive chunks tile
@@ -38,16 +38,25 @@ pub(crate) fn is_small(layout: Layout) -> bool {
     layout.size().wrapping_sub(1) < SMALL_MAX && layout.align() <= WORD
 }
 
-/// The padding that puts `cur` at `layout`'s alignment: 0 for alignments up to a
-/// [`GRAIN`] (known at compile time for a constant layout), else up to a word less a
-/// grain.
+/// A small block for `layout` at a chunk's cursor `cur` (null with `end` 0 when there
+/// is no chunk): `(block, length, padding)`, the length rounded up to a [`GRAIN`] and
+/// the padding skipped to align it (0 for alignments up to a grain, known at compile
+/// time for a constant layout), or `None` if it does not fit before `end`. The caller
+/// moves its cursor to `block + length` and counts the padding as never used.
 #[inline(always)]
-pub(crate) fn pad_for(cur: usize, layout: Layout) -> usize {
-    if layout.align() <= GRAIN {
+pub(crate) fn bump(cur: *mut u8, end: usize, layout: Layout) -> Option<(*mut u8, usize, usize)> {
+    let len = round_up(layout.size(), GRAIN);
+    let pad = if layout.align() <= GRAIN {
         0
     } else {
-        cur.wrapping_neg() & (layout.align() - 1)
+        (cur as usize).wrapping_neg() & (layout.align() - 1)
+    };
+    // No overflow: the cursor is inside a live chunk (or null), `pad` below a word and
+    // `len` at most `SMALL_MAX`.
+    if cur as usize + pad + len > end {
+        return None;
     }
+    Some((cur.wrapping_add(pad), len, pad))
 }
 
 /// The head of the chunk holding the small allocation at `p`: the first word of the

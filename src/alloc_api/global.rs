@@ -7,7 +7,7 @@ use core::ptr::{self, NonNull};
 use allocator_api2::alloc::{AllocError, Allocator};
 
 use super::chunk::{
-    chunk_of, is_small, pad_for, prefetch, ChunkCount, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX,
+    bump, chunk_of, is_small, prefetch, ChunkCount, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX,
 };
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::{round_up, HDR};
@@ -153,18 +153,12 @@ fn new_chunk() -> Result<*mut OneChunk, AllocError> {
 #[inline(always)]
 fn allocate_small(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
     CURRENT.with(|c| {
-        let cur = c.cursor.get();
-        let len = round_up(layout.size(), GRAIN);
-        let pad = pad_for(cur as usize, layout);
-        // No overflow: the cursor is inside a live chunk (or null), `pad` below a word
-        // and `len` at most `SMALL_MAX`.
-        if cur as usize + pad + len > c.end.get() {
+        let Some((p, len, pad)) = bump(c.cursor.get(), c.end.get(), layout) else {
             return allocate_small_slow(layout);
-        }
+        };
         if pad != 0 {
             c.pads.set(c.pads.get() + pad);
         }
-        let p = cur.wrapping_add(pad);
         c.cursor.set(p.wrapping_add(len));
         // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
         let p = unsafe { NonNull::new_unchecked(p) };

@@ -9,7 +9,7 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{self, is_small, pad_for, prefetch, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::chunk::{self, is_small, prefetch, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::{round_up, HDR, MAX_ALIGN};
 use crate::sync::Cell;
@@ -436,21 +436,14 @@ impl RingAlloc {
     #[inline(always)]
     fn allocate_small(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         let s = &*self.shared;
-        let cur = s.cursor.get();
-        let len = round_up(layout.size(), GRAIN);
-        // Known at compile time for a constant layout: a `u32` never looks at padding.
-        let pad = pad_for(cur as usize, layout);
-        // No overflow: the cursor is inside a live block (or null), `pad` below a word
-        // and `len` at most `SMALL_MAX`.
-        if cur as usize + pad + len > s.end.get() {
+        let Some((p, len, pad)) = chunk::bump(s.cursor.get(), s.end.get(), layout) else {
             return self.allocate_small_slow(layout);
-        }
+        };
         if pad != 0 {
             // SAFETY: `end` is not 0, so there is a current chunk, live and touched on
             // this thread only.
             unsafe { (*s.chunk.get()).freed += pad };
         }
-        let p = cur.wrapping_add(pad);
         s.cursor.set(p.wrapping_add(len));
         // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
         let p = unsafe { NonNull::new_unchecked(p) };
