@@ -795,6 +795,45 @@ fn one_ring_chunks_are_released_when_empty() {
     .unwrap();
 }
 
+/// Blocks freed out of order on their own thread are counted without an atomic while
+/// their chunk is current, and still count when it is retired: the chunk goes exactly
+/// when its last block does, whichever thread frees it.
+#[test]
+fn one_ring_own_thread_frees_count_towards_release() {
+    std::thread::spawn(|| {
+        let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
+        // 1,000 × 4 bytes in the first chunk (1,018 fit).
+        let boxes: std::vec::Vec<_> = (0..1000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
+        assert_eq!(live(), 1);
+        let mut odd = std::vec::Vec::new();
+        for (i, b) in boxes.into_iter().enumerate() {
+            if i % 2 == 1 {
+                odd.push(b);
+            } // the even ones are freed here, out of order
+        }
+        // 18 more fill the first chunk; the rest open a second, retiring the first.
+        let more: std::vec::Vec<_> = (0..1000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
+        assert_eq!(live(), 2);
+        std::thread::spawn(move || {
+            assert!(odd.iter().enumerate().all(|(i, b)| **b == 2 * i as u32 + 1));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            live(),
+            2,
+            "18 blocks of `more` still live in the first chunk"
+        );
+        assert!(more.iter().enumerate().all(|(i, b)| **b == i as u32));
+        drop(more); // in order: the first chunk goes with its last block
+        assert_eq!(live(), 1, "the current chunk stays");
+        OneRingAlloc.flush();
+        assert_eq!(live(), 0, "every block of the current chunk came back");
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn ring_handles_dropped_while_a_vec_lives_on() {
     const T: usize = 1;

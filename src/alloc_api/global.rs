@@ -24,7 +24,7 @@ std::thread_local! {
             cursor: Cell::new(ptr::null_mut()),
             end: Cell::new(0),
             chunk: Cell::new(ptr::null_mut()),
-            pads: Cell::new(0),
+            unused: Cell::new(0),
             exiting: Cell::new(false),
         }
     };
@@ -51,22 +51,24 @@ const ONE_HEAD: usize = core::mem::size_of::<OneChunk>();
 ///
 /// Invariants: `end` is 0 exactly when `chunk` is null (then `cursor` is null too);
 /// otherwise `chunk` is live, current (its count not retired) and hands out its bytes
-/// from `chunk + ONE_HEAD` to `cursor`, of which `pads` were padding.
+/// from `chunk + ONE_HEAD` to `cursor`, of which `unused` are in no block: padding, and
+/// blocks this thread freed out of order (counted here instead of in the atomic count).
 struct Current {
     cursor: Cell<*mut u8>,
     end: Cell<usize>,
     chunk: Cell<*mut OneChunk>,
-    pads: Cell<usize>,
+    unused: Cell<usize>,
     /// The thread's exit retired its chunk: each later small allocation on this thread
     /// gets a chunk of its own, retired at once (thread teardown only).
     exiting: Cell<bool>,
 }
 
 impl Current {
-    /// Bytes of the current chunk `chunk` handed out to blocks (padding not counted).
+    /// Bytes of the current chunk `chunk` handed out to blocks and not freed on this
+    /// thread (padding not counted).
     #[inline(always)]
     fn used(&self, chunk: *mut OneChunk) -> usize {
-        self.cursor.get() as usize - (chunk as usize + ONE_HEAD) - self.pads.get()
+        self.cursor.get() as usize - (chunk as usize + ONE_HEAD) - self.unused.get()
     }
 
     /// Retires the current chunk, if any, and forgets it: the free that empties it
@@ -80,7 +82,7 @@ impl Current {
         self.chunk.set(ptr::null_mut());
         self.cursor.set(ptr::null_mut());
         self.end.set(0);
-        self.pads.set(0);
+        self.unused.set(0);
         // SAFETY: the current chunk is live until retired, here, once.
         if unsafe { (*chunk).count.retire(used) } {
             // SAFETY: retired and empty: nothing refers to it any more.
@@ -157,7 +159,7 @@ fn allocate_small(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
             return allocate_small_slow(layout);
         };
         if pad != 0 {
-            c.pads.set(c.pads.get() + pad);
+            c.unused.set(c.unused.get() + pad);
         }
         c.cursor.set(p.wrapping_add(len));
         // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
@@ -180,7 +182,7 @@ fn allocate_small_slow(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
                 // SAFETY: as above; no block is live, so no other thread touches it.
                 unsafe { (*chunk).count.restart() };
                 c.cursor.set(chunk.cast::<u8>().wrapping_add(ONE_HEAD));
-                c.pads.set(0);
+                c.unused.set(0);
                 // An empty chunk holds any small layout: this does not come back here.
                 return allocate_small(layout);
             }
@@ -194,7 +196,7 @@ fn allocate_small_slow(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         c.chunk.set(chunk);
         c.cursor.set(chunk.cast::<u8>().wrapping_add(ONE_HEAD));
         c.end.set(chunk as usize + CHUNK_LAYOUT.size());
-        c.pads.set(0);
+        c.unused.set(0);
         allocate_small(layout)
     })
 }
@@ -215,7 +217,8 @@ fn allocate_alone(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
 }
 
 /// Releases a small block, on any thread: the latest block of this thread's chunk moves
-/// the cursor back; any other counts down its chunk.
+/// the cursor back, another block of it joins the chunk's unused bytes (both without an
+/// atomic instruction); a block of any other chunk counts it down.
 ///
 /// # Safety
 /// - `ptr` was handed out by `OneRingAlloc` (any thread) for `layout` or a layout that
@@ -226,16 +229,22 @@ unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
     let len = round_up(layout.size(), GRAIN);
     // Only the latest block of this thread's current chunk ends at its cursor: another
     // thread's chunks lie elsewhere, and no chunk's blocks end where another's begin.
-    let rewound = CURRENT.with(|c| {
+    // A chunk spans one `CHUNK`-aligned stretch, so a block lies in the current chunk
+    // exactly when rounding its address down gives the chunk (a live block's chunk is
+    // not released, so no later chunk can sit at that address).
+    let kept = CURRENT.with(|c| {
         let cur = c.cursor.get();
         if p as usize + len == cur as usize {
             c.cursor.set(cur.wrapping_sub(len));
+            true
+        } else if p as usize & !(CHUNK - 1) == c.chunk.get() as usize {
+            c.unused.set(c.unused.get() + len);
             true
         } else {
             false
         }
     });
-    if !rewound {
+    if !kept {
         // SAFETY: forwarded from this function's contract.
         unsafe { give_back(p, len) }
     }
