@@ -643,7 +643,7 @@ unsafe impl Allocator for OneRingAlloc {
         unsafe { release(ptr, layout) }
     }
 
-    #[inline]
+    #[inline(always)]
     unsafe fn grow(
         &self,
         ptr: NonNull<u8>,
