@@ -15,8 +15,7 @@ mod alloc_api;
 // `OneRingAlloc`'s chunk count alone, for its loom model (`tests/loom.rs`): the rest of
 // `alloc_api` sits on the thread-local ring, which loom builds leave out.
 #[cfg(all(feature = "allocator-api2", loom))]
-#[allow(dead_code)]
-#[path = "alloc_api/chunk.rs"]
+#[path = "alloc_api/count.rs"]
 mod chunk_count;
 #[cfg(all(feature = "allocator-api2", loom))]
 #[doc(hidden)]

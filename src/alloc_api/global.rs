@@ -6,11 +6,10 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{
-    bump, chunk_of, is_small, prefetch, ChunkCount, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX,
-};
+use super::chunk::{self, bump, chunk_of, is_small, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::count::ChunkCount;
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
-use crate::ring::{round_up, HDR};
+use crate::ring::round_up;
 use crate::sync::Cell;
 use crate::tls;
 
@@ -121,26 +120,11 @@ unsafe fn release_chunk(chunk: *mut OneChunk) {
 /// gone or the threshold is below [`SMALL_MAX`].
 fn new_chunk() -> Result<*mut OneChunk, AllocError> {
     let to_heap = threshold() < SMALL_MAX;
-    let made = tls::with_ring(|ring| {
-        if !to_heap {
-            if let Some(c) = ring.claim_at_head_aligned(CHUNK_LAYOUT.size(), CHUNK, 1) {
-                return Ok(c.data.as_ptr());
-            }
-        }
-        Source::new(ring, if to_heap { 0 } else { usize::MAX })
-            .allocate(CHUNK_LAYOUT)
-            .map(|b| b.as_ptr().cast::<u8>())
-    });
-    let data = match made {
-        Some(data) => data?,
-        None => Source::HEAP.allocate(CHUNK_LAYOUT)?.as_ptr().cast::<u8>(),
-    };
-    let chunk = data.cast::<OneChunk>();
-    debug_assert_eq!(chunk as usize % CHUNK, 0);
-    // Where the next chunk goes when chunks tile the block (see `RingAlloc`).
-    let next = data.wrapping_add(CHUNK);
-    prefetch(next.wrapping_sub(HDR));
-    prefetch(next);
+    let chunk = match tls::with_ring(|ring| chunk::claim(Some(ring), to_heap)) {
+        Some(made) => made?,
+        None => chunk::claim(None, true)?,
+    }
+    .cast::<OneChunk>();
     // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`: room for the
     // head.
     unsafe {
@@ -313,6 +297,28 @@ unsafe fn resize_small(
     Some(NonNull::slice_from_raw_parts(ptr, want))
 }
 
+/// `grow`, `grow_zeroed` or `shrink` where either layout is small: in place in the chunk
+/// when both are ([`resize_small`]), else allocate, copy, free.
+///
+/// # Safety
+/// The `Allocator::grow` (`shrink`) contract.
+#[inline(always)]
+unsafe fn resize_chunked(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    zeroed: bool,
+) -> Result<NonNull<[u8]>, AllocError> {
+    if is_small(old) && is_small(new) {
+        // SAFETY: the caller's contract, forwarded.
+        if let Some(block) = unsafe { resize_small(ptr, old, new, zeroed) } {
+            return Ok(block);
+        }
+    }
+    // SAFETY: the caller's contract, forwarded; nothing changed above.
+    unsafe { resize_moving(ptr, old, new, zeroed) }
+}
+
 /// A resize that changes path, or a small one that cannot stay: allocate, copy, free.
 ///
 /// # Safety
@@ -324,19 +330,9 @@ unsafe fn resize_moving(
     new: Layout,
     zeroed: bool,
 ) -> Result<NonNull<[u8]>, AllocError> {
-    let block = allocate_any(new)?;
-    let keep = old.size().min(new.size());
-    // SAFETY: both blocks are live and distinct; each holds at least `keep` bytes, and
-    // the new one `new.size()`.
-    unsafe {
-        ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), keep);
-        if zeroed {
-            ptr::write_bytes(block.as_ptr().cast::<u8>().add(keep), 0, block.len() - keep);
-        }
-    }
-    // SAFETY: the old block is ours and no longer used (contract).
-    unsafe { release(ptr, old) };
-    Ok(block)
+    // SAFETY: forwarded from this function's contract; the closures are
+    // `OneRingAlloc`'s own allocation and release, and the old block is given up there.
+    unsafe { super::move_block(ptr, old, new, zeroed, allocate_any, |p, l| release(p, l)) }
 }
 
 /// `allocate` on either path.
@@ -400,18 +396,9 @@ unsafe fn grow(
     new: Layout,
     zeroed: bool,
 ) -> Result<NonNull<[u8]>, AllocError> {
-    match (is_small(old), is_small(new)) {
-        (false, false) => {}
-        (true, true) => {
-            // SAFETY: the caller's contract, forwarded.
-            if let Some(block) = unsafe { resize_small(ptr, old, new, zeroed) } {
-                return Ok(block);
-            }
-            // SAFETY: as above; nothing changed.
-            return unsafe { resize_moving(ptr, old, new, zeroed) };
-        }
+    if is_small(old) || is_small(new) {
         // SAFETY: the caller's contract, forwarded.
-        _ => return unsafe { resize_moving(ptr, old, new, zeroed) },
+        return unsafe { resize_chunked(ptr, old, new, zeroed) };
     }
     // SAFETY: the caller's contract, forwarded; the source is this thread's own ring.
     let fast = with_existing_source(|s| unsafe { s.grow_latest(ptr, old, new, zeroed) });
@@ -672,17 +659,11 @@ unsafe impl Allocator for OneRingAlloc {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        match (is_small(old), is_small(new)) {
+        if is_small(old) || is_small(new) {
             // SAFETY: the `Allocator::shrink` contract.
-            (false, false) => with_source(|s| unsafe { s.shrink(ptr, old, new) }),
-            // SAFETY: as above.
-            (true, true) => match unsafe { resize_small(ptr, old, new, false) } {
-                Some(block) => Ok(block),
-                // SAFETY: as above; nothing changed.
-                None => unsafe { resize_moving(ptr, old, new, false) },
-            },
-            // SAFETY: as above.
-            _ => unsafe { resize_moving(ptr, old, new, false) },
+            return unsafe { resize_chunked(ptr, old, new, false) };
         }
+        // SAFETY: as above.
+        with_source(|s| unsafe { s.shrink(ptr, old, new) })
     }
 }

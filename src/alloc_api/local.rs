@@ -9,9 +9,9 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{self, is_small, prefetch, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::chunk::{self, is_small, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
-use crate::ring::{round_up, HDR, MAX_ALIGN};
+use crate::ring::{round_up, MAX_ALIGN};
 use crate::sync::Cell;
 use crate::{Ring, RingError, WhenFull};
 
@@ -464,32 +464,7 @@ impl RingAlloc {
         // SAFETY: not null.
         if chunk.is_null() || unsafe { s.in_use(chunk) } != 0 {
             s.retire();
-            // Small allocations follow the heap threshold as a group: their chunks
-            // come from the ring unless the threshold is below `SMALL_MAX`.
-            let to_heap = s.threshold.get() < SMALL_MAX;
-            // Chunks laid one after another tile the block: the window's front is then
-            // where the next one goes, without a walk.
-            let tiled = if to_heap {
-                None
-            } else {
-                s.ring.claim_at_head_aligned(CHUNK_LAYOUT.size(), CHUNK, 1)
-            };
-            chunk = match tiled {
-                Some(c) => c.data.as_ptr().cast(),
-                None => {
-                    let source = Source::new(&s.ring, if to_heap { 0 } else { usize::MAX });
-                    source.allocate(CHUNK_LAYOUT)?.as_ptr().cast()
-                }
-            };
-            debug_assert_eq!(chunk as usize % CHUNK, 0);
-            // Where the next chunk goes when chunks tile the block: its region header
-            // (the word just past this chunk's region) and its head. The next chunk
-            // change writes both lines, and they are cold by then unless fetched now:
-            // in ring-alloc's warm-up (128 changes per 65,535 allocations) this took
-            // the median from 77.3 to 75.0 µs over 10 processes (BENCHMARKS.md).
-            let next = chunk.cast::<u8>().wrapping_add(CHUNK);
-            prefetch(next.wrapping_sub(HDR));
-            prefetch(next);
+            chunk = chunk::claim(Some(&s.ring), s.threshold.get() < SMALL_MAX)?.cast();
             // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`.
             unsafe { ptr::addr_of_mut!((*chunk).this).write(chunk) };
             s.chunk.set(chunk);
@@ -719,19 +694,18 @@ impl RingAlloc {
             // (or heap) region.
             return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };
         }
-        let block = self.allocate_any(new)?;
-        let keep = old.size().min(new.size());
-        // SAFETY: both blocks are live and distinct; each holds at least `keep` bytes,
-        // and the new one `new.size()`.
+        // SAFETY: forwarded from this function's contract; the closures are this
+        // handle's own allocation and release, and the old block is given up there.
         unsafe {
-            ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), keep);
-            if zeroed {
-                ptr::write_bytes(block.as_ptr().cast::<u8>().add(keep), 0, block.len() - keep);
-            }
+            super::move_block(
+                ptr,
+                old,
+                new,
+                zeroed,
+                |l| self.allocate_any(l),
+                |p, l| self.deallocate_any(p, l),
+            )
         }
-        // SAFETY: the old block is ours and no longer used (contract).
-        unsafe { self.deallocate_any(ptr, old) };
-        Ok(block)
     }
 
     /// Allocates a block for `layout` (as [`Allocator::allocate`], callable without

@@ -58,6 +58,7 @@
 //! the threshold) they allocate, copy and release the old region.
 
 mod chunk;
+mod count;
 #[cfg(feature = "std")]
 mod global;
 mod local;
@@ -130,6 +131,37 @@ fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
 unsafe fn zero_tail(block: NonNull<[u8]>, from: usize) {
     // SAFETY: `[from, len)` lies inside the block, which is writable (contract).
     unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>().add(from), 0, block.len() - from) };
+}
+
+/// A resize that cannot stay in place, for the chunked allocators: a block for `new`
+/// from `allocate`, the first `min(old, new)` bytes copied over (the rest zeroed for
+/// `grow_zeroed`), and the old block given to `deallocate`.
+///
+/// # Safety
+/// - The `Allocator::grow` (`shrink`) contract for `ptr`, `old` and `new`, with
+///   `allocate` and `deallocate` the allocator's own.
+#[inline(always)]
+unsafe fn move_block(
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+    zeroed: bool,
+    allocate: impl FnOnce(Layout) -> Result<NonNull<[u8]>, AllocError>,
+    deallocate: impl FnOnce(NonNull<u8>, Layout),
+) -> Result<NonNull<[u8]>, AllocError> {
+    let block = allocate(new)?;
+    let keep = old.size().min(new.size());
+    // SAFETY: both blocks are live and distinct; each holds at least `keep` bytes, and
+    // the new one `new.size() >= keep`.
+    unsafe {
+        ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), keep);
+        if zeroed {
+            zero_tail(block, keep);
+        }
+    }
+    // The old block is ours and no longer used (contract).
+    deallocate(ptr, old);
+    Ok(block)
 }
 
 /// The header of the allocation at `ptr` (see the module docs).
