@@ -10,7 +10,7 @@ use super::chunk::{self, bump, chunk_of, is_small, CHUNK, CHUNK_LAYOUT, GRAIN, S
 use super::count::ChunkCount;
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::round_up;
-use crate::sync::Cell;
+use crate::sync::{plain_ref, Cell};
 use crate::tls;
 
 std::thread_local! {
@@ -31,34 +31,13 @@ std::thread_local! {
     static RETIRE_AT_EXIT: RetireAtExit = const { RetireAtExit };
 }
 
-/// Runs `f` on this thread's [`Current`], reached through a plain pointer.
-///
-/// On x86-64 a thread-local is addressed through the `%fs` segment, and a value stored
-/// that way and loaded back at once takes longer to forward than one at a plain
-/// address: the `alloc` row (allocate and free a `u32`, two such round trips of the
-/// cursor) took 0.86 ns, against 0.73 ns for `RingAlloc`, whose cursor is behind an
-/// ordinary pointer. A scratch loop of the same two round trips: 0.48 ns through
-/// `%fs`, 0.35 ns through a register. So the pointer goes through an empty `asm!`,
-/// which the compiler cannot see through and therefore cannot fold back into
-/// `%fs`-relative addressing; being pure, it is computed once per loop. The `alloc`
-/// row then took 0.75 times as long, and `push x 10` 0.89 times (child processes run
-/// interleaved with the build before, 5 each).
+/// Runs `f` on this thread's [`Current`], reached through a plain pointer
+/// ([`plain_ref`]): the `alloc` row (allocate and free a `u32`) then took 0.75 times as
+/// long, and `push x 10` 0.89 times (child processes run interleaved with the build
+/// before, 5 each).
 #[inline(always)]
 fn with_current<R>(f: impl FnOnce(&Current) -> R) -> R {
-    CURRENT.with(|c| {
-        #[allow(unused_mut)] // changed by the `asm!` only
-        let mut p: *const Current = c;
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        // The asm reads no memory: the pointer passes through it as a number.
-        #[allow(clippy::pointers_in_nomem_asm_block)]
-        // SAFETY: the template is empty: `p` keeps its value, and nothing else is read
-        // or written.
-        unsafe {
-            core::arch::asm!("/* {0} */", inout(reg) p, options(pure, nomem, nostack, preserves_flags));
-        }
-        // SAFETY: `p` is `c`, borrowed for this call.
-        f(unsafe { &*p })
-    })
+    CURRENT.with(|c| f(plain_ref(c)))
 }
 
 /// The head of a chunk of `OneRingAlloc`, in its first bytes.
