@@ -7,7 +7,13 @@
 //! - `vec/<A>/push x n`: an allocator-api2 `Vec` built by pushing `n` `usize`s, dropped;
 //! - `vec/<A>/reserve_exact(1) x n`: `reserve_exact(i)` for `i in 0..n` on an empty
 //!   `Vec<u32>` (ring-alloc's loop: the capacity grows by one element per call),
-//!   dropped; for `n` in 10, 146, 2,134, 17,453.
+//!   dropped; for `n` in 10, 146, 2,134, 17,453;
+//!
+//! and one case of ringmem's own, a queue drained in order, as a pipeline does:
+//!
+//! - `free in order/<A>/...`: 65,535 `u32`s allocated (not timed), then freed in the
+//!   order they were made (timed), on the same thread or, for the allocators whose
+//!   blocks may cross threads, on a worker thread that receives the pointers.
 //!
 //! ```text
 //! cargo bench --bench alloc_api                      # everything
@@ -18,6 +24,7 @@
 //! ratios against `Global` across the two.
 
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use allocator_api2::alloc::{Allocator, Global, Layout};
@@ -90,6 +97,78 @@ fn cases<A: Allocator>(c: &mut Criterion, name: &str, a: &A) {
     g.finish();
 }
 
+/// The pointers of [`WARM_UP`] `u32`s freshly allocated by `a`.
+fn queue<A: Allocator>(a: &A) -> std::vec::Vec<NonNull<u8>> {
+    let l = Layout::new::<u32>();
+    (0..WARM_UP)
+        .map(|_| a.allocate(l).unwrap().cast::<u8>())
+        .collect()
+}
+
+/// Frees `ptrs` in order with `a`; the time it took.
+///
+/// # Safety
+/// Every pointer came from `a` (or an allocator whose blocks `a` frees) for a `u32`
+/// and is freed only here.
+unsafe fn drain<A: Allocator>(a: &A, ptrs: std::vec::Vec<NonNull<u8>>) -> Duration {
+    let l = Layout::new::<u32>();
+    let start = Instant::now();
+    for p in ptrs {
+        // SAFETY: the caller's contract.
+        unsafe { a.deallocate(black_box(p), l) };
+    }
+    start.elapsed()
+}
+
+/// `free in order/<A>/same thread`.
+fn free_in_order<A: Allocator>(c: &mut Criterion, name: &str, a: &A) {
+    let mut g = c.benchmark_group(format!("free in order/{name}"));
+    g.bench_function(format!("free 4 bytes x {WARM_UP}, same thread"), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                // SAFETY: fresh `u32` blocks of `a`, freed once.
+                .map(|_| unsafe { drain(a, queue(a)) })
+                .sum()
+        })
+    });
+    g.finish();
+}
+
+/// `free in order/<A>/other thread`: a worker frees each batch and sends back the time.
+fn free_in_order_elsewhere<A: Allocator + Copy + Send + 'static>(
+    c: &mut Criterion,
+    name: &str,
+    a: A,
+) {
+    /// The pointers of one batch, sent to the worker.
+    struct Batch(std::vec::Vec<NonNull<u8>>);
+    // SAFETY: the blocks are `A`'s, which may be freed on any thread (`A: Send`, and
+    // the allocators given here say so); the worker is their only user.
+    unsafe impl Send for Batch {}
+    let (to_worker, batches) = std::sync::mpsc::channel::<Batch>();
+    let (to_bench, times) = std::sync::mpsc::channel::<Duration>();
+    let worker = std::thread::spawn(move || {
+        for batch in batches {
+            // SAFETY: fresh `u32` blocks of `a`, freed once, here.
+            to_bench.send(unsafe { drain(&a, batch.0) }).unwrap();
+        }
+    });
+    let mut g = c.benchmark_group(format!("free in order/{name}"));
+    g.bench_function(format!("free 4 bytes x {WARM_UP}, other thread"), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    to_worker.send(Batch(queue(&a))).unwrap();
+                    times.recv().unwrap()
+                })
+                .sum()
+        })
+    });
+    g.finish();
+    drop(to_worker);
+    worker.join().unwrap();
+}
+
 fn benches(c: &mut Criterion) {
     cases(c, "Global", &Global);
     cases(c, "ringmem::RingAlloc", &RingAlloc::new());
@@ -98,6 +177,13 @@ fn benches(c: &mut Criterion) {
         .capacity(RingAlloc::DEFAULT_CAPACITY)
         .when_full(WhenFull::Grow);
     cases(c, "ringmem::Ring (&Ring)", &ring.build().unwrap());
+
+    free_in_order(c, "Global", &Global);
+    free_in_order(c, "ringmem::RingAlloc", &RingAlloc::new());
+    free_in_order(c, "ringmem::OneRingAlloc", &OneRingAlloc);
+    free_in_order(c, "ringmem::Ring (&Ring)", &ring.build().unwrap());
+    free_in_order_elsewhere(c, "Global", Global);
+    free_in_order_elsewhere(c, "ringmem::OneRingAlloc", OneRingAlloc);
 }
 
 criterion_group! {
