@@ -834,6 +834,76 @@ fn one_ring_own_thread_frees_count_towards_release() {
     .unwrap();
 }
 
+/// Frees of one chunk's blocks on a thread that is not its owner's current chunk are
+/// added up on that thread and subtracted in one step. The chunk still goes with its
+/// last block when the freeing thread holds all the rest; otherwise when each thread
+/// holding some of its bytes frees a block of another chunk, flushes or exits.
+#[test]
+fn one_ring_frees_held_back_are_given_back() {
+    type Job = std::boxed::Box<dyn FnOnce() + Send>;
+    std::thread::spawn(|| {
+        let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
+        // 4 bytes each, 1,018 to a chunk: chunks 0, 1 and 2 full and retired, 3 current.
+        let mut all: std::vec::Vec<_> =
+            (0..3100u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
+        assert_eq!(live(), 4);
+        let current = all.split_off(3 * 1018);
+        let mut second = all.split_off(2 * 1018);
+        let mut first = all.split_off(1018);
+        let whole = all;
+        let last_of_first = first.pop().unwrap();
+        let first_of_second = second.remove(0);
+
+        let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            for job in inbox {
+                job();
+                done.send(()).unwrap();
+            }
+        });
+        let on_worker = |job: Job| {
+            jobs.send(job).unwrap();
+            finished.recv().unwrap();
+        };
+
+        on_worker(std::boxed::Box::new(move || drop(whole)));
+        assert_eq!(
+            live(),
+            3,
+            "the worker held every byte of chunk 0: released at once"
+        );
+
+        on_worker(std::boxed::Box::new(move || drop(first)));
+        drop(last_of_first); // held back here: the worker holds the rest of chunk 1
+        assert_eq!(live(), 3, "chunk 1's bytes are held back on two threads");
+
+        // A free in chunk 2 makes the worker give chunk 1's bytes back.
+        on_worker(std::boxed::Box::new(move || drop(first_of_second)));
+        assert_eq!(live(), 3, "this thread still holds 4 bytes of chunk 1");
+        OneRingAlloc.flush();
+        assert_eq!(live(), 2, "chunk 1 goes with the last bytes held back");
+
+        drop(second); // held here: the worker holds 4 bytes of chunk 2
+        assert_eq!(live(), 2);
+        drop(jobs);
+        worker.join().unwrap(); // its exit gives back what it held
+        assert_eq!(live(), 2, "this thread still holds the rest of chunk 2");
+        OneRingAlloc.flush();
+        assert_eq!(live(), 1);
+
+        assert!(current
+            .iter()
+            .enumerate()
+            .all(|(i, b)| **b == (3 * 1018 + i) as u32));
+        drop(current);
+        OneRingAlloc.flush();
+        assert_eq!(live(), 0);
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn ring_handles_dropped_while_a_vec_lives_on() {
     const T: usize = 1;

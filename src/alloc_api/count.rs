@@ -49,6 +49,15 @@ impl ChunkCount {
         true
     }
 
+    /// Whether the chunk counts exactly `bytes` still in use: for a thread that holds
+    /// `bytes` of its freed blocks back, whether they are all the chunk is waiting for
+    /// (it is retired and every other byte came back), so that giving them back now
+    /// releases it. A hint (`Relaxed`): the subtraction that follows decides.
+    #[inline]
+    pub fn is_only(&self, bytes: usize) -> bool {
+        self.0.load(Ordering::Relaxed) == bytes
+    }
+
     /// The owner moves on from the chunk, which handed out `used` bytes (padding not
     /// counted): [`give_back`](Self::give_back) of what was never handed out.
     #[inline]

@@ -29,6 +29,102 @@ std::thread_local! {
     };
     /// Armed by the first chunk: retires the current chunk when the thread exits.
     static RETIRE_AT_EXIT: RetireAtExit = const { RetireAtExit };
+    /// Bytes of another chunk that this thread freed and has not subtracted yet.
+    static HELD: Held = const {
+        Held {
+            chunk: Cell::new(ptr::null_mut()),
+            bytes: Cell::new(0),
+        }
+    };
+}
+
+/// Freed bytes of one chunk (not this thread's current one) that this thread has not yet
+/// subtracted from the chunk's count. Blocks of a queue are freed in the order they were
+/// made, so consecutive frees mostly fall in one chunk: they add up here, and the chunk
+/// gets one atomic subtraction instead of one per block. The bytes are given back when
+/// a free falls in another chunk, as soon as they are all the chunk still counts (so a
+/// chunk is released with its last block, as before, unless other threads hold some of
+/// its bytes too), at [`OneRingAlloc::flush`], and when the thread exits. So a thread
+/// delays at most one chunk's release (when another thread frees some of its blocks, or
+/// retires it, after this thread's last free of it), until it frees a block elsewhere,
+/// flushes or exits.
+///
+/// Invariants: `bytes` is 0 exactly when `chunk` is null; otherwise `chunk` is live and
+/// its count still includes `bytes`, so it cannot be released before they are given
+/// back.
+struct Held {
+    chunk: Cell<*mut OneChunk>,
+    bytes: Cell<usize>,
+}
+
+impl Held {
+    /// Adds `bytes` freed of the small block at `p` (in a live chunk other than this
+    /// thread's current one). Returns the bytes to subtract now, and from which chunk:
+    /// those of `p`'s chunk if they are all it counts (or if this thread can hold
+    /// nothing back), else those held of the chunk this free moves away from.
+    ///
+    /// # Safety
+    /// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
+    ///   caller gives up.
+    #[inline(always)]
+    unsafe fn add(&self, p: *mut u8, bytes: usize) -> Option<(*mut OneChunk, usize)> {
+        let held = self.chunk.get();
+        // A chunk spans one `CHUNK`-aligned stretch, and the held one is live, so no
+        // other chunk can sit at its address.
+        if p as usize & !(CHUNK - 1) == held as usize {
+            let sum = self.bytes.get() + bytes;
+            // SAFETY: the held chunk is live (invariant).
+            if unsafe { (*held).count.is_only(sum) } {
+                self.take();
+                return Some((held, sum));
+            }
+            self.bytes.set(sum);
+            return None;
+        }
+        // SAFETY: `p` is in a live chunk (contract).
+        let chunk: *mut OneChunk = unsafe { chunk_of(p) };
+        // SAFETY: as above.
+        if unsafe { (*chunk).count.is_only(bytes) } || !can_hold() {
+            return Some((chunk, bytes));
+        }
+        let old = (held, self.bytes.replace(bytes));
+        self.chunk.set(chunk);
+        (!held.is_null()).then_some(old)
+    }
+
+    /// Takes everything held: the chunk and its bytes, if any.
+    fn take(&self) -> Option<(*mut OneChunk, usize)> {
+        let chunk = self.chunk.replace(ptr::null_mut());
+        let bytes = self.bytes.replace(0);
+        (!chunk.is_null()).then_some((chunk, bytes))
+    }
+}
+
+/// Whether this thread may hold freed bytes back: its exit will give them back (the
+/// thread-local that retires its chunk is armed), and it is not exiting already.
+fn can_hold() -> bool {
+    !with_current(|c| c.exiting.get()) && RETIRE_AT_EXIT.try_with(|_| ()).is_ok()
+}
+
+/// Subtracts `bytes` from `chunk`'s count, and releases the chunk if that emptied it
+/// after its retirement.
+///
+/// # Safety
+/// - `chunk` is live and `bytes` of it (counted in `used`) are the caller's to give up.
+unsafe fn subtract((chunk, bytes): (*mut OneChunk, usize)) {
+    // SAFETY: the chunk is live (contract).
+    if unsafe { (*chunk).count.give_back(bytes) } {
+        // SAFETY: retired and empty: this call was the last to touch it.
+        unsafe { release_chunk(chunk) };
+    }
+}
+
+/// Gives back the bytes this thread holds back, if any.
+fn give_back_held() {
+    if let Some(held) = HELD.with(Held::take) {
+        // SAFETY: held bytes are of a live chunk, and now ours alone to give back.
+        unsafe { subtract(held) };
+    }
 }
 
 /// Runs `f` on this thread's [`Current`], reached through a plain pointer
@@ -109,6 +205,7 @@ impl Drop for RetireAtExit {
             c.exiting.set(true);
             c.retire();
         });
+        give_back_held();
     }
 }
 
@@ -244,20 +341,18 @@ unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
 }
 
 /// `bytes` of the small block at `p` (the whole block, or the tail a shrink gave up)
-/// are no longer used: counts down its chunk, and releases the chunk if that emptied
-/// it after its retirement.
+/// are no longer used: counts down its chunk, now or later ([`Held`]), and releases the
+/// chunk if that emptied it after its retirement.
 ///
 /// # Safety
 /// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
 ///   caller gives up.
 #[inline(never)]
 unsafe fn give_back(p: *mut u8, bytes: usize) {
-    // SAFETY: `p` is in a live chunk (contract).
-    let chunk: *mut OneChunk = unsafe { chunk_of(p) };
-    // SAFETY: the chunk is live while it holds `p`.
-    if unsafe { (*chunk).count.give_back(bytes) } {
-        // SAFETY: retired and empty: this call was the last to touch it.
-        unsafe { release_chunk(chunk) };
+    // SAFETY: forwarded from this function's contract.
+    if let Some(now) = HELD.with(|h| unsafe { plain_ref(h).add(p, bytes) }) {
+        // SAFETY: `Held::add` returns bytes of a live chunk that are ours to give up.
+        unsafe { subtract(now) };
     }
 }
 
@@ -468,11 +563,20 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 /// - Small layouts (1 to 256 bytes, alignment up to 8) come from the thread's current
 ///   *chunk*, a 4 KiB ring region filled in order as [`RingAlloc`](crate::RingAlloc)'s
 ///   are (sizes rounded up to 4 bytes, no header per block), kept in a thread-local with
-///   no destructor. Freeing the latest block on its thread moves the cursor back; any
-///   other free subtracts its bytes from the chunk's one atomic count. When the thread
+///   no destructor. Freeing the latest block on its thread moves the cursor back, and
+///   any other block of that chunk joins its unused bytes; frees of any other chunk's
+///   blocks subtract their bytes from that chunk's one atomic count. When the thread
 ///   moves to a new chunk, or exits, it retires the old one, and whichever subtraction
 ///   empties a retired chunk releases it, on any thread. A live small block pins its
-///   chunk's 4 KiB; [`flush`](Self::flush) releases an empty current chunk.
+///   chunk's 4 KiB.
+/// - Frees of consecutive blocks of one other chunk (a queue drained in order, on any
+///   thread) are added up in a thread-local and subtracted in one step: when the thread
+///   frees a block of another chunk, as soon as they are all the chunk still counts (so
+///   a chunk whose blocks one thread frees goes with its last one), at
+///   [`flush`](Self::flush), or when the thread exits. A thread thus delays at most one
+///   chunk's release, and only when another thread frees some of its blocks, or retires
+///   it, after this thread's last free of it. [`flush`](Self::flush) also releases an
+///   empty current chunk.
 /// - Other layouts are ring regions: a release is the region header's `Release` store.
 ///
 /// When a thread exits, its ring is dropped; blocks that still hold allocations are
@@ -541,8 +645,12 @@ impl OneRingAlloc {
 
     /// Releases this thread's current chunk of small allocations if none of its blocks
     /// is in use, so that [`Ring::stats`](crate::Ring::stats) of the thread's ring counts
-    /// only live allocations (as [`RingAlloc::flush`](crate::RingAlloc::flush)). Other
-    /// chunks go when their last block does, on whichever thread frees it.
+    /// only live allocations (as [`RingAlloc::flush`](crate::RingAlloc::flush)), and
+    /// gives back the freed bytes this thread holds back for one other chunk (frees of
+    /// consecutive blocks of a chunk are subtracted from its count in one step, see
+    /// [`OneRingAlloc`]). Other chunks go when their last block does, on whichever
+    /// thread frees it, or when the last thread holding some of their bytes back frees a
+    /// block of another chunk, flushes or exits.
     ///
     /// ```
     /// use allocator_api2::boxed::Box;
@@ -558,6 +666,7 @@ impl OneRingAlloc {
     /// .unwrap();
     /// ```
     pub fn flush(&self) {
+        give_back_held();
         let _ = CURRENT.try_with(|c| {
             let chunk = c.chunk.get();
             // SAFETY: the current chunk is live.
@@ -576,7 +685,7 @@ impl OneRingAlloc {
     /// let layout = Layout::new::<[u8; 100]>();
     /// let p = OneRingAlloc.allocate(layout).unwrap();
     /// let addr = p.cast::<u8>().as_ptr() as usize;
-    /// // Freed on another thread: one atomic store.
+    /// // Freed on another thread (a 100-byte block is a ring region: one atomic store).
     /// std::thread::spawn(move || {
     ///     let p = core::ptr::NonNull::new(addr as *mut u8).unwrap();
     ///     // SAFETY: allocated above with this layout, not used elsewhere.
@@ -613,8 +722,9 @@ impl OneRingAlloc {
 
 // SAFETY: blocks stay valid until deallocated: a thread's ring outlives neither the
 // thread nor its allocations' validity (a dropped ring's blocks are freed by the orphan
-// sweep only after their last region is released). Release is one atomic store, valid
-// on any thread; in-place resizing happens only in the calling thread's own ring
+// sweep only after their last region is released). Release is one atomic store (a
+// region) or subtraction (a chunk's count, possibly deferred on the freeing thread,
+// which keeps the chunk alive meanwhile), valid on any thread; in-place resizing happens only in the calling thread's own ring
 // (`Ring::block_of`), so no two threads rewrite one block's region lengths.
 unsafe impl Allocator for OneRingAlloc {
     #[inline]

@@ -10,7 +10,8 @@
 //! per allocation (`chunk.rs`). `RingAlloc` (one thread, like its ring) counts a chunk's
 //! freed bytes in a plain word (`local.rs`); `OneRingAlloc` keeps each thread's chunk in
 //! a thread-local and counts down one atomic word per chunk, so its small blocks may be
-//! freed on any thread (`global.rs`). Everything else goes the way described here.
+//! freed on any thread; a thread adds up its frees of one chunk's blocks and subtracts
+//! them in one step (`global.rs`). Everything else goes the way described here.
 //!
 //! # The fast path
 //!
