@@ -724,8 +724,9 @@ impl OneRingAlloc {
 // thread nor its allocations' validity (a dropped ring's blocks are freed by the orphan
 // sweep only after their last region is released). Release is one atomic store (a
 // region) or subtraction (a chunk's count, possibly deferred on the freeing thread,
-// which keeps the chunk alive meanwhile), valid on any thread; in-place resizing happens only in the calling thread's own ring
-// (`Ring::block_of`), so no two threads rewrite one block's region lengths.
+// which keeps the chunk alive meanwhile), valid on any thread; in-place resizing
+// happens only in the calling thread's own ring (`Ring::block_of`), so no two threads
+// rewrite one block's region lengths.
 unsafe impl Allocator for OneRingAlloc {
     #[inline]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
