@@ -296,6 +296,55 @@ fn one_ring_chunk_released_once_after_every_free() {
     });
 }
 
+/// A thread that frees blocks of a chunk it does not own holds their bytes back and
+/// gives them back in one subtraction: as soon as the count says they are all it waits
+/// for (a `Relaxed` hint), else at its exit. The owner retires the chunk meanwhile. The
+/// chunk is still released exactly once, after every use of every block.
+#[cfg(feature = "allocator-api2")]
+#[test]
+fn one_ring_chunk_released_once_with_frees_held_back() {
+    use ringmem::ChunkCount;
+    run_model("one_ring_chunk_released_once_with_frees_held_back", || {
+        struct Chunk {
+            count: ChunkCount,
+            blocks: [UnsafeCell<u8>; 2],
+        }
+        // SAFETY: each block's shadow is used by its holder only, and by the releaser
+        // after every free (what the model checks).
+        unsafe impl Sync for Chunk {}
+        let chunk = Arc::new(Chunk {
+            count: ChunkCount::new(),
+            blocks: [UnsafeCell::new(0), UnsafeCell::new(0)],
+        });
+        let release = |c: &Chunk| {
+            for b in &c.blocks {
+                // SAFETY: the chunk is empty: no holder uses a block any more.
+                b.with(|p| unsafe { assert_eq!(*p, 2) });
+            }
+            true
+        };
+        let other = chunk.clone();
+        let far = thread::spawn(move || {
+            let mut held = 0;
+            for (i, b) in other.blocks.iter().enumerate() {
+                // SAFETY: the blocks are this thread's until it frees them.
+                b.with_mut(|p| unsafe { *p = 2 });
+                held += 4 * (i + 1);
+                if other.count.is_only(held) {
+                    return other.count.give_back(held) && release(&other);
+                }
+            }
+            // The thread exits: it gives back what it held.
+            other.count.give_back(held) && release(&other)
+        });
+        // The owner's own block was freed into the chunk's unused bytes: it retires the
+        // chunk with the far thread's 4 + 8 bytes in use.
+        let released = chunk.count.retire(12) && release(&chunk);
+        let far_released = far.join().unwrap();
+        assert!(released != far_released, "released exactly once");
+    });
+}
+
 /// The owner of the current chunk starts it over once every block came back: its
 /// `Acquire` check orders the other thread's use of a block before the owner hands the
 /// bytes out again.
