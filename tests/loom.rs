@@ -253,6 +253,39 @@ fn ext_grows_over_a_neighbour_released_elsewhere() {
     });
 }
 
+/// A `OneRingAlloc` chunk of two blocks in a model: its count, and a shadow byte per
+/// block that the block's user writes before freeing it and whoever releases the chunk
+/// reads.
+#[cfg(feature = "allocator-api2")]
+struct TwoBlockChunk {
+    count: ringmem::ChunkCount,
+    blocks: [UnsafeCell<u8>; 2],
+}
+
+// SAFETY: each block's shadow is used by its holder only, and by the releaser after
+// every free (what the models check).
+#[cfg(feature = "allocator-api2")]
+unsafe impl Sync for TwoBlockChunk {}
+
+#[cfg(feature = "allocator-api2")]
+impl TwoBlockChunk {
+    fn new() -> Arc<Self> {
+        Arc::new(TwoBlockChunk {
+            count: ringmem::ChunkCount::new(),
+            blocks: [UnsafeCell::new(0), UnsafeCell::new(0)],
+        })
+    }
+
+    /// The release: reads every block's shadow, which must hold one of `users`' marks.
+    fn release(&self, users: &[u8]) -> bool {
+        for b in &self.blocks {
+            // SAFETY: the chunk is empty: no holder uses a block any more.
+            b.with(|p| unsafe { assert!(users.contains(&*p), "block still in use") });
+        }
+        true
+    }
+}
+
 /// `OneRingAlloc`'s chunk count: the owner hands out two blocks, frees one and retires
 /// the chunk while another thread frees the other. Exactly one of the three calls
 /// finds the chunk empty and releases it, and the release happens after both blocks'
@@ -261,26 +294,9 @@ fn ext_grows_over_a_neighbour_released_elsewhere() {
 #[cfg(feature = "allocator-api2")]
 #[test]
 fn one_ring_chunk_released_once_after_every_free() {
-    use ringmem::ChunkCount;
     run_model("one_ring_chunk_released_once_after_every_free", || {
-        struct Chunk {
-            count: ChunkCount,
-            blocks: [UnsafeCell<u8>; 2],
-        }
-        // SAFETY: each block's shadow is used by its holder only, and by the releaser
-        // after every free (what the model checks).
-        unsafe impl Sync for Chunk {}
-        let chunk = Arc::new(Chunk {
-            count: ChunkCount::new(),
-            blocks: [UnsafeCell::new(0), UnsafeCell::new(0)],
-        });
-        let release = |c: &Chunk| {
-            for b in &c.blocks {
-                // SAFETY: the chunk is empty: no holder uses a block any more.
-                b.with(|p| unsafe { assert!(*p == 1 || *p == 2) });
-            }
-            true
-        };
+        let chunk = TwoBlockChunk::new();
+        let release = |c: &TwoBlockChunk| c.release(&[1, 2]);
         let other = chunk.clone();
         let far = thread::spawn(move || {
             // SAFETY: block 1 is this thread's until it frees it.
@@ -303,26 +319,9 @@ fn one_ring_chunk_released_once_after_every_free() {
 #[cfg(feature = "allocator-api2")]
 #[test]
 fn one_ring_chunk_released_once_with_frees_held_back() {
-    use ringmem::ChunkCount;
     run_model("one_ring_chunk_released_once_with_frees_held_back", || {
-        struct Chunk {
-            count: ChunkCount,
-            blocks: [UnsafeCell<u8>; 2],
-        }
-        // SAFETY: each block's shadow is used by its holder only, and by the releaser
-        // after every free (what the model checks).
-        unsafe impl Sync for Chunk {}
-        let chunk = Arc::new(Chunk {
-            count: ChunkCount::new(),
-            blocks: [UnsafeCell::new(0), UnsafeCell::new(0)],
-        });
-        let release = |c: &Chunk| {
-            for b in &c.blocks {
-                // SAFETY: the chunk is empty: no holder uses a block any more.
-                b.with(|p| unsafe { assert_eq!(*p, 2) });
-            }
-            true
-        };
+        let chunk = TwoBlockChunk::new();
+        let release = |c: &TwoBlockChunk| c.release(&[2]);
         let other = chunk.clone();
         let far = thread::spawn(move || {
             let mut held = 0;
