@@ -7,6 +7,10 @@
 //!   reset, per iteration (the loop calls `reserve_exact(i)` on an empty `Vec`,
 //!   so the capacity grows by one element per call).
 //!
+//! - ringmem's own row, "free 4 bytes x 65535 in order": the warm-up's allocations
+//!   (untimed), then their deallocation in the order they were made (timed), the way
+//!   a queue is drained.
+//!
 //! Same loops against ring-alloc's `RingAlloc` and `OneRingAlloc`, `bumpalo::Bump`,
 //! `blink_alloc::BlinkAlloc` (allocator-api2 0.4), `Global` and mimalloc.
 
@@ -31,6 +35,8 @@ pub enum Case {
     Push(usize, usize),
     /// `k` × (reserve_exact(i) for i in 0..n on a `Vec<u32>`, drop, reset).
     Reserve(usize, usize),
+    /// `k` × (65,535 × 4 bytes, freed in order (timed), reset).
+    FreeInOrder(usize),
 }
 
 macro_rules! loops {
@@ -67,6 +73,7 @@ macro_rules! loops {
                     Case::Alloc(k) => alloc_free(s, k),
                     Case::Push(n, k) => push(s, n, k),
                     Case::Reserve(n, k) => reserve(s, n, k),
+                    Case::FreeInOrder(k) => free_in_order(s, k, ptrs),
                 };
                 Sample { time, waits: 0 }
             }
@@ -98,6 +105,35 @@ macro_rules! loops {
                     let start = Instant::now();
                     s.reset();
                     time += start.elapsed();
+                }
+                time
+            }
+
+            #[inline(never)]
+            fn free_in_order<S: Subject>(
+                s: &mut S,
+                k: usize,
+                ptrs: &mut Vec<std::ptr::NonNull<u8>>,
+            ) -> std::time::Duration {
+                let l = Layout::new::<u32>();
+                let mut time = std::time::Duration::ZERO;
+                for _ in 0..k {
+                    {
+                        let a = s.alloc();
+                        for _ in 0..WARM_UP {
+                            ptrs.push(black_box(a.allocate(l).unwrap()).cast());
+                        }
+                    }
+                    let start = Instant::now();
+                    {
+                        let a = s.alloc();
+                        for p in ptrs.drain(..) {
+                            // SAFETY: `p` came from `a.allocate(l)` above and is freed once.
+                            unsafe { a.deallocate(black_box(p), l) };
+                        }
+                    }
+                    time += start.elapsed();
+                    s.reset();
                 }
                 time
             }
@@ -502,6 +538,13 @@ fn cases(cfg: &Config) -> Vec<(String, Case, usize)> {
         let k = cfg.scaled(4_000_000 / n, 3);
         cases.push((format!("reserve_exact(1) x {n}"), Case::Reserve(n, k), k));
     }
+    // Last, so that the published rows keep their indices (`--rss-child` rows, RSS_ROWS).
+    let k = cfg.scaled(400, 3);
+    cases.push((
+        format!("free 4 bytes x {WARM_UP} in order (ringmem's own)"),
+        Case::FreeInOrder(k),
+        k,
+    ));
     cases
 }
 
@@ -551,6 +594,11 @@ pub fn run(cfg: &Config) -> Vec<Table> {
          or growth (freeing or resizing the latest block moves the pointer back or on; the reset empties the block), behind an \
          opaque reference like every column: what is left of a row when allocation costs next to nothing. No strict floor: \
          its own time moves with the binary's layout.".into(),
+        "free in order (ringmem's own row, not one of ring-alloc's): the warm-up's 65,535 allocations, made untimed, then \
+         deallocated in the order they were made (timed), as a queue is drained; the reset is untimed. `bumpalo::Bump`, \
+         `BlinkAlloc` and the control free only their latest block, so for them this is a loop of checks: they give the \
+         memory back at the reset."
+            .into(),
         "`mimalloc`: an allocator-api2 handle calling `mimalloc::MiMalloc`'s `GlobalAlloc` methods (grow = `realloc`).".into(),
         "ringmem (allocator-api2 0.2): `ringmem::RingAlloc::new()` (1 MiB blocks, grows by blocks; in the warm-up replaced by a new \
          one at each reset, as ring-alloc's `RingAlloc`), `ringmem::OneRingAlloc` (this thread's ring: 1 MiB, heap when full; no reset), \
