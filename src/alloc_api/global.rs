@@ -347,7 +347,11 @@ unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
 /// # Safety
 /// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
 ///   caller gives up.
-#[inline(never)]
+///
+/// Not kept out of line: freeing a queue in order comes here for nearly every block
+/// (ring-alloc's row `free 4 bytes x 65535 in order`: 0.55–0.59 times the time
+/// inlined, the other rows within their spreads).
+#[inline]
 unsafe fn give_back(p: *mut u8, bytes: usize) {
     // SAFETY: forwarded from this function's contract.
     if let Some(now) = HELD.with(|h| unsafe { plain_ref(h).add(p, bytes) }) {

@@ -508,11 +508,14 @@ impl RingAlloc {
         unsafe { self.deallocate_small_slow(ptr, layout) }
     }
 
-    /// The rest of [`deallocate_small`](Self::deallocate_small).
+    /// The rest of [`deallocate_small`](Self::deallocate_small). Not kept out of line:
+    /// freeing a queue in order takes this path for every block but a chunk's last, and
+    /// the call was 40 % of it (ring-alloc's row `free 4 bytes x 65535 in order`: 0.59
+    /// times the time inlined, the other rows within their spreads).
     ///
     /// # Safety
     /// As for [`deallocate_small`](Self::deallocate_small).
-    #[inline(never)]
+    #[inline]
     unsafe fn deallocate_small_slow(&self, ptr: NonNull<u8>, layout: Layout) {
         let s = &*self.shared;
         if !s.chunked {
