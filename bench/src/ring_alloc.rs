@@ -78,6 +78,16 @@ macro_rules! loops {
                 Sample { time, waits: 0 }
             }
 
+            /// The warm-up's allocations: [`WARM_UP`] `u32`s, their pointers in `ptrs`.
+            #[inline(always)]
+            fn fill<S: Subject>(s: &mut S, ptrs: &mut Vec<std::ptr::NonNull<u8>>) {
+                let l = Layout::new::<u32>();
+                let a = s.alloc();
+                for _ in 0..WARM_UP {
+                    ptrs.push(black_box(a.allocate(l).unwrap()).cast());
+                }
+            }
+
             #[inline(never)]
             fn warm_up<S: Subject>(
                 s: &mut S,
@@ -88,12 +98,7 @@ macro_rules! loops {
                 let mut time = std::time::Duration::ZERO;
                 for _ in 0..k {
                     let start = Instant::now();
-                    {
-                        let a = s.alloc();
-                        for _ in 0..WARM_UP {
-                            ptrs.push(black_box(a.allocate(l).unwrap()).cast());
-                        }
-                    }
+                    fill(s, ptrs);
                     time += start.elapsed();
                     {
                         let a = s.alloc();
@@ -118,12 +123,7 @@ macro_rules! loops {
                 let l = Layout::new::<u32>();
                 let mut time = std::time::Duration::ZERO;
                 for _ in 0..k {
-                    {
-                        let a = s.alloc();
-                        for _ in 0..WARM_UP {
-                            ptrs.push(black_box(a.allocate(l).unwrap()).cast());
-                        }
-                    }
+                    fill(s, ptrs);
                     let start = Instant::now();
                     {
                         let a = s.alloc();
