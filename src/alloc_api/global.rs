@@ -579,8 +579,10 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 ///   a chunk whose blocks one thread frees goes with its last one), at
 ///   [`flush`](Self::flush), or when the thread exits. A thread thus delays at most one
 ///   chunk's release, and only when another thread frees some of its blocks, or retires
-///   it, after this thread's last free of it. [`flush`](Self::flush) also releases an
-///   empty current chunk.
+///   it, after this thread's last free of it. Until then the chunk's region stays, and
+///   with it the ring block it lies in if that ring's thread has exited: a thread that
+///   goes idle after freeing such blocks can call [`flush`](Self::flush).
+///   [`flush`](Self::flush) also releases an empty current chunk.
 /// - Other layouts are ring regions: a release is the region header's `Release` store.
 ///
 /// When a thread exits, its ring is dropped; blocks that still hold allocations are
