@@ -21,10 +21,14 @@ const ALIGNS: [usize; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 
 // tests can see when a block is freed (and that it is not freed while in use).
 
 /// Region bytes of the rings whose blocks the tracker counts.
-const TRACKED: [usize; 2] = [123_456, 98_760];
+const TRACKED: [usize; 3] = [123_456, 98_760, 87_656];
 /// Bytes of a block's control area (the block layout is `CTL + len`, align 4096).
 const CTL: usize = 64;
-static LIVE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static LIVE: [AtomicUsize; 3] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
 
 struct Tracker;
 
@@ -902,6 +906,58 @@ fn one_ring_frees_held_back_are_given_back() {
     })
     .join()
     .unwrap();
+}
+
+/// The delay that frees held back may cause, at its worst: a chunk of a ring whose thread
+/// has exited, its blocks freed alternately by two threads that then go idle. The ring
+/// block stays (not leaked) until both threads give their bytes back, here by `flush`
+/// and by exiting, and is freed then.
+#[test]
+fn one_ring_held_back_frees_keep_an_orphaned_block_until_given_back() {
+    const T: usize = 2;
+    assert_eq!(LIVE[T].load(Ordering::SeqCst), 0);
+    let boxes = std::thread::spawn(|| {
+        ringmem::tls::configure(Ring::builder().capacity(TRACKED[T])).unwrap();
+        // 1,018 `u32`s fill a chunk: a retired one and the current one, retired at exit.
+        (0..1500u32)
+            .map(|i| Box::new_in(i, OneRingAlloc))
+            .collect::<std::vec::Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        live_blocks(T, 1),
+        1,
+        "the exited thread's block holds the boxes"
+    );
+    let (odd, even): (std::vec::Vec<_>, std::vec::Vec<_>) =
+        boxes.into_iter().partition(|b| **b % 2 == 1);
+
+    let (exit, exit_rx) = std::sync::mpsc::channel::<()>();
+    let (freed, freed_rx) = std::sync::mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        assert!(odd.iter().all(|b| **b % 2 == 1));
+        drop(odd); // holds back the second chunk's odd boxes
+        freed.send(()).unwrap();
+        exit_rx.recv().unwrap();
+    });
+    freed_rx.recv().unwrap();
+    assert!(even.iter().all(|b| **b % 2 == 0));
+    drop(even); // the first chunk goes with its last box; the second's are held here
+    assert_eq!(
+        live_blocks(T, 1),
+        1,
+        "the second chunk's bytes are held on two threads"
+    );
+    OneRingAlloc.flush();
+    assert_eq!(live_blocks(T, 1), 1, "the worker still holds some");
+    exit.send(()).unwrap();
+    worker.join().unwrap();
+    assert_eq!(
+        live_blocks(T, 0),
+        0,
+        "given back at the worker's exit: block freed"
+    );
 }
 
 #[test]
