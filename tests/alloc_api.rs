@@ -66,6 +66,12 @@ unsafe impl GlobalAlloc for Tracker {
 #[global_allocator]
 static GLOBAL: Tracker = Tracker;
 
+/// Live regions of this thread's ring (`ringmem::tls`, `OneRingAlloc`'s): its chunks
+/// and other blocks.
+fn thread_ring_live() -> usize {
+    ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap()
+}
+
 /// Live blocks of tracked ring `i`, after giving the orphan sweep a chance: a sweep of
 /// another test may hold the orphan stack for a moment, and ring activity sweeps.
 fn live_blocks(i: usize, expect: usize) -> usize {
@@ -782,18 +788,17 @@ fn one_ring_small_blocks_made_during_thread_teardown() {
 #[test]
 fn one_ring_chunks_are_released_when_empty() {
     std::thread::spawn(|| {
-        let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
         let boxes: std::vec::Vec<_> = (0..2000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
         // 4 bytes each: two 4 KiB chunks.
-        assert_eq!(live(), 2);
+        assert_eq!(thread_ring_live(), 2);
         let far = std::thread::spawn(move || {
             assert!(boxes.iter().enumerate().all(|(i, b)| **b == i as u32));
             drop(boxes); // the first chunk (retired) is released on this thread
         });
         far.join().unwrap();
-        assert_eq!(live(), 1, "the current chunk stays");
+        assert_eq!(thread_ring_live(), 1, "the current chunk stays");
         OneRingAlloc.flush();
-        assert_eq!(live(), 0);
+        assert_eq!(thread_ring_live(), 0);
     })
     .join()
     .unwrap();
@@ -805,10 +810,9 @@ fn one_ring_chunks_are_released_when_empty() {
 #[test]
 fn one_ring_own_thread_frees_count_towards_release() {
     std::thread::spawn(|| {
-        let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
         // 1,000 × 4 bytes in the first chunk (1,018 fit).
         let boxes: std::vec::Vec<_> = (0..1000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
-        assert_eq!(live(), 1);
+        assert_eq!(thread_ring_live(), 1);
         let mut odd = std::vec::Vec::new();
         for (i, b) in boxes.into_iter().enumerate() {
             if i % 2 == 1 {
@@ -817,22 +821,26 @@ fn one_ring_own_thread_frees_count_towards_release() {
         }
         // 18 more fill the first chunk; the rest open a second, retiring the first.
         let more: std::vec::Vec<_> = (0..1000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
-        assert_eq!(live(), 2);
+        assert_eq!(thread_ring_live(), 2);
         std::thread::spawn(move || {
             assert!(odd.iter().enumerate().all(|(i, b)| **b == 2 * i as u32 + 1));
         })
         .join()
         .unwrap();
         assert_eq!(
-            live(),
+            thread_ring_live(),
             2,
             "18 blocks of `more` still live in the first chunk"
         );
         assert!(more.iter().enumerate().all(|(i, b)| **b == i as u32));
         drop(more); // in order: the first chunk goes with its last block
-        assert_eq!(live(), 1, "the current chunk stays");
+        assert_eq!(thread_ring_live(), 1, "the current chunk stays");
         OneRingAlloc.flush();
-        assert_eq!(live(), 0, "every block of the current chunk came back");
+        assert_eq!(
+            thread_ring_live(),
+            0,
+            "every block of the current chunk came back"
+        );
     })
     .join()
     .unwrap();
@@ -846,11 +854,10 @@ fn one_ring_own_thread_frees_count_towards_release() {
 fn one_ring_frees_held_back_are_given_back() {
     type Job = std::boxed::Box<dyn FnOnce() + Send>;
     std::thread::spawn(|| {
-        let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
         // 4 bytes each, 1,018 to a chunk: chunks 0, 1 and 2 full and retired, 3 current.
         let mut all: std::vec::Vec<_> =
             (0..3100u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
-        assert_eq!(live(), 4);
+        assert_eq!(thread_ring_live(), 4);
         let current = all.split_off(3 * 1018);
         let mut second = all.split_off(2 * 1018);
         let mut first = all.split_off(1018);
@@ -873,28 +880,44 @@ fn one_ring_frees_held_back_are_given_back() {
 
         on_worker(std::boxed::Box::new(move || drop(whole)));
         assert_eq!(
-            live(),
+            thread_ring_live(),
             3,
             "the worker held every byte of chunk 0: released at once"
         );
 
         on_worker(std::boxed::Box::new(move || drop(first)));
         drop(last_of_first); // held back here: the worker holds the rest of chunk 1
-        assert_eq!(live(), 3, "chunk 1's bytes are held back on two threads");
+        assert_eq!(
+            thread_ring_live(),
+            3,
+            "chunk 1's bytes are held back on two threads"
+        );
 
         // A free in chunk 2 makes the worker give chunk 1's bytes back.
         on_worker(std::boxed::Box::new(move || drop(first_of_second)));
-        assert_eq!(live(), 3, "this thread still holds 4 bytes of chunk 1");
+        assert_eq!(
+            thread_ring_live(),
+            3,
+            "this thread still holds 4 bytes of chunk 1"
+        );
         OneRingAlloc.flush();
-        assert_eq!(live(), 2, "chunk 1 goes with the last bytes held back");
+        assert_eq!(
+            thread_ring_live(),
+            2,
+            "chunk 1 goes with the last bytes held back"
+        );
 
         drop(second); // held here: the worker holds 4 bytes of chunk 2
-        assert_eq!(live(), 2);
+        assert_eq!(thread_ring_live(), 2);
         drop(jobs);
         worker.join().unwrap(); // its exit gives back what it held
-        assert_eq!(live(), 2, "this thread still holds the rest of chunk 2");
+        assert_eq!(
+            thread_ring_live(),
+            2,
+            "this thread still holds the rest of chunk 2"
+        );
         OneRingAlloc.flush();
-        assert_eq!(live(), 1);
+        assert_eq!(thread_ring_live(), 1);
 
         assert!(current
             .iter()
@@ -902,7 +925,7 @@ fn one_ring_frees_held_back_are_given_back() {
             .all(|(i, b)| **b == (3 * 1018 + i) as u32));
         drop(current);
         OneRingAlloc.flush();
-        assert_eq!(live(), 0);
+        assert_eq!(thread_ring_live(), 0);
     })
     .join()
     .unwrap();

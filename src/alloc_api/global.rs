@@ -60,8 +60,8 @@ struct Held {
 impl Held {
     /// Adds `bytes` freed of the small block at `p` (in a live chunk other than this
     /// thread's current one). Returns the bytes to subtract now, and from which chunk:
-    /// those of `p`'s chunk if they are all it counts (or if this thread can hold
-    /// nothing back), else those held of the chunk this free moves away from.
+    /// those of `p`'s chunk if they are all it counts (or if this thread's exit would not
+    /// give them back), else those held of the chunk this free moves away from.
     ///
     /// # Safety
     /// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
@@ -83,8 +83,9 @@ impl Held {
         }
         // SAFETY: `p` is in a live chunk (contract).
         let chunk: *mut OneChunk = unsafe { chunk_of(p) };
+        // Held bytes need the thread's exit to give them back.
         // SAFETY: as above.
-        if unsafe { (*chunk).count.is_only(bytes) } || !can_hold() {
+        if unsafe { (*chunk).count.is_only(bytes) } || !with_current(Current::exit_armed) {
             return Some((chunk, bytes));
         }
         let old = (held, self.bytes.replace(bytes));
@@ -98,12 +99,6 @@ impl Held {
         let bytes = self.bytes.replace(0);
         (!chunk.is_null()).then_some((chunk, bytes))
     }
-}
-
-/// Whether this thread may hold freed bytes back: its exit will give them back (the
-/// thread-local that retires its chunk is armed), and it is not exiting already.
-fn can_hold() -> bool {
-    !with_current(|c| c.exiting.get()) && RETIRE_AT_EXIT.try_with(|_| ()).is_ok()
 }
 
 /// Subtracts `bytes` from `chunk`'s count, and releases the chunk if that emptied it
@@ -173,6 +168,17 @@ impl Current {
     #[inline(always)]
     fn used(&self, chunk: *mut OneChunk) -> usize {
         self.cursor.get() as usize - (chunk as usize + ONE_HEAD) - self.unused.get()
+    }
+
+    /// Whether this thread's exit will still retire its chunk and give back the bytes it
+    /// holds: the thread-local that does both is armed (this arms it) and has not run.
+    /// Once it has, `exiting` says so from then on.
+    fn exit_armed(&self) -> bool {
+        if self.exiting.get() || RETIRE_AT_EXIT.try_with(|_| ()).is_err() {
+            self.exiting.set(true);
+            return false;
+        }
+        true
     }
 
     /// Retires the current chunk, if any, and forgets it: the free that empties it
@@ -278,8 +284,7 @@ fn allocate_small_slow(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
             }
             c.retire();
         }
-        if c.exiting.get() || RETIRE_AT_EXIT.try_with(|_| ()).is_err() {
-            c.exiting.set(true);
+        if !c.exit_armed() {
             return allocate_alone(layout);
         }
         let chunk = new_chunk()?;
