@@ -808,7 +808,10 @@ impl fmt::Debug for RingAlloc {
 // clone or thread releases them, and whether or not the ring is still alive; clones
 // share the ring, so any clone may release or resize another's allocations.
 unsafe impl Allocator for RingAlloc {
-    #[inline]
+    // Always inlined: with `#[inline]` the compiler kept it out of line in a `Vec`'s
+    // first allocation, and `push x 10` took 1.2 times as long (the fast path is a
+    // cursor compare and move; the slow path stays out of line).
+    #[inline(always)]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         self.allocate_any(layout)
     }
