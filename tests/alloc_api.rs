@@ -136,6 +136,46 @@ fn vec_and_box_on_ring_ref() {
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
+/// allocator-api2's `Box` gives `deallocate` a pointer narrowed to the value, while the
+/// allocators find the header before it (regions) or the head at the start of the
+/// chunk (small blocks): they reach those from the address, with exposed provenance,
+/// so under Miri's Stacked Borrows (which forbids reaching them through the narrowed
+/// pointer) these frees are clean too. Small, large, over-aligned and grown-out-of-place
+/// boxes on each allocator, freed newest first and oldest first.
+#[test]
+fn boxes_narrowed_to_their_value_are_freed_cleanly() {
+    #[repr(align(64))]
+    struct Wide([u8; 64]);
+    fn boxes<A: Allocator + Clone>(a: A) {
+        for newest_first in [true, false] {
+            let small = Box::new_in(7u32, a.clone());
+            let pair = Box::new_in([3u64; 2], a.clone());
+            let large = Box::new_in([5u8; 1000], a.clone());
+            let wide = Box::new_in(Wide([9; 64]), a.clone());
+            let mut v: Vec<u8, A> = Vec::new_in(a.clone());
+            v.extend(0..=255u8); // leaves a chunk (256 bytes) for a region
+            v.push(1);
+            let moved = v.into_boxed_slice();
+            assert_eq!((*small, pair[1], large[999], wide.0[63]), (7, 3, 5, 9));
+            assert_eq!((moved[0], moved[255], moved.len()), (0, 255, 257));
+            if newest_first {
+                drop((moved, wide, large, pair, small));
+            } else {
+                drop(small);
+                drop(pair);
+                drop(large);
+                drop(wide);
+                drop(moved);
+            }
+        }
+    }
+    let ring = Ring::new(1 << 16);
+    boxes(&ring);
+    boxes(RingAlloc::new());
+    boxes(OneRingAlloc);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
 #[test]
 fn vec_of_boxes_on_ring_alloc() {
     fn build(n: usize) -> Vec<Box<String, RingAlloc>, RingAlloc> {
@@ -810,7 +850,7 @@ fn one_ring_chunks_are_released_when_empty() {
 #[test]
 fn one_ring_own_thread_frees_count_towards_release() {
     std::thread::spawn(|| {
-        // 1,000 × 4 bytes in the first chunk (1,018 fit).
+        // 1,000 × 4 bytes in the first chunk (`ONE_RING_CHUNK_U32S` fit).
         let boxes: std::vec::Vec<_> = (0..1000u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
         assert_eq!(thread_ring_live(), 1);
         let mut odd = std::vec::Vec::new();
@@ -846,6 +886,10 @@ fn one_ring_own_thread_frees_count_towards_release() {
     .unwrap();
 }
 
+/// `u32` boxes in one `OneRingAlloc` chunk: 4 KiB less the region header and the chunk's
+/// count, one word each, in blocks of 4 bytes.
+const ONE_RING_CHUNK_U32S: usize = (4096 - 8 - 8) / 4;
+
 /// Frees of one chunk's blocks on a thread that is not its owner's current chunk are
 /// added up on that thread and subtracted in one step. The chunk still goes with its
 /// last block when the freeing thread holds all the rest; otherwise when each thread
@@ -854,13 +898,15 @@ fn one_ring_own_thread_frees_count_towards_release() {
 fn one_ring_frees_held_back_are_given_back() {
     type Job = std::boxed::Box<dyn FnOnce() + Send>;
     std::thread::spawn(|| {
-        // 4 bytes each, 1,018 to a chunk: chunks 0, 1 and 2 full and retired, 3 current.
-        let mut all: std::vec::Vec<_> =
-            (0..3100u32).map(|i| Box::new_in(i, OneRingAlloc)).collect();
+        // 4 bytes each: chunks 0, 1 and 2 full and retired, 3 current.
+        const C: usize = ONE_RING_CHUNK_U32S;
+        let mut all: std::vec::Vec<_> = (0..(3 * C + 40) as u32)
+            .map(|i| Box::new_in(i, OneRingAlloc))
+            .collect();
         assert_eq!(thread_ring_live(), 4);
-        let current = all.split_off(3 * 1018);
-        let mut second = all.split_off(2 * 1018);
-        let mut first = all.split_off(1018);
+        let current = all.split_off(3 * C);
+        let mut second = all.split_off(2 * C);
+        let mut first = all.split_off(C);
         let whole = all;
         let last_of_first = first.pop().unwrap();
         let first_of_second = second.remove(0);
@@ -922,7 +968,7 @@ fn one_ring_frees_held_back_are_given_back() {
         assert!(current
             .iter()
             .enumerate()
-            .all(|(i, b)| **b == (3 * 1018 + i) as u32));
+            .all(|(i, b)| **b == (3 * C + i) as u32));
         drop(current);
         OneRingAlloc.flush();
         assert_eq!(thread_ring_live(), 0);
@@ -941,7 +987,8 @@ fn one_ring_held_back_frees_keep_an_orphaned_block_until_given_back() {
     assert_eq!(LIVE[T].load(Ordering::SeqCst), 0);
     let boxes = std::thread::spawn(|| {
         ringmem::tls::configure(Ring::builder().capacity(TRACKED[T])).unwrap();
-        // 1,018 `u32`s fill a chunk: a retired one and the current one, retired at exit.
+        // `ONE_RING_CHUNK_U32S` fill a chunk: a retired one and the current one, retired
+        // at exit.
         (0..1500u32)
             .map(|i| Box::new_in(i, OneRingAlloc))
             .collect::<std::vec::Vec<_>>()

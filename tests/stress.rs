@@ -189,10 +189,10 @@ fn rings_dropped_on_one_thread_buffers_on_many() {
 /// allocate small blocks of their own in between. A chunk released while a block in it
 /// lives, or never released, shows up as a wrong pattern, or under ASan/TSan as a report.
 ///
-/// Not under Miri: this file runs there with Stacked Borrows, which rejects reading a
-/// chunk's head through a block pointer that allocator-api2's `Box` narrowed to the
-/// value (the reason `tests/alloc_api.rs`, with these paths across threads, runs under
-/// Tree Borrows instead; see `.ci/run`).
+/// Not under Miri: this file runs there with strict provenance, and `OneRingAlloc`
+/// finds a block's chunk from its address with exposed provenance (`tests/alloc_api.rs`,
+/// with these paths across threads, runs under Miri with permissive provenance; see
+/// `.ci/run`).
 #[cfg(all(feature = "allocator-api2", not(loom), not(miri)))]
 #[test]
 fn one_ring_small_blocks_freed_on_other_threads() {

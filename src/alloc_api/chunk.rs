@@ -83,6 +83,8 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
         .cast::<u8>(),
     };
     debug_assert_eq!(chunk as usize % CHUNK, 0);
+    // Its blocks find it from their address (`chunk_of`).
+    super::expose(chunk);
     // Where the next chunk goes when chunks tile the block: its region header (the word
     // just past this chunk's region) and its head. The next chunk change writes both
     // lines, and they are cold by then unless fetched now: in ring-alloc's warm-up (128
@@ -94,18 +96,16 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
     Ok(chunk)
 }
 
-/// The head of the chunk holding the small allocation at `p`: the first word of the
-/// chunk, written once when the chunk was made, is the head's own pointer (with the
-/// chunk's provenance).
+/// The head of the chunk holding the small allocation at `p`, rebuilt from the address
+/// with exposed provenance (`claim` exposed the chunk), not derived from `p`: a
+/// collection may have narrowed `p` to its block (allocator-api2's `Box` does), and the
+/// head lies outside it.
 ///
 /// # Safety
-/// - `p` is a live small allocation of a chunk whose head `H` starts with that word.
+/// - `p` is a live small allocation of a chunk (so the head is live and not null).
 #[inline(always)]
 pub(crate) unsafe fn chunk_of<H>(p: *mut u8) -> *mut H {
-    let head = p.wrapping_sub(p as usize % CHUNK).cast::<*mut H>();
-    // SAFETY: the chunk is live while it holds `p` (contract), and its first word was
-    // written when it was made, before `p` was handed out.
-    unsafe { *head }
+    (p as usize & !(CHUNK - 1)) as *mut H
 }
 
 /// Asks the processor to bring the cache line holding `p` closer, ahead of a write. A

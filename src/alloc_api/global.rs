@@ -134,9 +134,6 @@ fn with_current<R>(f: impl FnOnce(&Current) -> R) -> R {
 /// The head of a chunk of `OneRingAlloc`, in its first bytes.
 #[repr(C)]
 struct OneChunk {
-    /// The chunk itself, as the ring handed it out (the first word: `chunk_of` reads it),
-    /// so that the count is updated through the chunk's own pointer.
-    this: *mut OneChunk,
     /// When the chunk is empty (see [`ChunkCount`]).
     count: ChunkCount,
 }
@@ -239,10 +236,7 @@ fn new_chunk() -> Result<*mut OneChunk, AllocError> {
     .cast::<OneChunk>();
     // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`: room for the
     // head.
-    unsafe {
-        ptr::addr_of_mut!((*chunk).this).write(chunk);
-        ptr::addr_of_mut!((*chunk).count).write(ChunkCount::new());
-    }
+    unsafe { ptr::addr_of_mut!((*chunk).count).write(ChunkCount::new()) };
     Ok(chunk)
 }
 

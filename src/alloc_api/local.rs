@@ -118,11 +118,6 @@ struct Shared {
 /// current, `used` once retired) minus `freed`, and it is empty when they are equal.
 #[repr(C)]
 struct ChunkHead {
-    /// The chunk itself, as the ring handed it out: written once when the chunk is
-    /// made, so that a block's pointer only ever reads this word and the counts are
-    /// updated through the chunk's own pointer (under Tree Borrows, a block's pointer
-    /// loses its access to words that others write after it was made).
-    this: *mut ChunkHead,
     /// Bytes handed out that no block uses: blocks released out of order (the latest
     /// block goes back to the cursor instead), the bytes a block gave up shrinking in
     /// place, and the padding skipped to align a block to a word.
@@ -139,13 +134,13 @@ const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
 /// so that a chunk pinned by one live allocation is a small part of a block.
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
 
-/// The chunk holding the small allocation at `p`, with the chunk's own provenance.
+/// The chunk holding the small allocation at `p` (see [`chunk::chunk_of`]).
 ///
 /// # Safety
 /// - `p` is a live small allocation of a chunk.
 #[inline(always)]
 unsafe fn chunk_of(p: *mut u8) -> *mut ChunkHead {
-    // SAFETY: forwarded; a `ChunkHead` starts with its `this` word.
+    // SAFETY: forwarded.
     unsafe { chunk::chunk_of(p) }
 }
 
@@ -465,8 +460,6 @@ impl RingAlloc {
         if chunk.is_null() || unsafe { s.in_use(chunk) } != 0 {
             s.retire();
             chunk = chunk::claim(Some(&s.ring), s.threshold.get() < SMALL_MAX)?.cast();
-            // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`.
-            unsafe { ptr::addr_of_mut!((*chunk).this).write(chunk) };
             s.chunk.set(chunk);
             s.end.set(chunk as usize + CHUNK_LAYOUT.size());
         }
@@ -539,7 +532,7 @@ impl RingAlloc {
         // SAFETY: `p` is in a live chunk (contract).
         let chunk = unsafe { chunk_of(p) };
         // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
-        // on this thread only, through the chunk's pointer (here and below).
+        // on this thread only (here and below).
         unsafe { (*chunk).freed += bytes };
         if chunk == s.chunk.get() {
             // SAFETY: the current chunk, not null.

@@ -42,6 +42,13 @@
 //! padding); it works for every alignment up to [`MAX_ALIGN`] and for heap regions,
 //! whose header always sits right before the data.
 //!
+//! The header (and a small block's chunk head, `chunk.rs`) is reached from the address
+//! alone, with *exposed* provenance: every region and chunk is exposed when it is
+//! handed out ([`expose`]) and [`header_of`] / `chunk_of` rebuild a pointer to its
+//! header from the address. Not through the caller's pointer: a collection may narrow
+//! that one to the value (allocator-api2's `Box` does), and under Miri's Stacked
+//! Borrows the header, outside the value, is then out of its reach.
+//!
 //! # Growing and shrinking
 //!
 //! `grow`, `grow_zeroed` and `shrink` keep the data where it is whenever they can:
@@ -98,10 +105,20 @@ fn dangling(align: usize) -> NonNull<[u8]> {
     NonNull::slice_from_raw_parts(unsafe { NonNull::new_unchecked(p) }, 0)
 }
 
+/// Exposes the provenance of `p`, a region's header or a chunk, so that a pointer
+/// rebuilt from an address inside it ([`header_of`], `chunk_of`) may reach it. A cast,
+/// no instruction: exposing is an effect in the language's abstract machine (what
+/// Miri checks), not in the generated code.
+#[inline(always)]
+pub(crate) fn expose<T>(p: *mut T) {
+    let _ = p as usize;
+}
+
 /// Turns a fresh claim for an allocation of alignment `align` into the block handed to
 /// the caller, writing the pad tag where the header is not the word before the data.
 #[inline]
 fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
+    expose(c.hdr.as_ptr());
     if align > WORD {
         let pad = c.data.as_ptr() as usize - c.hdr.as_ptr() as usize;
         if pad > HDR {
@@ -173,9 +190,10 @@ unsafe fn move_block(
 ///   holds.
 #[inline]
 unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
+    // Exposed provenance (module docs): the region was exposed when it was handed out.
     // SAFETY: every allocation has its header or pad tag in the word before the data,
-    // inside its region (contract).
-    let word = unsafe { NonNull::new_unchecked(ptr.as_ptr().sub(WORD)) }.cast::<Header>();
+    // inside its region (contract), so the address is not null.
+    let word = unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - WORD) as *mut Header) };
     if align <= WORD {
         return word;
     }
@@ -191,8 +209,8 @@ unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
             "bad pad tag {w:#x} before {ptr:p} (align {align})"
         );
         // SAFETY: the tag is the distance from the header to the data, both inside the
-        // region.
-        unsafe { NonNull::new_unchecked(ptr.as_ptr().sub(w as usize)) }.cast()
+        // region (exposed, as above).
+        unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - w as usize) as *mut Header) }
     }
 }
 
@@ -218,6 +236,7 @@ fn claim_heap(size: usize, align: usize) -> Option<Claim> {
 unsafe fn resize_heap(hdr: NonNull<Header>, align: usize, size: usize) -> Option<NonNull<[u8]>> {
     // SAFETY: forwarded from this function's contract.
     let c = unsafe { ring::heap_resize(hdr, align, size) }?;
+    expose(c.hdr.as_ptr());
     Some(NonNull::slice_from_raw_parts(c.data, c.cap))
 }
 
