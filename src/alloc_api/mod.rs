@@ -66,6 +66,8 @@
 //! the threshold) they allocate, copy and release the old region.
 
 mod chunk;
+// Used by `OneRingAlloc` (std only) and the loom model.
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 mod count;
 #[cfg(feature = "std")]
 mod global;
