@@ -99,12 +99,10 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
 /// The head of the chunk holding the small allocation at `p`, rebuilt from the address
 /// with exposed provenance (`claim` exposed the chunk), not derived from `p`: a
 /// collection may have narrowed `p` to its block (allocator-api2's `Box` does), and the
-/// head lies outside it.
-///
-/// # Safety
-/// - `p` is a live small allocation of a chunk (so the head is live and not null).
+/// head lies outside it. Only address arithmetic: the head is live, and may be used,
+/// while `p` is a live small allocation of a chunk.
 #[inline(always)]
-pub(crate) unsafe fn chunk_of<H>(p: *mut u8) -> *mut H {
+pub(crate) fn chunk_of<H>(p: *mut u8) -> *mut H {
     (p as usize & !(CHUNK - 1)) as *mut H
 }
 

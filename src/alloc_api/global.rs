@@ -81,10 +81,9 @@ impl Held {
             self.bytes.set(sum);
             return None;
         }
-        // SAFETY: `p` is in a live chunk (contract).
-        let chunk: *mut OneChunk = unsafe { chunk_of(p) };
+        let chunk: *mut OneChunk = chunk_of(p);
         // Held bytes need the thread's exit to give them back.
-        // SAFETY: as above.
+        // SAFETY: `p` is in a live chunk (contract), so its head is live.
         if unsafe { (*chunk).count.is_only(bytes) } || !with_current(Current::exit_armed) {
             return Some((chunk, bytes));
         }

@@ -134,16 +134,6 @@ const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
 /// so that a chunk pinned by one live allocation is a small part of a block.
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
 
-/// The chunk holding the small allocation at `p` (see [`chunk::chunk_of`]).
-///
-/// # Safety
-/// - `p` is a live small allocation of a chunk.
-#[inline(always)]
-unsafe fn chunk_of(p: *mut u8) -> *mut ChunkHead {
-    // SAFETY: forwarded.
-    unsafe { chunk::chunk_of(p) }
-}
-
 #[cfg(feature = "std")]
 std::thread_local! {
     /// One default ring per thread, kept from the last dropped `RingAlloc::new()` so
@@ -529,8 +519,7 @@ impl RingAlloc {
     #[inline(always)]
     unsafe fn give_back(&self, p: *mut u8, bytes: usize) {
         let s = &*self.shared;
-        // SAFETY: `p` is in a live chunk (contract).
-        let chunk = unsafe { chunk_of(p) };
+        let chunk = chunk::chunk_of::<ChunkHead>(p);
         // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
         // on this thread only (here and below).
         unsafe { (*chunk).freed += bytes };
