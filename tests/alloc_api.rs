@@ -432,6 +432,49 @@ fn u32_blocks_take_4_bytes() {
     assert_eq!(a.ring().stats().live_buffers, 0);
 }
 
+/// Once `flush` has let go of the current chunk (or before the first), small blocks
+/// still live in older chunks are freed into those chunks, and the last one releases
+/// its chunk; and a ring too short for chunks frees its small blocks as ring regions.
+#[test]
+fn small_blocks_outliving_a_flush_free_into_their_chunk() {
+    let a = RingAlloc::with_capacity(64 * 1024);
+    let l = Layout::new::<u64>();
+    let first = a.allocate(l).unwrap();
+    // Fill the first chunk and part of a second, then give the second one back.
+    let rest: std::vec::Vec<_> = (0..600).map(|_| a.allocate(l).unwrap()).collect();
+    assert_eq!(a.ring().stats().live_buffers, 2);
+    let (in_first, in_second): (std::vec::Vec<_>, std::vec::Vec<_>) = rest
+        .into_iter()
+        .partition(|p| addr(*p) / 4096 == addr(first) / 4096);
+    assert!(!in_second.is_empty());
+    for p in in_second.into_iter().rev() {
+        // SAFETY: allocated above with `l`, freed once.
+        unsafe { a.deallocate(p.cast(), l) };
+    }
+    a.flush(); // the empty second chunk goes; no chunk is current now
+    assert_eq!(a.ring().stats().live_buffers, 1);
+    for p in in_first.into_iter().chain([first]) {
+        // SAFETY: allocated above with `l`, freed once.
+        unsafe { a.deallocate(p.cast(), l) };
+    }
+    assert_eq!(a.ring().stats().live_buffers, 0);
+    // A new chunk after all that.
+    let p = a.allocate(l).unwrap();
+    assert_eq!(a.ring().stats().live_buffers, 1);
+    // SAFETY: allocated just above with `l`.
+    unsafe { a.deallocate(p.cast(), l) };
+
+    // Without chunks (blocks under eight chunks): each small block is a region.
+    let a = RingAlloc::with_capacity(8 * 1024);
+    let ps: std::vec::Vec<_> = (0..3).map(|_| a.allocate(l).unwrap()).collect();
+    assert_eq!(a.ring().stats().live_buffers, 3);
+    for p in ps {
+        // SAFETY: allocated above with `l`, freed once.
+        unsafe { a.deallocate(p.cast(), l) };
+    }
+    assert_eq!(a.ring().stats().live_buffers, 0);
+}
+
 /// Small blocks of every alignment up to a word, mixed so that many need padding, are
 /// resized and freed in a scrambled order: each stays aligned, keeps its bytes and
 /// overlaps no other, and once all are gone every chunk has been released (the

@@ -99,10 +99,11 @@ struct Shared {
     /// Made by `RingAlloc::new`: on drop, the ring may become this thread's spare.
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     recyclable: bool,
-    /// Small allocations share chunks (the ring's blocks are long enough, see
-    /// [`CHUNKED_MIN_BLOCK`]); otherwise every allocation is a ring region.
-    chunked: bool,
-    /// The current chunk's next free byte; null before the first chunk.
+    /// The current chunk's next free byte; [`NO_CHUNK`] when there is no current
+    /// chunk, and null for good when small allocations do not share chunks (the ring's
+    /// blocks are too short, see [`CHUNKED_MIN_BLOCK`]): then every allocation is a
+    /// ring region. So the free of a small block tells the two apart from the cursor it
+    /// has already loaded for its latest-block test, with no flag to read.
     cursor: Cell<*mut u8>,
     /// The address just past the current chunk's last usable byte; 0 before the first
     /// chunk, so that every small request misses and takes the slow path.
@@ -134,6 +135,11 @@ const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
 /// so that a chunk pinned by one live allocation is a small part of a block.
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
 
+/// The cursor of a chunked allocator with no current chunk: not null, and no block
+/// ends there (a block's end is past its non-null start), and with `end` 0 every
+/// small request misses and takes the slow path.
+const NO_CHUNK: *mut u8 = NonNull::<u8>::dangling().as_ptr();
+
 #[cfg(feature = "std")]
 std::thread_local! {
     /// One default ring per thread, kept from the last dropped `RingAlloc::new()` so
@@ -145,6 +151,12 @@ std::thread_local! {
 impl Shared {
     fn source(&self) -> Source<'_> {
         Source::new(&self.ring, self.threshold.get())
+    }
+
+    /// Whether small allocations share chunks (see `cursor`).
+    #[inline(always)]
+    fn chunked(&self) -> bool {
+        !self.cursor.get().is_null()
     }
 
     /// The bytes the current chunk `chunk` has handed out: from its first block to the
@@ -175,7 +187,7 @@ impl Shared {
             return;
         }
         self.chunk.set(ptr::null_mut());
-        self.cursor.set(ptr::null_mut());
+        self.cursor.set(NO_CHUNK);
         self.end.set(0);
         // SAFETY: the chunk was allocated by this module with `CHUNK_LAYOUT` and holds
         // no allocation; nothing refers to it any more.
@@ -300,11 +312,14 @@ impl RingAlloc {
     fn from_ring(ring: Ring, recyclable: bool) -> Self {
         RingAlloc {
             shared: Rc::new(Shared {
-                chunked: ring.block_len() >= CHUNKED_MIN_BLOCK,
+                cursor: Cell::new(if ring.block_len() >= CHUNKED_MIN_BLOCK {
+                    NO_CHUNK
+                } else {
+                    ptr::null_mut()
+                }),
                 ring: ManuallyDrop::new(ring),
                 threshold: Cell::new(DEFAULT_HEAP_THRESHOLD),
                 recyclable,
-                cursor: Cell::new(ptr::null_mut()),
                 end: Cell::new(0),
                 chunk: Cell::new(ptr::null_mut()),
             }),
@@ -442,7 +457,7 @@ impl RingAlloc {
     #[inline(never)]
     fn allocate_small_slow(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         let s = &*self.shared;
-        if !s.chunked {
+        if !s.chunked() {
             return self.source().allocate(layout);
         }
         let mut chunk = s.chunk.get();
@@ -501,7 +516,7 @@ impl RingAlloc {
     #[inline]
     unsafe fn deallocate_small_slow(&self, ptr: NonNull<u8>, layout: Layout) {
         let s = &*self.shared;
-        if !s.chunked {
+        if !s.chunked() {
             // SAFETY: forwarded from this function's contract; `RingAlloc` is not
             // `Send`, so this is the ring's thread.
             return unsafe { self.source().deallocate(ptr, layout) };
@@ -618,7 +633,7 @@ impl RingAlloc {
         let fits = if latest {
             p + want <= s.end.get()
         } else {
-            want <= had && s.chunked
+            want <= had && s.chunked()
         };
         if !fits || p & (new.align() - 1) != 0 {
             return None;
@@ -674,7 +689,7 @@ impl RingAlloc {
         zeroed: bool,
         shrink: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        if !self.shared.chunked {
+        if !self.shared.chunked() {
             // SAFETY: forwarded from this function's contract; every block is a ring
             // (or heap) region.
             return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };
