@@ -115,18 +115,24 @@ struct Shared {
 
 /// What a chunk knows about itself, in its first bytes. A chunk hands out its bytes in
 /// order from after this head, each block its size rounded up to a [`GRAIN`] at its
-/// alignment; its bytes in use are those handed out (up to the cursor while it is
-/// current, `used` once retired) minus `freed`, and it is empty when they are equal.
+/// alignment. Its bytes in use are those handed out (up to the cursor while it is
+/// current) minus those freed: blocks released out of order (the latest block goes back
+/// to the cursor instead), the bytes a block gave up shrinking in place, and the padding
+/// skipped to align a block to a word.
 #[repr(C)]
 struct ChunkHead {
-    /// Bytes handed out that no block uses: blocks released out of order (the latest
-    /// block goes back to the cursor instead), the bytes a block gave up shrinking in
-    /// place, and the padding skipped to align a block to a word.
-    freed: usize,
-    /// Bytes handed out before the chunk stopped being current; `usize::MAX` while
-    /// it is current (its cursor then tells).
-    used: usize,
+    /// Once the chunk is retired (no longer current), its bytes in use: each free
+    /// subtracts its bytes, and the one that brings it to 0 releases the chunk. While
+    /// it is current, [`OPEN`] minus the bytes freed so far, never 0. One word that a
+    /// free decrements and tests in one instruction, where a freed count compared with
+    /// a used count took a load and a comparison more (ring-alloc's free-in-order row:
+    /// see `give_back`).
+    left: usize,
 }
+
+/// A current chunk's [`ChunkHead::left`] before any free: more than a chunk's bytes, so
+/// that frees never bring it to 0.
+const OPEN: usize = usize::MAX / 2;
 
 /// Bytes at the start of a chunk before its first block.
 const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
@@ -176,7 +182,10 @@ impl Shared {
         // SAFETY: the current chunk is live: it is released only by `flush` or, once
         // it is no longer current, by the deallocation that empties it. Its head is
         // touched on this thread only (`RingAlloc` is not `Send`).
-        handed_out - unsafe { (*chunk).freed }
+        let left = unsafe { (*chunk).left };
+        // `OPEN - left` bytes were freed, at most those handed out (a chunk's bytes):
+        // no overflow.
+        handed_out + left - OPEN
     }
 
     /// Releases the current chunk if it holds no allocation, and forgets it.
@@ -194,16 +203,21 @@ impl Shared {
         unsafe { self.release_chunk(chunk) };
     }
 
-    /// Writes into the current chunk (if any) how many bytes it handed out: from now
+    /// Writes into the current chunk (if any, and not empty) its bytes in use: from now
     /// on the deallocation that empties it releases it. The caller replaces or forgets
     /// it as the current chunk.
     fn retire(&self) {
         let chunk = self.chunk.get();
         if !chunk.is_null() {
-            let used = self.handed_out(chunk);
+            // SAFETY: the current chunk, not null.
+            let in_use = unsafe { self.in_use(chunk) };
+            debug_assert_ne!(
+                in_use, 0,
+                "an empty chunk is reused or released, not retired"
+            );
             // SAFETY: the current chunk is live; its head is touched on this thread
             // only.
-            unsafe { (*chunk).used = used };
+            unsafe { (*chunk).left = in_use };
         }
     }
 
@@ -442,7 +456,7 @@ impl RingAlloc {
         if pad != 0 {
             // SAFETY: `end` is not 0, so there is a current chunk, live and touched on
             // this thread only.
-            unsafe { (*s.chunk.get()).freed += pad };
+            unsafe { (*s.chunk.get()).left -= pad };
         }
         s.cursor.set(p.wrapping_add(len));
         // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
@@ -469,10 +483,7 @@ impl RingAlloc {
             s.end.set(chunk as usize + CHUNK_LAYOUT.size());
         }
         // SAFETY: a fresh or empty chunk, its head touched on this thread only.
-        unsafe {
-            (*chunk).freed = 0;
-            (*chunk).used = usize::MAX;
-        }
+        unsafe { (*chunk).left = OPEN };
         s.cursor.set(chunk.cast::<u8>().wrapping_add(CHUNK_HEAD));
         // An empty chunk holds any small layout: this call does not come back here.
         self.allocate_small(layout)
@@ -526,28 +537,29 @@ impl RingAlloc {
         unsafe { self.give_back(ptr.as_ptr(), round_up(layout.size(), GRAIN)) };
     }
 
-    /// Adds `bytes` to the freed bytes of the chunk holding `p`, and releases it if
-    /// that emptied it and it is no longer current (the current one's `used` is
-    /// `usize::MAX`, never reached). One comparison: restarting the current chunk here
-    /// as soon as it empties as well cost ring-alloc's free-in-order row 7 % (0.932
-    /// times the time without it, in each of 5 code layouts), and
+    /// Subtracts `bytes` from the chunk holding `p`, and releases it if that emptied it
+    /// (only a retired chunk can reach 0, see [`ChunkHead::left`]). One subtraction and
+    /// its zero test: restarting the current chunk here as soon as it empties as well
+    /// cost ring-alloc's free-in-order row 7 % (0.932 times the time without it, in
+    /// each of 5 code layouts), and
     /// [`allocate_small_slow`](RingAlloc::allocate_small_slow) restarts it anyway once
     /// it is full.
     ///
     /// # Safety
     /// - `p` lies in a live chunk of this handle's ring, and `bytes` of its blocks
-    ///   (counted in `used` or before the cursor) are no longer used.
+    ///   (handed out, and not yet counted as freed) are no longer used.
     #[inline(always)]
     unsafe fn give_back(&self, p: *mut u8, bytes: usize) {
         let s = &*self.shared;
         let chunk = chunk::chunk_of::<ChunkHead>(p);
         // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
         // on this thread only (here and below).
-        unsafe { (*chunk).freed += bytes };
+        let left = unsafe { (*chunk).left } - bytes;
         // SAFETY: as above.
-        if unsafe { (*chunk).freed == (*chunk).used } {
-            // SAFETY: empty, and not current (`used` was written when it was
-            // retired): nothing refers to it any more.
+        unsafe { (*chunk).left = left };
+        if left == 0 {
+            // SAFETY: empty, and retired (a current chunk never reaches 0): nothing
+            // refers to it any more.
             unsafe { s.release_chunk(chunk) };
         }
     }
