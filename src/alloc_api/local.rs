@@ -490,7 +490,7 @@ impl RingAlloc {
     }
 
     /// Releases a small allocation. The latest one gives its bytes back to the cursor
-    /// (no count to update); any other adds them to its chunk's freed bytes, and an
+    /// (no count to update); any other subtracts them from its chunk's count, and an
     /// emptied chunk is released if it is no longer current (the current one starts
     /// over when it is next full and found empty, as `OneRingAlloc`'s does). Without
     /// chunks, the ring's release.
