@@ -195,17 +195,24 @@ impl Shared {
         if chunk.is_null() || unsafe { self.in_use(chunk) } != 0 {
             return;
         }
-        self.chunk.set(ptr::null_mut());
-        self.cursor.set(NO_CHUNK);
-        self.end.set(0);
+        self.forget();
         // SAFETY: the chunk was allocated by this module with `CHUNK_LAYOUT` and holds
         // no allocation; nothing refers to it any more.
         unsafe { self.release_chunk(chunk) };
     }
 
-    /// Writes into the current chunk (if any, and not empty) its bytes in use: from now
-    /// on the deallocation that empties it releases it. The caller replaces or forgets
-    /// it as the current chunk.
+    /// Leaves the allocator with no current chunk: the next small request takes the
+    /// slow path.
+    fn forget(&self) {
+        self.chunk.set(ptr::null_mut());
+        self.cursor.set(NO_CHUNK);
+        self.end.set(0);
+    }
+
+    /// Writes into the current chunk (if any, and not empty) its bytes in use, and
+    /// forgets it: from now on the deallocation that empties it releases it. Forgotten
+    /// at once, before anything can fail: a retired chunk left current would keep
+    /// handing out blocks that its count no longer covers, and be released under them.
     fn retire(&self) {
         let chunk = self.chunk.get();
         if !chunk.is_null() {
@@ -215,8 +222,9 @@ impl Shared {
                 in_use, 0,
                 "an empty chunk is reused or released, not retired"
             );
-            // SAFETY: the current chunk is live; its head is touched on this thread
-            // only.
+            self.forget();
+            // SAFETY: the chunk is live (a block in it is); its head is touched on this
+            // thread only.
             unsafe { (*chunk).left = in_use };
         }
     }
@@ -477,6 +485,7 @@ impl RingAlloc {
         let mut chunk = s.chunk.get();
         // SAFETY: not null.
         if chunk.is_null() || unsafe { s.in_use(chunk) } != 0 {
+            // Retired and forgotten before the claim, which may fail.
             s.retire();
             chunk = chunk::claim(Some(&s.ring), s.threshold.get() < SMALL_MAX)?.cast();
             s.chunk.set(chunk);

@@ -52,3 +52,4 @@ pub fn assert_disjoint(mut ranges: Vec<(usize, usize)>) {
         );
     }
 }
+pub mod faulty;

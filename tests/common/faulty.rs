@@ -1,0 +1,190 @@
+//! A global allocator for tests that counts what it serves and refuses on demand.
+//!
+//! A test binary installs it with
+//! `#[global_allocator] static A: common::faulty::Faulty = common::faulty::Faulty;`.
+//! Only *armed* threads are counted or refused: the test's own thread (see
+//! [`arm`]) and the threads it spawns through [`spawn`]. The test harness's threads are
+//! left alone, so tests of one binary may still run side by side. Each allocation
+//! carries a tag in front of it that says whether it was counted, so a counted block
+//! freed on another thread is uncounted correctly.
+//!
+//! Refusals are per thread: [`refuse_nth`] refuses the `n`th counted allocation from
+//! now (and, with `and_after`, every one after it), [`refuse_above`] every allocation
+//! larger than a size.
+#![allow(dead_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+/// The allocator; see the module docs.
+pub struct Faulty;
+
+/// Bytes of counted allocations still live, over all threads.
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+/// Counted allocations still live, over all threads.
+static LIVE_BLOCKS: AtomicIsize = AtomicIsize::new(0);
+/// Refusals so far, over all threads (so a test can tell a refusal happened).
+static REFUSED: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Whether this thread's allocations are counted (and may be refused).
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    /// Counted allocations this thread made since it was armed.
+    static SERVED: Cell<u64> = const { Cell::new(0) };
+    /// The `SERVED` number at which to refuse (0: never).
+    static REFUSE_AT: Cell<u64> = const { Cell::new(0) };
+    /// Refuse every allocation from `REFUSE_AT` on, not only that one.
+    static REFUSE_AFTER: Cell<bool> = const { Cell::new(false) };
+    /// Refuse every allocation larger than this many bytes.
+    static REFUSE_ABOVE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The tag before each block: room for it at the block's alignment.
+fn prefix(layout: Layout) -> usize {
+    layout.align().max(16)
+}
+
+/// Marks a block as counted (1) or not (0).
+const COUNTED: usize = 1;
+
+fn refuse(size: usize) -> bool {
+    let served = SERVED.with(|s| {
+        let n = s.get() + 1;
+        s.set(n);
+        n
+    });
+    let at = REFUSE_AT.with(Cell::get);
+    let hit = at != 0 && (served == at || (served > at && REFUSE_AFTER.with(Cell::get)));
+    hit || size > REFUSE_ABOVE.with(Cell::get)
+}
+
+// SAFETY: every block comes from `System` with a layout `prefix` bytes larger at the
+// same alignment, and is returned to it with that same layout; the tag lies inside the
+// prefix, before the bytes handed out.
+unsafe impl GlobalAlloc for Faulty {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let armed = ARMED.try_with(Cell::get).unwrap_or(false);
+        if armed && refuse(layout.size()) {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+            return std::ptr::null_mut();
+        }
+        let pre = prefix(layout);
+        let Ok(outer) = Layout::from_size_align(layout.size() + pre, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `outer` has a non-zero size.
+        let base = unsafe { System.alloc(outer) };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: `pre >= 16` bytes lie before the block, the tag in the last word.
+        unsafe {
+            let p = base.add(pre);
+            p.cast::<usize>().sub(1).write(usize::from(armed) * COUNTED);
+            if armed {
+                LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+                LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
+            }
+            p
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let pre = prefix(layout);
+        // SAFETY: `ptr` came from `alloc` with this layout: the tag is before it, and
+        // the block starts `pre` bytes earlier with the outer layout.
+        unsafe {
+            if ptr.cast::<usize>().sub(1).read() == COUNTED {
+                LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+                LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
+            }
+            let outer = Layout::from_size_align_unchecked(layout.size() + pre, layout.align());
+            System.dealloc(ptr.sub(pre), outer);
+        }
+    }
+}
+
+/// Counts (and allows refusing) this thread's allocations from now on, with no refusal
+/// planned.
+pub fn arm() {
+    ARMED.with(|a| a.set(true));
+    SERVED.with(|s| s.set(0));
+    disarm_refusals();
+}
+
+/// Stops counting this thread's allocations (blocks already counted stay counted).
+pub fn disarm() {
+    disarm_refusals();
+    ARMED.with(|a| a.set(false));
+}
+
+/// Cancels any planned refusal on this thread.
+pub fn disarm_refusals() {
+    REFUSE_AT.with(|r| r.set(0));
+    REFUSE_AFTER.with(|r| r.set(false));
+    REFUSE_ABOVE.with(|r| r.set(usize::MAX));
+}
+
+/// Refuses this thread's `n`th counted allocation from now (`n >= 1`); with
+/// `and_after`, every one after it too.
+pub fn refuse_nth(n: u64, and_after: bool) {
+    assert!(n >= 1);
+    let served = SERVED.with(Cell::get);
+    REFUSE_AT.with(|r| r.set(served + n));
+    REFUSE_AFTER.with(|r| r.set(and_after));
+}
+
+/// Refuses every allocation of this thread larger than `bytes`.
+pub fn refuse_above(bytes: usize) {
+    REFUSE_ABOVE.with(|r| r.set(bytes));
+}
+
+/// Counted allocations this thread has made since [`arm`].
+pub fn served() -> u64 {
+    SERVED.with(Cell::get)
+}
+
+/// Refusals so far, over all threads.
+pub fn refused() -> usize {
+    REFUSED.load(Ordering::Relaxed)
+}
+
+/// `(bytes, blocks)` of counted allocations still live, over all threads.
+pub fn live() -> (isize, isize) {
+    (
+        LIVE_BYTES.load(Ordering::Relaxed),
+        LIVE_BLOCKS.load(Ordering::Relaxed),
+    )
+}
+
+/// Spawns a thread whose allocations are counted too.
+pub fn spawn<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        arm();
+        let r = f();
+        disarm();
+        r
+    })
+}
+
+/// Runs `f` on this thread, armed, and checks that every counted byte it allocated was
+/// freed by the end (its own and those of the threads it spawned through [`spawn`]).
+/// Blocks live before the call are not counted against it. Runs one such check at a
+/// time in the process: counts are global.
+pub fn no_leak<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = live();
+    arm();
+    let r = f();
+    disarm();
+    let after = live();
+    assert_eq!(
+        before, after,
+        "{what}: counted (bytes, blocks) live before and after differ: leaked"
+    );
+    r
+}
