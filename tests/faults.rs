@@ -127,3 +127,105 @@ fn ring_alloc_after_the_heap_refused_a_heap_chunk() {
         });
     });
 }
+
+/// Runs `op` once to count the allocations it makes, then once per allocation with
+/// that one refused (and once with it and every later one refused), handing `check`
+/// the outcome of each refused run.
+fn sweep<T>(mut op: impl FnMut() -> T, mut check: impl FnMut(T, u64, bool)) -> u64 {
+    let start = faulty::served();
+    drop(op());
+    let points = faulty::served() - start;
+    for k in 1..=points {
+        for and_after in [false, true] {
+            refuse_nth(k, and_after);
+            let out = op();
+            faulty::disarm_refusals();
+            check(out, k, and_after);
+        }
+    }
+    points
+}
+
+const POLICIES: [WhenFull; 3] = [WhenFull::Fail, WhenFull::Heap, WhenFull::Grow];
+
+#[test]
+fn ring_construction_reports_every_refusal() {
+    no_leak("Ring::builder().build()", || {
+        for policy in POLICIES {
+            let build = || Ring::builder().capacity(4096).when_full(policy).build();
+            let points = sweep(build, |r, k, _| {
+                assert!(
+                    matches!(r, Err(ringmem::RingError::OutOfMemory { .. })),
+                    "{policy:?}: refusal {k} gave {r:?}"
+                );
+            });
+            assert_eq!(points, 2, "the block and the list of blocks");
+        }
+    });
+}
+
+#[test]
+fn ring_alloc_construction_reports_every_refusal() {
+    no_leak("RingAlloc::try_with_capacity", || {
+        let points = sweep(
+            || RingAlloc::try_with_capacity(64 * 1024),
+            |r, k, _| {
+                assert!(
+                    matches!(r, Err(ringmem::RingError::OutOfMemory { .. })),
+                    "refusal {k}: {:?}",
+                    r.map(|_| ())
+                );
+            },
+        );
+        assert_eq!(
+            points, 3,
+            "the block, the list of blocks and the handles' state"
+        );
+    });
+}
+
+#[test]
+fn a_refused_block_leaves_a_growing_ring_as_it_was() {
+    no_leak("WhenFull::Grow, new block", || {
+        // A ring of four full blocks (the list of blocks has room for four), each
+        // holding a buffer with known bytes.
+        let setup = || {
+            let ring = Ring::builder()
+                .capacity(4096)
+                .when_full(WhenFull::Grow)
+                .build()
+                .unwrap();
+            let held: Vec<_> = (0..4u64)
+                .map(|id| {
+                    let mut b = ring.fixed(3000).unwrap();
+                    let bytes: Vec<u8> = common::pattern(id, 3000).collect();
+                    b.try_extend_from_slice(&bytes).unwrap();
+                    b
+                })
+                .collect();
+            assert_eq!(ring.stats().blocks, 4);
+            (ring, held)
+        };
+        let (ring, held) = setup();
+        let start = faulty::served();
+        drop(ring.fixed(3000).expect("a second block"));
+        // The list's growth and the block.
+        let points = faulty::served() - start;
+        assert_eq!(points, 2);
+        drop((ring, held));
+        for k in 1..=points {
+            for and_after in [false, true] {
+                let (ring, held) = setup();
+                refuse_nth(k, and_after);
+                let b = ring.fixed(3000);
+                faulty::disarm_refusals();
+                assert!(b.is_none(), "refusal {k}: no block, no buffer");
+                assert_eq!(ring.stats().blocks, 4);
+                for (id, b) in held.iter().enumerate() {
+                    assert!(common::holds(id as u64, b), "buffer {id} kept its bytes");
+                }
+                assert!(ring.fixed(3000).is_some(), "the next request grows");
+            }
+        }
+    });
+}

@@ -1,6 +1,5 @@
 //! `RingAlloc`: a cheap-to-clone, single-thread handle to one shared ring.
 
-use alloc::rc::Rc;
 use core::alloc::Layout;
 use core::fmt;
 use core::hash::{Hash, Hasher};
@@ -11,6 +10,7 @@ use allocator_api2::alloc::{AllocError, Allocator};
 
 use super::chunk::{self, is_small, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
+use crate::raw;
 use crate::ring::{round_up, MAX_ALIGN};
 use crate::sync::Cell;
 use crate::{Ring, RingError, WhenFull};
@@ -87,11 +87,15 @@ use crate::{Ring, RingError, WhenFull};
 /// send(ringmem::RingAlloc::new());
 /// ```
 pub struct RingAlloc {
-    shared: Rc<Shared>,
+    /// Counted by [`Shared::handles`]; freed with the last handle. Not an `Rc`, whose
+    /// allocation cannot fail softly: [`RingAlloc::try_with_capacity`] reports it.
+    shared: NonNull<Shared>,
 }
 
 /// What the clones of a `RingAlloc` share.
 struct Shared {
+    /// The `RingAlloc` handles to this value (at least 1 while any exists).
+    handles: Cell<usize>,
     /// Dropped (or recycled) in `Shared`'s `Drop`, nowhere else.
     ring: ManuallyDrop<Ring>,
     /// Requests above this many bytes go to the global allocator.
@@ -310,7 +314,9 @@ impl RingAlloc {
     /// in it keep working as before.
     ///
     /// # Panics
-    /// When the global allocator refuses the first block.
+    /// When the global allocator refuses the first block (and ends in
+    /// [`handle_alloc_error`](alloc::alloc::handle_alloc_error) when it refuses the few
+    /// bytes the handles share). [`RingAlloc::try_with_capacity`] reports both.
     ///
     /// ```
     /// use allocator_api2::vec::Vec;
@@ -321,19 +327,33 @@ impl RingAlloc {
     pub fn new() -> Self {
         #[cfg(feature = "std")]
         if let Some(ring) = SPARE.try_with(|s| s.take()).ok().flatten() {
-            return Self::from_ring(ring, true);
+            return Self::from_ring(ring, true).unwrap_or_else(|_| Self::no_memory());
         }
         let ring = Ring::builder()
             .capacity(Self::DEFAULT_CAPACITY)
             .when_full(WhenFull::Grow)
             .build()
             .unwrap_or_else(|e| panic!("ringmem: cannot create a RingAlloc: {e}"));
-        Self::from_ring(ring, true)
+        Self::from_ring(ring, true).unwrap_or_else(|_| Self::no_memory())
     }
 
-    fn from_ring(ring: Ring, recyclable: bool) -> Self {
-        RingAlloc {
-            shared: Rc::new(Shared {
+    /// The end of an infallible constructor whose handle could not be allocated.
+    #[cold]
+    fn no_memory() -> ! {
+        alloc::alloc::handle_alloc_error(Layout::new::<Shared>())
+    }
+
+    /// A handle to `ring`; `Err(ring)` when the global allocator refuses the few bytes
+    /// the handles share.
+    fn from_ring(ring: Ring, recyclable: bool) -> Result<Self, Ring> {
+        let Some(p) = raw::alloc(Layout::new::<Shared>()) else {
+            return Err(ring);
+        };
+        let shared = p.cast::<Shared>();
+        // SAFETY: a fresh allocation with `Shared`'s layout.
+        unsafe {
+            shared.as_ptr().write(Shared {
+                handles: Cell::new(1),
                 cursor: Cell::new(if ring.block_len() >= CHUNKED_MIN_BLOCK {
                     NO_CHUNK
                 } else {
@@ -344,8 +364,17 @@ impl RingAlloc {
                 recyclable,
                 end: Cell::new(0),
                 chunk: Cell::new(ptr::null_mut()),
-            }),
-        }
+            })
+        };
+        Ok(RingAlloc { shared })
+    }
+
+    /// What the handles share.
+    #[inline(always)]
+    fn shared(&self) -> &Shared {
+        // SAFETY: alive while any handle is (`Drop`), and only read through shared
+        // references (its mutable state is in cells).
+        unsafe { self.shared.as_ref() }
     }
 
     /// A handle to a new ring of `bytes` bytes per block (headers included) that adds
@@ -366,7 +395,9 @@ impl RingAlloc {
         }
     }
 
-    /// A handle to a new ring of `bytes` bytes per block, or why it cannot be made.
+    /// A handle to a new ring of `bytes` bytes per block, or why it cannot be made
+    /// (including [`RingError::OutOfMemory`] when the global allocator refuses the block
+    /// or the handles' shared state: nothing here aborts).
     ///
     /// ```
     /// use ringmem::{RingAlloc, RingError};
@@ -378,7 +409,9 @@ impl RingAlloc {
             .capacity(bytes)
             .when_full(WhenFull::Grow)
             .build()?;
-        Ok(Self::from(ring))
+        Self::from_ring(ring, false).map_err(|_| RingError::OutOfMemory {
+            requested: core::mem::size_of::<Shared>(),
+        })
     }
 
     /// The shared ring (for [`Ring::stats`], or to make buffers from it). Small
@@ -397,7 +430,7 @@ impl RingAlloc {
     /// ```
     #[inline]
     pub fn ring(&self) -> &Ring {
-        &self.shared.ring
+        &self.shared().ring
     }
 
     /// Requests above this many bytes go to the global allocator (shared by all clones).
@@ -407,7 +440,7 @@ impl RingAlloc {
     /// ```
     #[inline]
     pub fn heap_threshold(&self) -> usize {
-        self.shared.threshold.get()
+        self.shared().threshold.get()
     }
 
     /// Sends requests above `bytes` bytes to the global allocator, for this handle and
@@ -425,12 +458,12 @@ impl RingAlloc {
     /// ```
     #[inline]
     pub fn set_heap_threshold(&self, bytes: usize) {
-        self.shared.threshold.set(bytes);
+        self.shared().threshold.set(bytes);
     }
 
     #[inline]
     fn source(&self) -> Source<'_> {
-        self.shared.source()
+        self.shared().source()
     }
 
     /// Releases the chunk that small allocations currently come from, if it holds none,
@@ -447,7 +480,7 @@ impl RingAlloc {
     /// assert_eq!(a.ring().stats().live_buffers, 0);
     /// ```
     pub fn flush(&self) {
-        self.shared.flush();
+        self.shared().flush();
     }
 
     /// A small allocation from the current chunk: its size rounded up to a [`GRAIN`]
@@ -457,7 +490,7 @@ impl RingAlloc {
     /// grain skipped counts as freed at once.
     #[inline(always)]
     fn allocate_small(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        let s = &*self.shared;
+        let s = self.shared();
         let Some((p, len, pad)) = chunk::bump(s.cursor.get(), s.end.get(), layout) else {
             return self.allocate_small_slow(layout);
         };
@@ -478,7 +511,7 @@ impl RingAlloc {
     #[cold]
     #[inline(never)]
     fn allocate_small_slow(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        let s = &*self.shared;
+        let s = self.shared();
         if !s.chunked() {
             return self.source().allocate(layout);
         }
@@ -509,7 +542,7 @@ impl RingAlloc {
     ///   fits it), `layout` is small, and `ptr` is not used afterwards.
     #[inline(always)]
     unsafe fn deallocate_small(&self, ptr: NonNull<u8>, layout: Layout) {
-        let s = &*self.shared;
+        let s = self.shared();
         let p = ptr.as_ptr();
         let len = round_up(layout.size(), GRAIN);
         // Every size that fits the block rounds to its length (blocks are handed out
@@ -536,7 +569,7 @@ impl RingAlloc {
     /// As for [`deallocate_small`](Self::deallocate_small).
     #[inline]
     unsafe fn deallocate_small_slow(&self, ptr: NonNull<u8>, layout: Layout) {
-        let s = &*self.shared;
+        let s = self.shared();
         if !s.chunked() {
             // SAFETY: forwarded from this function's contract; `RingAlloc` is not
             // `Send`, so this is the ring's thread.
@@ -559,7 +592,7 @@ impl RingAlloc {
     ///   (handed out, and not yet counted as freed) are no longer used.
     #[inline(always)]
     unsafe fn give_back(&self, p: *mut u8, bytes: usize) {
-        let s = &*self.shared;
+        let s = self.shared();
         let chunk = chunk::chunk_of::<ChunkHead>(p);
         // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
         // on this thread only (here and below).
@@ -650,7 +683,7 @@ impl RingAlloc {
         new: Layout,
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
-        let s = &*self.shared;
+        let s = self.shared();
         let p = ptr.as_ptr() as usize;
         // Blocks are handed out at a grain multiple, which every fitting size rounds to
         // (see `deallocate_small`).
@@ -717,7 +750,7 @@ impl RingAlloc {
         zeroed: bool,
         shrink: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        if !self.shared.chunked() {
+        if !self.shared().chunked() {
             // SAFETY: forwarded from this function's contract; every block is a ring
             // (or heap) region.
             return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };
@@ -773,6 +806,22 @@ impl RingAlloc {
     }
 }
 
+impl Drop for RingAlloc {
+    fn drop(&mut self) {
+        let handles = &self.shared().handles;
+        let left = handles.get() - 1;
+        handles.set(left);
+        if left == 0 {
+            // SAFETY: the last handle: nothing refers to `Shared` any more; it was
+            // allocated by `from_ring` with its layout and is dropped once, here.
+            unsafe {
+                ptr::drop_in_place(self.shared.as_ptr());
+                raw::dealloc(self.shared.cast(), Layout::new::<Shared>());
+            }
+        }
+    }
+}
+
 impl Default for RingAlloc {
     /// [`RingAlloc::new`].
     fn default() -> Self {
@@ -783,6 +832,10 @@ impl Default for RingAlloc {
 impl From<Ring> for RingAlloc {
     /// Shares an existing ring, with its capacity and [`WhenFull`] policy.
     ///
+    /// The handles share a few bytes from the global allocator; when it refuses them,
+    /// this ends in [`handle_alloc_error`](alloc::alloc::handle_alloc_error), as
+    /// `Rc::new` would. [`RingAlloc::try_with_capacity`] reports that as an error.
+    ///
     /// ```
     /// use ringmem::{Ring, RingAlloc, WhenFull};
     /// let ring = Ring::builder().capacity(4096).when_full(WhenFull::Heap).build().unwrap();
@@ -790,7 +843,7 @@ impl From<Ring> for RingAlloc {
     /// assert_eq!(a.ring().when_full(), WhenFull::Heap);
     /// ```
     fn from(ring: Ring) -> Self {
-        Self::from_ring(ring, false)
+        Self::from_ring(ring, false).unwrap_or_else(|_| Self::no_memory())
     }
 }
 
@@ -798,8 +851,10 @@ impl Clone for RingAlloc {
     /// Another handle to the same ring.
     #[inline]
     fn clone(&self) -> Self {
+        let handles = &self.shared().handles;
+        handles.set(handles.get() + 1);
         RingAlloc {
-            shared: Rc::clone(&self.shared),
+            shared: self.shared,
         }
     }
 }
@@ -808,7 +863,7 @@ impl PartialEq for RingAlloc {
     /// Whether both handles share one ring.
     #[inline]
     fn eq(&self, other: &Self) -> bool {
-        Rc::ptr_eq(&self.shared, &other.shared)
+        self.shared == other.shared
     }
 }
 
@@ -816,15 +871,15 @@ impl Eq for RingAlloc {}
 
 impl Hash for RingAlloc {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        Rc::as_ptr(&self.shared).hash(state);
+        self.shared.hash(state);
     }
 }
 
 impl fmt::Debug for RingAlloc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RingAlloc")
-            .field("ring", &self.shared.ring)
-            .field("heap_threshold", &self.shared.threshold.get())
+            .field("ring", &self.shared().ring)
+            .field("heap_threshold", &self.shared().threshold.get())
             .finish()
     }
 }

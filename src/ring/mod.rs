@@ -160,7 +160,17 @@ impl RingBuilder {
         let first = BlockCtl::create(len).ok_or(RingError::OutOfMemory {
             requested: self.capacity,
         })?;
-        let blocks = alloc::vec![first];
+        // Fallibly, like the block: a ring that cannot be made is an error, not an
+        // abort, however small the allocation that failed.
+        let mut blocks = Vec::new();
+        if blocks.try_reserve(1).is_err() {
+            // SAFETY: just created; nothing else refers to it.
+            unsafe { BlockCtl::destroy(first) };
+            return Err(RingError::OutOfMemory {
+                requested: core::mem::size_of::<NonNull<BlockCtl>>(),
+            });
+        }
+        blocks.push(first);
         Ok(Ring {
             cur: Cell::new(first),
             blocks: UnsafeCell::new(blocks),
@@ -490,9 +500,12 @@ impl Ring {
                 let len = self
                     .block_len
                     .max(round_up(bytes, WORD) + HDR + align.max(WORD));
-                let b = BlockCtl::create(len)?;
                 // SAFETY: see `blocks`; no reference into the vector is alive here.
-                unsafe { &mut *self.blocks.get() }.push(b);
+                let blocks = unsafe { &mut *self.blocks.get() };
+                // Room in the list first: a block made and then not kept would leak.
+                blocks.try_reserve(1).ok()?;
+                let b = BlockCtl::create(len)?;
+                blocks.push(b);
                 self.cur.set(b);
                 // SAFETY: just created, owned by this ring.
                 unsafe { b.as_ref() }.claim(bytes, align, init)

@@ -5,8 +5,9 @@
 //! Only *armed* threads are counted or refused: the test's own thread (see
 //! [`arm`]) and the threads it spawns through [`spawn`]. The test harness's threads are
 //! left alone, so tests of one binary may still run side by side. Each allocation
-//! carries a tag in front of it that says whether it was counted, so a counted block
-//! freed on another thread is uncounted correctly.
+//! carries a tag in front of it that names the [`no_leak`] check it was counted in, so
+//! a counted block freed on another thread is uncounted correctly, and a block left
+//! from an earlier check (a failed test's panic message) does not count in a later one.
 //!
 //! Refusals are per thread: [`refuse_nth`] refuses the `n`th counted allocation from
 //! now (and, with `and_after`, every one after it), [`refuse_above`] every allocation
@@ -24,6 +25,8 @@ pub struct Faulty;
 static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
 /// Counted allocations still live, over all threads.
 static LIVE_BLOCKS: AtomicIsize = AtomicIsize::new(0);
+/// The current [`no_leak`] check, numbered from 1 (0: none has run).
+static SESSION: AtomicUsize = AtomicUsize::new(0);
 /// Refusals so far, over all threads (so a test can tell a refusal happened).
 static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
@@ -44,9 +47,6 @@ thread_local! {
 fn prefix(layout: Layout) -> usize {
     layout.align().max(16)
 }
-
-/// Marks a block as counted (1) or not (0).
-const COUNTED: usize = 1;
 
 fn refuse(size: usize) -> bool {
     let served = SERVED.with(|s| {
@@ -81,7 +81,12 @@ unsafe impl GlobalAlloc for Faulty {
         // SAFETY: `pre >= 16` bytes lie before the block, the tag in the last word.
         unsafe {
             let p = base.add(pre);
-            p.cast::<usize>().sub(1).write(usize::from(armed) * COUNTED);
+            let session = if armed {
+                SESSION.load(Ordering::Relaxed)
+            } else {
+                0
+            };
+            p.cast::<usize>().sub(1).write(session);
             if armed {
                 LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
                 LIVE_BLOCKS.fetch_add(1, Ordering::Relaxed);
@@ -95,7 +100,8 @@ unsafe impl GlobalAlloc for Faulty {
         // SAFETY: `ptr` came from `alloc` with this layout: the tag is before it, and
         // the block starts `pre` bytes earlier with the outer layout.
         unsafe {
-            if ptr.cast::<usize>().sub(1).read() == COUNTED {
+            let session = ptr.cast::<usize>().sub(1).read();
+            if session != 0 && session == SESSION.load(Ordering::Relaxed) {
                 LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
                 LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
             }
@@ -170,21 +176,23 @@ pub fn spawn<T: Send + 'static>(
     })
 }
 
-/// Runs `f` on this thread, armed, and checks that every counted byte it allocated was
-/// freed by the end (its own and those of the threads it spawned through [`spawn`]).
-/// Blocks live before the call are not counted against it. Runs one such check at a
-/// time in the process: counts are global.
+/// Runs `f` on this thread, armed, and checks that every byte it allocated was freed
+/// by the end (its own and those of the threads it spawned through [`spawn`]). Blocks
+/// allocated before the call are not counted. Runs one such check at a time in the
+/// process: counts are global.
 pub fn no_leak<T>(what: &str, f: impl FnOnce() -> T) -> T {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = live();
+    LIVE_BYTES.store(0, Ordering::Relaxed);
+    LIVE_BLOCKS.store(0, Ordering::Relaxed);
+    SESSION.fetch_add(1, Ordering::Relaxed);
     arm();
     let r = f();
     disarm();
-    let after = live();
     assert_eq!(
-        before, after,
-        "{what}: counted (bytes, blocks) live before and after differ: leaked"
+        live(),
+        (0, 0),
+        "{what}: (bytes, blocks) allocated during the check and still live: leaked"
     );
     r
 }
