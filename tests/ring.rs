@@ -453,3 +453,24 @@ fn typed_is_send_only_for_send_values() {
     let r = ring.typed::<Rc<u8>>(1).unwrap();
     drop(r);
 }
+
+/// `None` means the ring had no room: a region released out of order (not the oldest)
+/// is found by the very next request, however many requests failed before it.
+#[test]
+fn none_only_when_full() {
+    // Regions of 128 bytes (120 and a header) tile the block: no free tail.
+    let ring = Ring::new(4096);
+    let mut held = Vec::new();
+    while let Some(b) = ring.fixed(120) {
+        held.push(b);
+    }
+    for _ in 0..20 {
+        assert!(ring.fixed(120).is_none(), "full");
+    }
+    // Release one in the middle; the oldest stays live.
+    drop(held.remove(held.len() / 2));
+    assert!(
+        ring.fixed(120).is_some(),
+        "the released region serves the next request"
+    );
+}

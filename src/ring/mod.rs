@@ -214,11 +214,10 @@ pub struct RingStats {
 /// allocation ended, steps over regions that are still live, merges free neighbours
 /// and wraps at the end of the block; when nothing fits, the [`WhenFull`] policy applies.
 ///
-/// Waiting on a full ring is cheap: after a walk finds no room, the next 16 requests
-/// look only at the oldest region (the next to be released when buffers are dropped in
-/// the order they were made) before walking the whole ring again. So a region released
-/// out of order may be reused up to 16 requests late under [`WhenFull::Fail`] and
-/// [`WhenFull::Heap`]; [`WhenFull::Grow`] always walks before it adds a block.
+/// When no region fits, the walk has gone once round the whole ring: `None` (under
+/// [`WhenFull::Fail`]), a heap buffer ([`WhenFull::Heap`]) or a new block
+/// ([`WhenFull::Grow`]) means that no free space, however it was released, could hold
+/// the request at that moment.
 ///
 /// ```
 /// use std::io::Write;
@@ -489,10 +488,10 @@ impl Ring {
                     if bytes > block.len() {
                         continue;
                     }
-                    // A full walk of every block, the current one included (its claim
-                    // may have looked at its head only): no block is added while one
-                    // has room.
-                    if let Some(c) = block.claim_walk(bytes, align, init) {
+                    // A walk of every block (the current one too: it was skipped for a
+                    // request longer than a standard block): no block is added while
+                    // one has room.
+                    if let Some(c) = block.claim(bytes, align, init) {
                         self.cur.set(b);
                         return Some(c);
                     }
