@@ -179,7 +179,8 @@ pub fn spawn<T: Send + 'static>(
 /// Runs `f` on this thread, armed, and checks that every byte it allocated was freed
 /// by the end (its own and those of the threads it spawned through [`spawn`]). Blocks
 /// allocated before the call are not counted. Runs one such check at a time in the
-/// process: counts are global.
+/// process: counts are global. Print outside the check: the test harness keeps what a
+/// test prints, which would read as a leak.
 pub fn no_leak<T>(what: &str, f: impl FnOnce() -> T) -> T {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
