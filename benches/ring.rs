@@ -116,7 +116,43 @@ fn ring_only(c: &mut Criterion) {
     g.finish();
 }
 
+/// Allocate and drop while a buffer of a dropped ring stays alive (an orphaned block
+/// that cannot be freed yet), against the same loop with no orphan: releases elsewhere
+/// should not pay for it.
+fn pinned_orphan(c: &mut Criterion) {
+    let ring = Ring::new(1 << 20);
+    let mut g = c.benchmark_group("alloc+drop 64 B, orphans");
+    let run = |g: &mut criterion::BenchmarkGroup<'_, _>, name: &str| {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let buf = ring.fixed(black_box(64)).unwrap();
+                black_box(buf.capacity());
+            })
+        });
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ringmem::FixedBufMut>>(4);
+        let dropper = std::thread::spawn(move || rx.into_iter().for_each(drop));
+        g.throughput(Throughput::Elements(64));
+        g.bench_function(format!("{name}, released on another thread"), |b| {
+            b.iter(|| {
+                let batch: Vec<_> = (0..64).map(|_| ring.fixed(64).unwrap()).collect();
+                tx.send(batch).unwrap();
+            })
+        });
+        g.throughput(Throughput::Elements(1));
+        drop(tx);
+        dropper.join().unwrap();
+    };
+    run(&mut g, "none");
+    let other = Ring::new(1 << 16);
+    let pinned = other.fixed(64).unwrap();
+    drop(other);
+    run(&mut g, "one pinned");
+    drop(pinned);
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
+    pinned_orphan(c);
     let ring = RingBytes(Ring::new(1 << 20));
     alloc_write_drop(c, &ring);
     alloc_write_drop(c, &VecBytes);

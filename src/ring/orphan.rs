@@ -3,36 +3,105 @@
 //! Releasing a uniquely owned buffer is one `Release` store, with no read-modify-write
 //! that could tell the releasing thread it was the last user of a dropped ring's block.
 //! So a dropped ring does not wait and does not leak: it frees each block whose regions
-//! are all free, and pushes the others on a global lock-free stack of orphans. Those are
-//! freed by a sweep that runs
-//! - after any release while the stack is non-empty (one `Relaxed` load of the stack
-//!   head on every release: a plain `mov` on x86, on a line that is only read), and
-//! - on ring activity: `Ring::new`, `Ring`'s drop, and the ring's full path.
+//! are all free, and pushes the others on a global lock-free *inbox*. A sweep takes the
+//! inbox, frees the blocks that are all free and *parks* the rest: each parked block
+//! records its *blocker*, the first live region its scan stopped at (scans resume
+//! there, so a long-lived buffer costs one header read per sweep, not a walk), and the
+//! blocker's header address goes into a small hashed table.
 //!
-//! A sweep takes the whole stack with one `swap`, scans each block from where its last
-//! scan stopped (so a long-lived buffer costs one header read per sweep, not a walk),
-//! frees the blocks that are all free and pushes the rest back.
+//! Every release loads one word (`Relaxed`, on a line that is only read): zero while
+//! there is no orphan at all. Otherwise a release sweeps when the inbox is not empty,
+//! or when its own header is a parked block's blocker (or shares a table slot with one):
+//! only the releases that can let a scan go further pay for a sweep. One buffer kept
+//! after its ring was dropped (a thread-local ring's buffer that outlives its thread)
+//! then costs the other releases in the process a table lookup, not a sweep each.
 //!
-//! The one window left: the release store and the stack-head load of the very last
-//! buffer may pass the dropping ring's scan and push (a store-load reordering no
-//! `Release`/`Acquire` pair forbids). The block then stays on the stack until the next
-//! release or ring activity anywhere in the process sweeps it.
+//! Sweeps also run on ring activity: `Ring::new`, `Ring`'s drop, and the ring's full
+//! path. One sweep runs at a time; a release that finds one running leaves a request
+//! that the running sweep serves before it stops.
+//!
+//! The one window left: the store-load reordering (the Dekker pattern) between a
+//! release's header store and its loads of the word and the table, against a ring that
+//! pushes a block or a sweep that publishes a blocker, each of which then reads the
+//! header again. No `Release`/`Acquire` pair forbids both sides reading the old values; the
+//! block then stays parked until the next ring activity anywhere in the process
+//! sweeps it. The sweeping side pays a `SeqCst` fence; the release side pays nothing.
 
 use core::ptr::{self, NonNull};
 
 use super::block::BlockCtl;
-use crate::sync::{AtomicPtr, Ordering};
+use super::header::Header;
+use crate::sync::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+/// Slots of the blocker table: a power of two. Smaller under loom, which models each.
+const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
+
+/// A table slot that two blockers hash to: every release that hashes there sweeps.
+const SHARED_SLOT: *mut Header = NonNull::<Header>::dangling().as_ptr();
+
+/// Bit 0 of [`ORPHANS`]: some block is parked.
+const PARKED: usize = 1;
+
+/// The inbox's top block (blocks are 64-byte aligned, so bit 0 is free), with
+/// [`PARKED`] in bit 0. Zero: no orphan anywhere, and releases do nothing more.
+struct Orphans {
+    word: AtomicUsize,
+    /// The parked blocks, linked through `next`; only the sweep that holds `sweeping`
+    /// reads or writes it.
+    parked: AtomicPtr<BlockCtl>,
+    /// Header addresses of the parked blocks' blockers, by [`slot`]; null or
+    /// [`SHARED_SLOT`] otherwise. Written under `sweeping`, read by any release.
+    blockers: [AtomicPtr<Header>; SLOTS],
+    /// Held by the one sweep that runs.
+    sweeping: AtomicBool,
+    /// A sweep was asked for since the running one last looked.
+    asked: AtomicBool,
+}
+
+impl Orphans {
+    #[cfg(not(loom))]
+    const fn new() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)] // copied into each slot once
+        const EMPTY: AtomicPtr<Header> = AtomicPtr::new(ptr::null_mut());
+        Orphans {
+            word: AtomicUsize::new(0),
+            parked: AtomicPtr::new(ptr::null_mut()),
+            blockers: [EMPTY; SLOTS],
+            sweeping: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
+        }
+    }
+
+    #[cfg(loom)]
+    fn new() -> Self {
+        Orphans {
+            word: AtomicUsize::new(0),
+            parked: AtomicPtr::new(ptr::null_mut()),
+            blockers: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            sweeping: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
+        }
+    }
+}
 
 #[cfg(not(loom))]
-static ORPHANS: AtomicPtr<BlockCtl> = AtomicPtr::new(ptr::null_mut());
+static ORPHANS: Orphans = Orphans::new();
 
 #[cfg(loom)]
 loom::lazy_static! {
-    static ref ORPHANS: AtomicPtr<BlockCtl> = AtomicPtr::new(ptr::null_mut());
+    static ref ORPHANS: Orphans = Orphans::new();
+}
+
+/// The table slot of a blocker's header address.
+#[inline(always)]
+fn slot(hdr: *const Header) -> usize {
+    // Headers are word-aligned; mixing in higher bits spreads regions of one block.
+    let a = hdr as usize >> 3;
+    (a ^ (a >> 7)) & (SLOTS - 1)
 }
 
 /// Called by a ring that gives up `ctl`: frees it now if every region is free, or
-/// leaves it to a later sweep.
+/// leaves it to a sweep.
 ///
 /// # Safety
 /// - `ctl` is a live block that no ring will use again;
@@ -45,67 +114,179 @@ pub(crate) unsafe fn retire(ctl: NonNull<BlockCtl>) {
         // SAFETY: every region reads free with Acquire, so no handle touches it again;
         // no ring or list refers to it.
         unsafe { BlockCtl::destroy(ctl) };
-    } else {
-        push_list(ctl.as_ptr(), ctl.as_ptr());
+        return;
+    }
+    // Not touched after this: a sweep on another thread may take and free it at once.
+    // The dropping ring sweeps next (`on_activity`).
+    push_inbox(ctl.as_ptr());
+}
+
+/// Whether the region `block`'s scan stopped at has been released since.
+fn block_unblocked(block: &BlockCtl) -> bool {
+    // SAFETY: the block is alive (on the inbox or parked, freed only by a sweep that
+    // holds it); `cursor` is a header offset.
+    let h = unsafe { block.hdr(block.cursor.get()) };
+    // Relaxed: only a hint that a sweep is due; the sweep's scan reads with Acquire.
+    super::header::count(h.load(Ordering::Relaxed)) == 0
+}
+
+/// Called after every release into a ring block, with the region's header: sweeps
+/// when the release may let an orphaned block be freed.
+#[inline]
+pub(crate) fn after_release(hdr: NonNull<Header>) {
+    // Relaxed: only a hint; the sweep synchronises through the headers (Acquire scans)
+    // and its own flags.
+    let w = ORPHANS.word.load(Ordering::Relaxed);
+    if w != 0 {
+        after_release_slow(w, hdr.as_ptr());
     }
 }
 
-/// Called after every release: sweeps when there are orphans.
-#[inline]
-pub(crate) fn after_release() {
-    // Relaxed: only a hint; the sweep synchronises through the stack itself.
-    if !ORPHANS.load(Ordering::Relaxed).is_null() {
+/// [`after_release`] when some block is orphaned.
+#[cold]
+#[inline(never)]
+fn after_release_slow(w: usize, hdr: *mut Header) {
+    if w & !PARKED != 0 {
+        return sweep(); // blocks in the inbox: not yet parked, any release may free one
+    }
+    // Relaxed: as the word above.
+    let b = ORPHANS.blockers[slot(hdr)].load(Ordering::Relaxed);
+    if b == hdr || b == SHARED_SLOT {
         sweep();
     }
 }
 
-/// Frees every orphaned block whose regions have all been released.
-#[cold]
-#[inline(never)]
-pub(crate) fn sweep() {
-    // Acquire: pairs with the Release in `push_list`, making the blocks' control areas
-    // and headers (as the rings left them) visible.
-    let mut cur = ORPHANS.swap(ptr::null_mut(), Ordering::Acquire);
-    let (mut keep_head, mut keep_tail): (*mut BlockCtl, *mut BlockCtl) =
-        (ptr::null_mut(), ptr::null_mut());
-    while let Some(ctl) = NonNull::new(cur) {
-        // SAFETY: blocks on the stack are alive until a sweep that took them frees them;
-        // this sweep took `ctl`, so no one else touches its control area.
-        let block = unsafe { ctl.as_ref() };
-        cur = block.next.get();
-        if block.scan_free() {
-            // SAFETY: all regions released (Acquire scan); we removed it from the stack.
-            unsafe { BlockCtl::destroy(ctl) };
-        } else {
-            block.next.set(keep_head);
-            if keep_tail.is_null() {
-                keep_tail = ctl.as_ptr();
-            }
-            keep_head = ctl.as_ptr();
-        }
-    }
-    if !keep_head.is_null() {
-        push_list(keep_head, keep_tail);
+/// Ring activity: sweeps if any block is orphaned, whatever its blocker.
+#[inline]
+pub(crate) fn on_activity() {
+    // Relaxed: as in `after_release`.
+    if ORPHANS.word.load(Ordering::Relaxed) != 0 {
+        sweep();
     }
 }
 
-/// Pushes the chain `head ..= tail` (linked through `next`) on the stack.
-fn push_list(head: *mut BlockCtl, tail: *mut BlockCtl) {
-    // Relaxed on failure: we retry with the fresh head; Release on success publishes the
-    // chain's control areas to the sweep that takes it (its Acquire swap).
-    let mut old = ORPHANS.load(Ordering::Relaxed);
+/// Frees every orphaned block whose regions have all been released, or, when a sweep
+/// is running on another thread, asks it to look again before it stops.
+#[cold]
+#[inline(never)]
+pub(crate) fn sweep() {
     loop {
-        // SAFETY: `tail` is an orphaned block owned by this thread until it is pushed.
-        unsafe { (*tail).next.set(old) };
-        match ORPHANS.compare_exchange_weak(old, head, Ordering::Release, Ordering::Relaxed) {
+        // SeqCst, here and on `sweeping`: the request and the lock form a Dekker pair
+        // with the running sweep's unlock and its last look at `asked`, so one of the
+        // two sides sees the other.
+        ORPHANS.asked.store(true, Ordering::SeqCst);
+        if ORPHANS
+            .sweeping
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // the running sweep will see `asked`
+        }
+        // SeqCst: as above; and Acquire, so the requester's release (before its
+        // request) happens before the scan.
+        while ORPHANS.asked.swap(false, Ordering::SeqCst) {
+            // SAFETY: this thread holds `sweeping`.
+            unsafe { sweep_locked() };
+        }
+        ORPHANS.sweeping.store(false, Ordering::SeqCst);
+        if !ORPHANS.asked.load(Ordering::SeqCst) {
+            return;
+        }
+    }
+}
+
+/// One sweep: takes the inbox, frees the free blocks among it and the parked ones,
+/// parks the rest and republishes their blockers.
+///
+/// # Safety
+/// - The caller holds `sweeping`.
+unsafe fn sweep_locked() {
+    #[cfg(test)]
+    SWEEPS.fetch_add(1, Ordering::Relaxed);
+    // Acquire: pairs with the Release of `push_inbox`, making the blocks' control areas
+    // and headers (as the rings left them) visible. Bit 0 stays as it was.
+    let inbox = (ORPHANS.word.fetch_and(PARKED, Ordering::Acquire) & !PARKED) as *mut BlockCtl;
+    // Relaxed: only the holder of `sweeping` touches the parked list.
+    let mut lists = [inbox, ORPHANS.parked.load(Ordering::Relaxed)];
+    let mut table = [ptr::null_mut::<Header>(); SLOTS];
+    let mut parked: *mut BlockCtl = ptr::null_mut();
+    for list in &mut lists {
+        while let Some(ctl) = NonNull::new(*list) {
+            // SAFETY: blocks on the inbox or parked are alive until a sweep frees
+            // them; this sweep holds both lists, so no one else touches their control
+            // areas.
+            let block = unsafe { ctl.as_ref() };
+            *list = block.next.get();
+            if block.scan_free() {
+                // SAFETY: all regions released (Acquire scan); on no list any more.
+                unsafe { BlockCtl::destroy(ctl) };
+                continue;
+            }
+            // SAFETY: `cursor` is the blocker's header offset, set by the scan.
+            let blocker = unsafe { block.hdr(block.cursor.get()) } as *const Header as *mut Header;
+            let s = &mut table[slot(blocker)];
+            *s = if s.is_null() { blocker } else { SHARED_SLOT };
+            block.next.set(parked);
+            parked = ctl.as_ptr();
+        }
+    }
+    ORPHANS.parked.store(parked, Ordering::Relaxed);
+    // Every parked block's blocker is in its slot (or the slot is shared) once written:
+    // slots are overwritten, never cleared first, so no parked blocker goes missing.
+    for (s, b) in ORPHANS.blockers.iter().zip(table) {
+        // Relaxed: releases read it as a hint; the fence below orders it before the
+        // second look at the blockers.
+        s.store(b, Ordering::Relaxed);
+    }
+    if parked.is_null() {
+        // Relaxed: nothing to publish; a release that still sees the bit sweeps once.
+        ORPHANS.word.fetch_and(!PARKED, Ordering::Relaxed);
+        return;
+    }
+    ORPHANS.word.fetch_or(PARKED, Ordering::Relaxed);
+    // The heavy side of the window (see the module docs): the table and the bit are
+    // published before each blocker is read again; a blocker released meanwhile either
+    // saw them (and asked for a sweep) or is seen here.
+    fence(Ordering::SeqCst);
+    let mut p = parked;
+    while let Some(ctl) = NonNull::new(p) {
+        // SAFETY: parked by this sweep, which still holds `sweeping`.
+        let block = unsafe { ctl.as_ref() };
+        p = block.next.get();
+        if block_unblocked(block) {
+            // Relaxed: read by this thread's loop in `sweep`.
+            ORPHANS.asked.store(true, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+/// Pushes `ctl` on the inbox, keeping bit 0.
+fn push_inbox(ctl: *mut BlockCtl) {
+    debug_assert_eq!(ctl as usize & PARKED, 0, "blocks are 64-byte aligned");
+    // Relaxed on failure: we retry with the fresh word; Release on success publishes
+    // the block's control area to the sweep that takes it (its Acquire `fetch_and`).
+    let mut old = ORPHANS.word.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: `ctl` is an orphaned block owned by this thread until it is pushed.
+        unsafe { (*ctl).next.set((old & !PARKED) as *mut BlockCtl) };
+        let new = ctl as usize | (old & PARKED);
+        match ORPHANS
+            .word
+            .compare_exchange_weak(old, new, Ordering::Release, Ordering::Relaxed)
+        {
             Ok(_) => return,
             Err(now) => old = now,
         }
     }
 }
 
+/// Sweeps run so far in this process (unit tests only).
+#[cfg(test)]
+pub(crate) static SWEEPS: AtomicUsize = AtomicUsize::new(0);
+
 /// Whether any orphaned block waits for its buffers.
 #[cfg(test)]
 pub(crate) fn pending() -> bool {
-    !ORPHANS.load(Ordering::Acquire).is_null()
+    ORPHANS.word.load(Ordering::Acquire) != 0
 }
