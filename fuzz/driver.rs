@@ -5,24 +5,81 @@
 //! A byte string is read as a program: a ring (policy and capacity from the first bytes),
 //! then operations — allocate fixed / extendable / typed, write, grow, finalize, freeze,
 //! clone, slice, split, truncate, typed push/insert/remove/pop, send to another thread,
-//! drop, drop the ring (and continue on a new one while old buffers live on). A plain
-//! model (a `Vec` per buffer) runs beside it. After every operation:
+//! drop, drop the ring (and continue on a new one while old buffers live on), and
+//! allocations made while the global allocator refuses everything (`Refusing`, which
+//! each binary that includes this file installs). A plain model (a `Vec` per buffer)
+//! runs beside it. After every operation:
 //! - no two live buffers overlap (clones and slices of one frozen region count once);
 //! - every buffer still holds exactly the bytes (or values) the model says;
 //! - typed buffers are aligned for their type, and their values are dropped exactly once;
-//! - under `WhenFull::Heap` and `WhenFull::Grow` a reasonable request never fails.
+//! - under `WhenFull::Heap` and `WhenFull::Grow` a reasonable request never fails,
+//!   unless the global allocator refused it (then it is `None`, and nothing leaks).
 //!
 //! At sync points (the other thread has dropped what it was sent) and at the end, the
 //! ring's `stats().live_buffers` equals the regions the model holds, and at the end all
 //! memory is back: no live buffer, no byte in use, no typed value alive.
 #![allow(dead_code)]
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
 
 use ringmem::{ExtBuf, FixedBuf, FixedBufMut, Ring, TypedBuf, WhenFull};
+
+thread_local! {
+    /// Whether the global allocator refuses this thread's requests.
+    static REFUSE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The system allocator, refusing every request of a thread inside [`refusing`].
+pub struct Refusing;
+
+fn refused() -> bool {
+    REFUSE.try_with(Cell::get).unwrap_or(false)
+}
+
+// SAFETY: forwards to `System`, or returns null (a refusal) without touching memory.
+unsafe impl GlobalAlloc for Refusing {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if refused() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if refused() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if refused() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded from the caller.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// Runs `f` with every global allocation of this thread refused.
+fn refusing<T>(f: impl FnOnce() -> T) -> T {
+    REFUSE.with(|r| r.set(true));
+    let out = f();
+    REFUSE.with(|r| r.set(false));
+    out
+}
 
 /// An over-aligned typed value that counts how many of its kind are alive.
 #[repr(align(64))]
@@ -579,6 +636,39 @@ fn epoch(ring: &Ring, input: &mut Input<'_>, st: &mut State) -> bool {
                 }
                 st.check(&[]);
                 return true;
+            }
+            19 => {
+                // The heap refuses: a request that needs it (a heap buffer, a new
+                // block) is `None`, and one the ring can serve is unaffected.
+                let n = input.size();
+                let grow_by = input.size() % 4096;
+                match input.byte_or0() % 3 {
+                    0 => {
+                        if let Some(buf) = refusing(|| ring.fixed(n)) {
+                            assert!(buf.capacity() >= n);
+                            st.held.push(Held::Fixed {
+                                buf,
+                                model: Vec::new(),
+                            });
+                        }
+                    }
+                    1 => {
+                        if let Some(buf) = refusing(|| ring.typed::<Aligned>(n % 64 + 1)) {
+                            st.held.push(Held::Typed {
+                                buf,
+                                model: Vec::new(),
+                            });
+                        }
+                    }
+                    _ => {
+                        if let Some((e, model)) = exts.last_mut() {
+                            let bytes = st.bytes(grow_by);
+                            if refusing(|| e.try_extend_from_slice(&bytes)).is_ok() {
+                                model.extend_from_slice(&bytes);
+                            }
+                        }
+                    }
+                }
             }
             _ => {
                 // Refusals of bad input allocate nothing.

@@ -8,6 +8,10 @@ mod driver;
 
 mod common;
 
+/// The driver's allocator, so that programs can make the heap refuse.
+#[global_allocator]
+static ALLOC: driver::Refusing = driver::Refusing;
+
 use proptest::prelude::*;
 
 proptest! {

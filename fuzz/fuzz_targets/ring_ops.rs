@@ -11,4 +11,8 @@ use libfuzzer_sys::fuzz_target;
 #[path = "../driver.rs"]
 mod driver;
 
+/// The driver's allocator, so that programs can make the heap refuse.
+#[global_allocator]
+static ALLOC: driver::Refusing = driver::Refusing;
+
 fuzz_target!(|data: &[u8]| driver::run(data));
