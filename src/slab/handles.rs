@@ -2,7 +2,8 @@
 //!
 //! Each is one pointer to its slot (`ArenaRc` adds a flag saying which kind of page).
 //! Dropping the last handle drops the value and releases the slot into its page's
-//! word; the pool itself is never touched, so handles may outlive it.
+//! word, also when the value's `Drop` panics (`drop_and_release`); the pool itself is
+//! never touched, so handles may outlive it.
 
 use crate::sync::Cell;
 use core::fmt;
@@ -14,6 +15,48 @@ use core::ptr::{self, NonNull};
 use crate::sync::AtomicU64;
 
 use super::page::{Page, Slot, Word, COUNT_ONE, MAX_COUNT};
+
+/// Releases a slot when dropped: the slot of a value being dropped, so that a panic in
+/// the value's `Drop` does not lose it (the panic goes on; the rest of the value is
+/// dropped by the unwinding drop glue before the guard runs), and the slot of a value
+/// being initialised, unless forgotten once the initialiser has returned (bumpalo's
+/// `RewindGuard` is the same idea).
+struct ReleaseGuard<T, W: Word>(NonNull<Slot<T, W>>);
+
+impl<T, W: Word> ReleaseGuard<T, W> {
+    /// # Safety
+    /// - the caller owns `slot` and gives it up to the guard: when the guard drops, the
+    ///   slot's value has been dropped or is treated as never initialised, and nothing
+    ///   uses the slot again (unless the guard is forgotten).
+    #[inline(always)]
+    unsafe fn new(slot: NonNull<Slot<T, W>>) -> Self {
+        ReleaseGuard(slot)
+    }
+}
+
+impl<T, W: Word> Drop for ReleaseGuard<T, W> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: the guard owns the slot and its value is gone (`ReleaseGuard::new`'s
+        // contract), so this is the slot's one release.
+        unsafe { Page::release(self.0) };
+    }
+}
+
+/// Drops the value of `slot`, then releases the slot, even if the value's `Drop` panics
+/// (the panic then goes on).
+///
+/// # Safety
+/// - the caller owns `slot` and its initialised value, gives both up, and nothing uses
+///   either again.
+#[inline(always)]
+unsafe fn drop_and_release<T, W: Word>(slot: NonNull<Slot<T, W>>) {
+    // SAFETY: the slot is ours (caller); its value is dropped below before the guard
+    // releases it, during a panic of that drop too.
+    let _release = unsafe { ReleaseGuard::new(slot) };
+    // SAFETY: the value is initialised and ours (caller), and dropped once, here.
+    unsafe { ptr::drop_in_place(Slot::value_ptr(slot)) };
+}
 
 /// Runs `init` on the uninitialised value of `slot`. If it panics, or returns a
 /// reference other than the one it was given, the slot is released without dropping
@@ -27,17 +70,11 @@ pub(crate) unsafe fn init_with<T, W: Word, F>(slot: NonNull<Slot<T, W>>, init: F
 where
     F: FnOnce(&mut MaybeUninit<T>) -> &T,
 {
-    /// Releases the slot unless forgotten: the rollback for a panicking initialiser.
-    struct Rollback<T, W: Word>(NonNull<Slot<T, W>>);
-    impl<T, W: Word> Drop for Rollback<T, W> {
-        fn drop(&mut self) {
-            // SAFETY: the slot was taken for this allocation, and its value is treated
-            // as never initialised (a value the initialiser wrote is leaked, not
-            // dropped): releasing touches only the page word.
-            unsafe { Page::release(self.0) };
-        }
-    }
-    let rollback = Rollback(slot);
+    // SAFETY: the slot is ours (caller). If the guard drops, `init` panicked: the value
+    // is treated as never initialised (a value the initialiser wrote is leaked, not
+    // dropped), and nothing else knows the slot. Once `init` has returned, the guard is
+    // forgotten and the handle takes the slot.
+    let rollback = unsafe { ReleaseGuard::new(slot) };
     let ptr = Slot::value_ptr(slot);
     // SAFETY: the slot is ours alone (caller) and its memory is valid for a `T`;
     // `MaybeUninit<T>` has `T`'s layout and needs no initialisation.
@@ -388,24 +425,18 @@ impl<T> Deref for ArenaArc<T> {
 impl<T> Drop for PoolBox<T> {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: the handle owns the initialised value and drops it once, here; the
-        // slot is then released once, and the handle is gone.
-        unsafe {
-            ptr::drop_in_place(Slot::value_ptr(self.slot));
-            Page::release(self.slot);
-        }
+        // SAFETY: the handle owns the slot and its initialised value and is going away:
+        // the value is dropped once and the slot released once, here.
+        unsafe { drop_and_release(self.slot) };
     }
 }
 
 impl<T> Drop for ArenaBox<T> {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: the handle owns the initialised value and drops it once, here; the
-        // slot is then released once, and the handle is gone.
-        unsafe {
-            ptr::drop_in_place(Slot::value_ptr(self.slot));
-            Page::release(self.slot);
-        }
+        // SAFETY: the handle owns the slot and its initialised value and is going away:
+        // the value is dropped once and the slot released once, here.
+        unsafe { drop_and_release(self.slot) };
     }
 }
 
@@ -426,10 +457,7 @@ unsafe fn rc_release<T, W: Word>(slot: NonNull<Slot<T, W>>) {
     if m < 2 * COUNT_ONE {
         // SAFETY: this was the last reference: the value is dropped once and the slot
         // released once.
-        unsafe {
-            ptr::drop_in_place(Slot::value_ptr(slot));
-            Page::release(slot);
-        }
+        unsafe { drop_and_release(slot) };
     }
 }
 
@@ -463,10 +491,7 @@ impl<T> Drop for ArenaArc<T> {
             meta.acquire();
             // SAFETY: this was the last reference: the value is dropped once and the
             // slot released once.
-            unsafe {
-                ptr::drop_in_place(Slot::value_ptr(self.slot));
-                Page::release(self.slot);
-            }
+            unsafe { drop_and_release(self.slot) };
         }
     }
 }

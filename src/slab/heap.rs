@@ -331,11 +331,28 @@ impl<T, W: Word> Heap<T, W> {
             }
             !all_free
         });
-        self.pages.shrink_to_fit();
+        self.shrink_list();
         self.cursor = 0;
         self.visits = 0;
         self.found = 0;
         before - self.pages.len()
+    }
+
+    /// Fits the page list's buffer to its length, if the system allocator agrees.
+    ///
+    /// Not `Vec::shrink_to_fit`: a smaller buffer is a new allocation, and when the
+    /// allocator refuses it that calls `handle_alloc_error` (an abort) from
+    /// `shrink_to_fit`, which promises no such thing. A list too long for its pages
+    /// costs a few words, so on a refusal the old buffer stays.
+    fn shrink_list(&mut self) {
+        if self.pages.capacity() == self.pages.len() {
+            return;
+        }
+        let mut fitted = Vec::new();
+        if fitted.try_reserve_exact(self.pages.len()).is_ok() {
+            fitted.extend_from_slice(&self.pages);
+            self.pages = fitted;
+        }
     }
 }
 

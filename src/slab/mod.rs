@@ -65,12 +65,18 @@
 //!
 //! # Safety and correctness
 //!
-//! - Each slot's value is dropped exactly once, by the last handle; a panicking `_with`
+//! - Each slot's value is dropped exactly once, by the last handle; its slot goes back
+//!   even if the value's `Drop` panics (the panic goes on). A panicking `_with`
 //!   initialiser gives its slot back and drops nothing.
+//! - The `try_` methods never call the out-of-memory handler: every allocation on their
+//!   paths is fallible, and a refused one leaves the pool as it was (values kept, pages
+//!   freed or still listed). `shrink_to_fit` does not abort either.
 //! - Zero-sized and over-aligned types work (each slot is aligned for `T`).
 //! - Verified by `tests/slab.rs` (per flavour, a model-based proptest against `Vec`,
-//!   a multi-thread stress test), `tests/loom_slab.rs` (every interleaving of release,
-//!   reuse and drop-the-pool-while-live), and Miri.
+//!   a multi-thread stress test), `tests/slab_faults.rs` (panicking drops and
+//!   initialisers, and the heap refusing each allocation of every `try_` method in
+//!   turn), `tests/loom_slab.rs` (every interleaving of release, reuse and
+//!   drop-the-pool-while-live), and Miri.
 
 mod handles;
 mod heap;

@@ -31,7 +31,6 @@
 //! and a shard that must grow claims them from there, with one compare-and-swap, before
 //! it asks the system for more.
 
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
@@ -89,8 +88,10 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// send(ringmem::slab::SharedArena::<std::rc::Rc<u8>>::new());
 /// ```
 pub struct SharedArena<T> {
-    /// A power of two of shards.
-    shards: Box<[Shard<T>]>,
+    /// A power of two of shards. A `Vec` rather than a boxed slice: `into_boxed_slice`
+    /// reallocates when the capacity exceeds the length (`try_reserve_exact` allows
+    /// that), and that reallocation aborts if the allocator refuses it.
+    shards: Vec<Shard<T>>,
     /// This arena's identity in the threads' magazines (`magazine.rs`).
     #[cfg(all(feature = "std", not(loom)))]
     id: u64,
@@ -111,8 +112,12 @@ pub struct SharedArena<T> {
 /// by `shrink_to_fit`) and are no business of the reserve any more; `pages[next..]` are
 /// live, entirely free (every slot bit in their word), and owned by the reserve alone.
 /// `next` only grows, up to `pages.len()`.
+///
+/// `pages` is a `Vec` for the reason `SharedArena::shards` is: after a failed page
+/// allocation it is shorter than its buffer, and boxing it would reallocate, aborting
+/// if refused.
 struct Reserve<T> {
-    pages: Box<[NonNull<Page<T, AtomicU64>>]>,
+    pages: Vec<NonNull<Page<T, AtomicU64>>>,
     next: AtomicUsize,
 }
 
@@ -326,19 +331,40 @@ fn thread_hint() -> usize {
 /// How many shards a new arena gets: twice the parallelism, as a power of two.
 ///
 /// `available_parallelism` reads cgroup files (several system calls, microseconds), so
-/// it is asked once per process.
-fn shard_count() -> usize {
+/// it is asked once per process. It also allocates, and an allocation it cannot have
+/// aborts the process (`handle_alloc_error`): so only the constructors that abort on a
+/// refused allocation anyway (`new`, `with_capacity`) may ask it (`may_ask`). A fallible
+/// constructor takes the answer if one was cached, else [`UNASKED_SHARDS`]: the count
+/// only spreads threads over locks, and any power of two is correct.
+fn shard_count(may_ask: bool) -> usize {
     #[cfg(any(loom, miri))]
-    let n: usize = 2;
+    let n: usize = {
+        let _ = may_ask;
+        2
+    };
     #[cfg(all(not(any(loom, miri)), feature = "std"))]
     let n = {
         static PARALLELISM: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *PARALLELISM.get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get() * 2))
+        match PARALLELISM.get() {
+            Some(&n) => n,
+            None if may_ask => *PARALLELISM
+                .get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get() * 2)),
+            None => UNASKED_SHARDS,
+        }
     };
     #[cfg(all(not(any(loom, miri)), not(feature = "std")))]
-    let n: usize = 8;
+    let n: usize = {
+        let _ = may_ask;
+        UNASKED_SHARDS
+    };
     n.next_power_of_two().clamp(2, 64)
 }
+
+/// The shard count when the parallelism is unknown: without `std`, or for an arena that
+/// a fallible constructor builds before any infallible one has looked the parallelism
+/// up (see [`shard_count`]).
+#[cfg(not(any(loom, miri)))]
+const UNASKED_SHARDS: usize = 8;
 
 impl<T> SharedArena<T> {
     /// An empty arena. Each shard allocates its first page with its first value.
@@ -348,7 +374,7 @@ impl<T> SharedArena<T> {
     /// assert_eq!(arena.capacity(), 0);
     /// ```
     pub fn new() -> Self {
-        super::or_oom(Self::try_with_capacity(0))
+        super::or_oom(Self::with_shards(0, shard_count(true)))
     }
 
     /// An arena with room for at least `cap` values (rounded up to whole pages of 63).
@@ -365,32 +391,41 @@ impl<T> SharedArena<T> {
     /// assert_eq!(arena.stats(), (0, 2079));
     /// ```
     pub fn with_capacity(cap: usize) -> Self {
-        super::or_oom(Self::try_with_capacity(cap))
+        super::or_oom(Self::with_shards(cap, shard_count(true)))
     }
 
-    /// [`with_capacity`](Self::with_capacity), returning [`AllocError`] instead.
+    /// [`with_capacity`](Self::with_capacity), returning [`AllocError`] instead. It
+    /// never calls the out-of-memory handler: if no arena was built with `new` or
+    /// `with_capacity` before, it does not look the machine's parallelism up (that
+    /// allocates infallibly) and makes a fixed number of shards.
     ///
     /// ```
     /// let arena = ringmem::slab::SharedArena::<u32>::try_with_capacity(100).unwrap();
     /// assert_eq!(arena.capacity(), 126);
     /// ```
     pub fn try_with_capacity(cap: usize) -> Result<Self, AllocError> {
-        let n = shard_count();
+        Self::with_shards(cap, shard_count(false))
+    }
+
+    /// An arena of `n` shards (a power of two) with room for at least `cap` values.
+    /// Every allocation here is fallible.
+    fn with_shards(cap: usize, n: usize) -> Result<Self, AllocError> {
         debug_assert!(n.is_power_of_two(), "{n} shards");
         let count = cap.div_ceil(SLOTS);
-        let mut pages = Vec::new();
-        pages.try_reserve_exact(count).map_err(|_| AllocError {
-            requested: count.saturating_mul(core::mem::size_of::<usize>()),
-            align: core::mem::align_of::<usize>(),
-        })?;
-        // A reserve from the start, so the pages made so far are freed if one fails.
         let mut reserve = Reserve {
-            pages: Box::default(),
+            pages: Vec::new(),
             next: AtomicUsize::new(0),
         };
-        let made = System.pages(count, &mut pages);
-        reserve.pages = pages.into_boxed_slice();
-        made?;
+        reserve
+            .pages
+            .try_reserve_exact(count)
+            .map_err(|_| AllocError {
+                requested: count.saturating_mul(core::mem::size_of::<usize>()),
+                align: core::mem::align_of::<usize>(),
+            })?;
+        // Made straight into the reserve, so the pages made so far are freed (by its
+        // `Drop`) if one fails.
+        System.pages(count, &mut reserve.pages)?;
         // The thread that builds an arena is usually among the first to allocate from
         // it: its shard takes its fair share now, so its first allocation finds a page
         // ready. The rest waits in the reserve for whichever shards need it.
@@ -423,7 +458,7 @@ impl<T> SharedArena<T> {
             });
         }
         Ok(SharedArena {
-            shards: shards.into_boxed_slice(),
+            shards,
             #[cfg(all(feature = "std", not(loom)))]
             id: magazine::new_arena_id(),
             reserve,
