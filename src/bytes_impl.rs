@@ -4,7 +4,8 @@
 //! `Bytes::from_owner` keeps the ringmem handle inside the `Bytes`; the bytes are not
 //! copied, and the region is released when the last `Bytes` clone drops, on whatever
 //! thread that is. (`from_owner` itself allocates one small control block on the heap
-//! per conversion; cloning the `Bytes` afterwards does not.)
+//! per conversion, with no way to report a refusal: like `Box::new`, it aborts if the
+//! global allocator refuses it. Cloning the `Bytes` afterwards allocates nothing.)
 
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, Bytes};

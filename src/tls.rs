@@ -44,7 +44,8 @@ thread_local! {
 pub enum ConfigError {
     /// This thread's ring was already created by an earlier call.
     AlreadyCreated,
-    /// The configuration is invalid.
+    /// The configuration is invalid, or the ring it describes could not be allocated
+    /// ([`RingError::OutOfMemory`]): `configure` builds one to check it.
     Invalid(RingError),
 }
 
@@ -82,7 +83,8 @@ pub fn configure(builder: RingBuilder) -> Result<(), ConfigError> {
 }
 
 /// Runs `f` with this thread's ring; `None` while the thread is being torn down or if
-/// the ring cannot be created.
+/// the ring cannot be created (a later call tries again). A panic in `f` propagates and
+/// leaves the ring as usable as before.
 ///
 /// ```
 /// let cap = ringmem::tls::with_ring(|ring| ring.capacity()).unwrap();
@@ -139,7 +141,8 @@ pub fn typed<T>(n: usize) -> Option<TypedBuf<T>> {
 }
 
 /// Runs `f` on a growable buffer from this thread's ring (it cannot leave the closure,
-/// as it borrows the ring); `f` usually ends with [`ExtBuf::finalize`].
+/// as it borrows the ring); `f` usually ends with [`ExtBuf::finalize`]. If `f` panics,
+/// the buffer is released as the panic unwinds, and the panic propagates.
 ///
 /// ```
 /// let buf = ringmem::tls::extendable(0, |mut ext| {

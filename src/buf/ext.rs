@@ -394,7 +394,18 @@ impl fmt::Debug for ExtBuf<'_> {
 }
 
 /// Grows as needed; when the ring cannot grow it, writes what still fits, then fails
-/// with `ErrorKind::OutOfMemory`.
+/// with `ErrorKind::OutOfMemory`. That error carries no message: one would be boxed on
+/// the heap, on the very path where memory ran out (and when the heap is what refused,
+/// that allocation would abort the process instead of reporting the error).
+///
+/// ```
+/// use std::io::Write;
+/// let ring = ringmem::Ring::new(64);
+/// let mut ext = ring.extendable(0).unwrap();
+/// let err = ext.write_all(&[1; 100]).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+/// assert!(ext.len() < 100 && ext.iter().all(|&b| b == 1)); // what fitted stays
+/// ```
 #[cfg(feature = "std")]
 impl std::io::Write for ExtBuf<'_> {
     #[inline]
@@ -405,10 +416,7 @@ impl std::io::Write for ExtBuf<'_> {
             buf.len().min(self.cap - self.len)
         };
         if n == 0 && !buf.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::OutOfMemory,
-                "ringmem: the ring cannot grow this buffer",
-            ));
+            return Err(std::io::ErrorKind::OutOfMemory.into());
         }
         // SAFETY: `n <= cap - len`; the bytes belong to this handle.
         unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };

@@ -14,6 +14,13 @@ use crate::ring::{self, Claim, Header};
 /// writes past its capacity (`push` and `insert` hand the value back when full), and is
 /// `Send`/`Sync` exactly when `T` is. Zero-sized `T` takes no ring memory at all.
 ///
+/// When an element's destructor panics, the elements after it are still dropped, the
+/// region is still released (when the buffer itself is dropped), and the panic
+/// propagates; after a panicking [`truncate`](Self::truncate) or
+/// [`clear`](Self::clear), the buffer holds the elements before the cut and stays
+/// usable. A second destructor that panics while the first panic unwinds aborts the
+/// process, as it does for `Vec`.
+///
 /// ```
 /// let ring = ringmem::Ring::new(4096);
 /// let mut v = ring.typed::<String>(2).unwrap();

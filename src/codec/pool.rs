@@ -314,8 +314,10 @@ impl<T: Buffer> Buffer for BufferPool<T> {
     /// See [`Buffer::get_writable`].
     ///
     /// # Panics
-    /// When the message would exceed `isize::MAX` bytes, or as the fallback does when
-    /// it cannot hold the message (the heap's aborts when the allocator refuses).
+    /// When the message would exceed `isize::MAX` bytes, or when neither the ring nor
+    /// the fallback can hold it. The pool asks the fallback through its
+    /// [`try_get_writable`](Buffer::try_get_writable), so a heap that refuses the memory
+    /// makes this panic rather than abort, with the message left as it was.
     ///
     /// ```
     /// use ringmem::codec::{Buffer, BufferPool};
@@ -363,8 +365,12 @@ impl<T: Buffer> Buffer for BufferPool<T> {
     #[inline]
     fn get_data_owned(&mut self) -> Slice {
         if self.in_system {
+            // Taken before the flag is cleared: if the fallback (user code) panics
+            // here, the message it still holds stays the pool's current one, instead
+            // of lingering where the next message moved there would be appended to it.
+            let taken = self.system_memory.get_data_owned();
             self.in_system = false;
-            return self.system_memory.get_data_owned().into();
+            return taken.into();
         }
         match self.ring.as_mut() {
             Some(on) => match on.cur.take() {
