@@ -78,6 +78,10 @@ unsafe impl GlobalAlloc for Faulty {
         if base.is_null() {
             return base;
         }
+        // Exposed: `dealloc` gets a pointer that a collection may have narrowed to its
+        // value (allocator-api2's `Box` does), and finds the tag and the block's start
+        // from its address (so Miri runs these tests with permissive provenance).
+        let _ = base as usize;
         // SAFETY: `pre >= 16` bytes lie before the block, the tag in the last word.
         unsafe {
             let p = base.add(pre);
@@ -97,16 +101,18 @@ unsafe impl GlobalAlloc for Faulty {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let pre = prefix(layout);
-        // SAFETY: `ptr` came from `alloc` with this layout: the tag is before it, and
-        // the block starts `pre` bytes earlier with the outer layout.
+        // The block's start, with the provenance `alloc` exposed.
+        let base = (ptr as usize - pre) as *mut u8;
+        // SAFETY: `ptr` came from `alloc` with this layout: the tag is just before it,
+        // and the block starts `pre` bytes earlier with the outer layout.
         unsafe {
-            let session = ptr.cast::<usize>().sub(1).read();
+            let session = base.add(pre).cast::<usize>().sub(1).read();
             if session != 0 && session == SESSION.load(Ordering::Relaxed) {
                 LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
                 LIVE_BLOCKS.fetch_sub(1, Ordering::Relaxed);
             }
             let outer = Layout::from_size_align_unchecked(layout.size() + pre, layout.align());
-            System.dealloc(ptr.sub(pre), outer);
+            System.dealloc(base, outer);
         }
     }
 }
