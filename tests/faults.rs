@@ -240,8 +240,20 @@ use allocator_api2::alloc::Allocator;
 use allocator_api2::vec::Vec as AVec;
 
 /// The sizes the scenario reserves, in `u64`s: small (chunk) blocks, ring regions,
-/// blocks that grow in place and by moving, and one past a 4 KiB heap threshold.
+/// blocks that grow in place and by moving, and some past the heap threshold. An
+/// eighth under Miri, with the threshold to match.
 const SIZES: [usize; 12] = [1, 3, 30, 31, 200, 700, 40, 1500, 9, 600, 64, 2000];
+
+/// The heap threshold of the collection scenarios, in bytes.
+const THRESHOLD: usize = if cfg!(miri) { 512 } else { 4096 };
+
+fn scaled_size(n: usize) -> usize {
+    if cfg!(miri) {
+        n / 8 + 1
+    } else {
+        n
+    }
+}
 
 /// What the scenario leaves live: vectors with known contents, a box, a map.
 type Kept<A> = (
@@ -256,6 +268,7 @@ fn collections<A: Allocator + Clone>(a: &A) -> (Kept<A>, Result<(), &'static str
     let mut kept: Kept<A> = (Default::default(), None, None);
     let r = (|| {
         for (i, &n) in SIZES.iter().enumerate() {
+            let n = scaled_size(n);
             let mut v = AVec::new_in(a.clone());
             v.try_reserve(n / 2 + 1).map_err(|_| "reserve")?;
             v.extend((0..n / 2 + 1).map(|x| x as u64 * 7 + i as u64));
@@ -341,7 +354,7 @@ fn ring_alloc_collections_under_refusals() {
         // Blocks added by Grow, regions past the threshold on the heap.
         let grow = sweep_collections("RingAlloc, Grow", || {
             let a = RingAlloc::try_with_capacity(32 * 1024).unwrap();
-            a.set_heap_threshold(4096);
+            a.set_heap_threshold(THRESHOLD);
             a
         });
         // Everything on the heap, small blocks in heap chunks.
@@ -394,7 +407,7 @@ fn one_ring_alloc_collections_under_refusals() {
     let points = no_leak("OneRingAlloc collections", || {
         // On a thread of its own: the thread's ring goes when it exits.
         faulty::spawn(|| {
-            ringmem::OneRingAlloc.set_heap_threshold(4096);
+            ringmem::OneRingAlloc.set_heap_threshold(THRESHOLD);
             sweep_collections("OneRingAlloc", || ringmem::OneRingAlloc)
         })
         .join()
