@@ -454,23 +454,46 @@ fn typed_is_send_only_for_send_values() {
     drop(r);
 }
 
-/// `None` means the ring had no room: a region released out of order (not the oldest)
-/// is found by the very next request, however many requests failed before it.
+/// What `None` promises (see `Ring`'s docs): a full walk found no room and the oldest
+/// region is still live. A region released out of order is found by the 17th request
+/// at the latest; a region released at the head, by the next one.
 #[test]
-fn none_only_when_full() {
+fn none_after_a_lap_is_bounded() {
     // Regions of 128 bytes (120 and a header) tile the block: no free tail.
-    let ring = Ring::new(4096);
-    let mut held = Vec::new();
-    while let Some(b) = ring.fixed(120) {
-        held.push(b);
-    }
-    for _ in 0..20 {
+    let full = |ring: &Ring| {
+        let mut held = Vec::new();
+        while let Some(b) = ring.fixed(120) {
+            held.push(b);
+        }
         assert!(ring.fixed(120).is_none(), "full");
-    }
-    // Release one in the middle; the oldest stays live.
-    drop(held.remove(held.len() / 2));
+        held
+    };
+    let ring = Ring::new(4096);
+    let mut held = full(&ring);
+    drop(held.remove(held.len() / 2)); // out of order: the oldest stays live
+    let tries = (1..=17).find(|_| ring.fixed(120).is_some());
+    assert!(tries.is_some(), "found within 17 requests");
+
+    let ring = Ring::new(4096);
+    let mut held = full(&ring);
+    drop(held.remove(0)); // the oldest
     assert!(
         ring.fixed(120).is_some(),
-        "the released region serves the next request"
+        "the oldest region serves the next request"
     );
+
+    let ring = Ring::builder()
+        .capacity(4096)
+        .when_full(WhenFull::Grow)
+        .build()
+        .unwrap();
+    let mut held = full_grow(&ring);
+    drop(held.remove(held.len() / 2));
+    assert!(ring.fixed(120).is_some());
+    assert_eq!(ring.stats().blocks, 1, "Grow walks before it adds a block");
+}
+
+/// Fills a one-block `Grow` ring exactly, without adding a block.
+fn full_grow(ring: &Ring) -> Vec<ringmem::FixedBufMut> {
+    (0..4096 / 128).map(|_| ring.fixed(120).unwrap()).collect()
 }

@@ -51,11 +51,20 @@ pub(crate) struct BlockCtl {
     pub(crate) cursor: Cell<usize>,
     /// Link in the orphan stack (see `orphan.rs`).
     pub(crate) next: Cell<*mut BlockCtl>,
+    /// Retries left that look at the head region only, after a lap found no room.
+    stuck: Cell<u32>,
     /// The first byte of the region area, with the provenance of the whole allocation:
     /// headers and data are reached from it, not from `&self` (whose borrow covers only
     /// the control area under Stacked Borrows).
     regions: NonNull<u8>,
 }
+
+/// After a lap of the walk finds no room, this many following claims look only at the
+/// head region (the oldest, so usually the next to be released) before walking again.
+/// A producer waiting on a full ring then costs one header load per retry instead of a
+/// lap, and does not pull every header's cache line away from the releasing threads.
+/// A pinned buffer at the head delays the next full walk by at most this many claims.
+const RETRIES_AT_HEAD: u32 = 16;
 
 /// Bytes of the control area; the region area starts here.
 const CTL: usize = core::mem::size_of::<BlockCtl>();
@@ -93,6 +102,7 @@ impl BlockCtl {
                 limit: Cell::new(0),
                 cursor: Cell::new(0),
                 next: Cell::new(core::ptr::null_mut()),
+                stuck: Cell::new(0),
                 regions,
             });
             base.as_ref().hdr_ptr(0).write(Header::new(pack(len, 0)));
@@ -289,6 +299,17 @@ impl BlockCtl {
     fn walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         let len = self.len;
         let start = self.head.get();
+        let stuck = self.stuck.get();
+        if stuck != 0 {
+            // SAFETY: `head` is always a header offset.
+            // Acquire: as below.
+            let h = unsafe { self.hdr(start) }.load(Ordering::Acquire);
+            if count(h) != 0 {
+                self.stuck.set(stuck - 1);
+                return None;
+            }
+            self.stuck.set(0);
+        }
         let mut off = start;
         let mut wrapped = false;
         loop {
@@ -324,7 +345,16 @@ impl BlockCtl {
             }
         }
         self.set_head(if off >= len { 0 } else { off });
+        self.stuck.set(RETRIES_AT_HEAD);
         None
+    }
+
+    /// [`claim`](Self::claim) with a full walk even right after a lap found no room
+    /// (for the `Grow` policy, which must not add a block while this one has space).
+    #[cold]
+    pub(crate) fn claim_walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        self.stuck.set(0);
+        self.claim(bytes, align, init)
     }
 
     /// Releases the region led by `hdr` into the window when it lies in this block and,
