@@ -211,6 +211,27 @@ fn drop_ring_while_buffers_live_elsewhere() {
     });
 }
 
+/// A dropped ring's block parked behind one live buffer: its release on another thread
+/// races a release of an unrelated buffer (which may look the blocker table up, or
+/// sweep) and the sweeps they start; one sweep runs at a time and a request made while
+/// one runs is served. The block is freed exactly once, by a sweep (loom's allocator
+/// fails the model on a leak or a double free).
+#[test]
+fn parked_orphan_released_while_others_release() {
+    run_model("parked_orphan_released_while_others_release", || {
+        let ring = Ring::new(RING);
+        let pinned = ring.fixed(8).unwrap();
+        drop(ring); // its block waits for `pinned`, parked by the drop's sweep
+        let other = Ring::new(RING);
+        let unrelated = other.fixed(8).unwrap();
+        let t = thread::spawn(move || drop(pinned));
+        drop(unrelated);
+        t.join().unwrap();
+        // Ring activity: sweeps what the store-load window may have left.
+        drop(other);
+    });
+}
+
 #[test]
 fn ext_grows_over_a_neighbour_released_elsewhere() {
     run_model("ext_grows_over_a_neighbour_released_elsewhere", || {
