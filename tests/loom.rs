@@ -211,9 +211,9 @@ fn drop_ring_while_buffers_live_elsewhere() {
     });
 }
 
-/// A dropped ring's block parked behind one live buffer: its release on another thread
-/// races a release of an unrelated buffer (which may look the blocker table up, or
-/// sweep) and the sweeps they start; one sweep runs at a time and a request made while
+/// A dropped ring's block parked behind one live buffer: its release on one thread
+/// races the release of an unrelated buffer on another (which may look the blocker
+/// table up, or sweep) and the sweeps they start; one sweep runs at a time and a request made while
 /// one runs is served. The block is freed exactly once, by a sweep (loom's allocator
 /// fails the model on a leak or a double free).
 #[test]
@@ -225,8 +225,9 @@ fn parked_orphan_released_while_others_release() {
         let other = Ring::new(RING);
         let unrelated = other.fixed(8).unwrap();
         let t = thread::spawn(move || drop(pinned));
-        drop(unrelated);
+        let u = thread::spawn(move || drop(unrelated));
         t.join().unwrap();
+        u.join().unwrap();
         // Ring activity: sweeps what the store-load window may have left.
         drop(other);
     });
