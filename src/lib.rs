@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(feature = "nightly", feature(allocator_api))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(
     unsafe_op_in_unsafe_fn,
     clippy::undocumented_unsafe_blocks,

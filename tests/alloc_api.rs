@@ -679,7 +679,7 @@ fn zero_size_layouts_do_not_touch_the_ring() {
     assert_eq!(ring.stats().live_buffers, 0);
     assert_eq!(a.ring().stats().live_buffers, 0);
     let mut units: Vec<(), RingAlloc> = Vec::new_in(a.clone());
-    units.extend(std::iter::repeat(()).take(1000));
+    units.extend(std::iter::repeat_n((), 1000));
     let b = Box::new_in((), a.clone());
     assert_eq!(a.ring().stats().live_buffers, 0);
     drop((units, b));

@@ -130,10 +130,7 @@ fn exhaustion_falls_back_to_the_heap_and_recovers() {
     let mut pool = BufferPool::new(1024);
     let mut held = Vec::new();
     let mut id = 0;
-    while held
-        .last()
-        .map_or(true, |(_, s): &(u64, Slice)| s.is_ring())
-    {
+    while held.last().is_none_or(|(_, s): &(u64, Slice)| s.is_ring()) {
         held.push((id, write_message(&mut pool, id, 94)));
         id += 1;
         assert!(

@@ -95,7 +95,7 @@ pub trait Buffer {
         let written = self.len();
         if written
             .checked_add(len)
-            .map_or(true, |total| total > MAX_MESSAGE)
+            .is_none_or(|total| total > MAX_MESSAGE)
         {
             return Err(WritableError {
                 requested: len,

@@ -227,7 +227,7 @@ impl<T: Buffer> BufferPool<T> {
         };
         if written
             .checked_add(len)
-            .map_or(true, |total| total > MAX_MESSAGE)
+            .is_none_or(|total| total > MAX_MESSAGE)
         {
             return Err(err);
         }

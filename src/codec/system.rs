@@ -59,10 +59,7 @@ impl Buffer for BufferFromSystemMemory {
             requested: len,
             written: at,
         };
-        if at
-            .checked_add(len)
-            .map_or(true, |total| total > MAX_MESSAGE)
-        {
+        if at.checked_add(len).is_none_or(|total| total > MAX_MESSAGE) {
             return Err(err);
         }
         self.inner.try_reserve(len).map_err(|_| err)?;
