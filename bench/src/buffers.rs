@@ -7,6 +7,7 @@
 //! [`pipeline`] is the same code for all of them.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Instant;
@@ -32,7 +33,7 @@ pub trait ByteBufs {
 #[inline]
 pub fn wait(waits: &mut u64) {
     *waits += 1;
-    if (*waits).is_multiple_of(8) {
+    if *waits % 8 == 0 {
         thread::yield_now();
     } else {
         for _ in 0..8 {
@@ -339,14 +340,128 @@ pub fn pipelines<B: ByteBufs>(threads: usize, shape: Shape, data: &[u8]) -> Samp
     }
 }
 
+/// The `ringmem-bench-mimalloc` executable: beside the running one, where cargo puts
+/// every binary of this package.
+fn mimalloc_child_exe() -> std::io::Result<PathBuf> {
+    let name = format!("ringmem-bench-mimalloc{}", std::env::consts::EXE_SUFFIX);
+    Ok(std::env::current_exe()?.with_file_name(name))
+}
+
+/// Makes sure the `ringmem-bench-mimalloc` child is there for the `Vec (mimalloc global)`
+/// columns, or says why those columns will be empty.
+///
+/// `cargo run` builds only the binary it runs, so on a fresh clone the child is missing;
+/// after an edit to the loop both binaries share (this file) it is older than this one.
+/// When cargo started this process (`cargo run` sets `CARGO`), the child is then built
+/// with that cargo, for the profile, target and target directory this executable sits
+/// in: missing, with one line saying so; older, quietly (cargo rebuilds it only if its
+/// sources changed). Without `CARGO` an older child is used as it is.
+///
+/// `Err` holds the line for the report: why the columns stay empty.
+pub fn prepare_mimalloc_child() -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
+    let child = mimalloc_child_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let before = modified(&child);
+    let missing = before.is_none();
+    let older = matches!((before, modified(&exe)), (Some(c), Some(e)) if c < e);
+    if !missing && !older {
+        return Ok(());
+    }
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        if !missing {
+            return Ok(());
+        }
+        return Err(format!(
+            "{} is missing and no cargo started this process to build it: \
+             run `cargo build --release -p ringmem-bench` first, or start the bench with `cargo run`",
+            child.display()
+        ));
+    };
+    let mut build = std::process::Command::new(cargo);
+    build.args([
+        "build",
+        "-p",
+        "ringmem-bench",
+        "--bin",
+        "ringmem-bench-mimalloc",
+    ]);
+    build
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+    build_layout_args(&exe, &mut build);
+    // Cargo reports on stderr; its stdout would land in the report's tables.
+    build.stdout(std::process::Stdio::null());
+    if missing {
+        eprintln!(
+            "`cargo run` built only ringmem-bench: building ringmem-bench-mimalloc for the \
+             `Vec (mimalloc global)` columns ({})",
+            child.display()
+        );
+    } else {
+        build.arg("--quiet");
+    }
+    let status = build.status();
+    match (status, modified(&child)) {
+        (Ok(s), Some(after)) if s.success() => {
+            if !missing && Some(after) != before {
+                eprintln!("rebuilt ringmem-bench-mimalloc: its sources had changed");
+            }
+            Ok(())
+        }
+        // A child that was there and could not be rebuilt still measures the loop it has.
+        (_, Some(_)) if !missing => {
+            eprintln!(
+                "could not rebuild ringmem-bench-mimalloc; the `Vec (mimalloc global)` \
+                 columns use the one built before"
+            );
+            Ok(())
+        }
+        (Ok(s), None) if s.success() => Err(format!(
+            "cargo built ringmem-bench-mimalloc, but not at {}",
+            child.display()
+        )),
+        (Ok(s), _) => Err(format!(
+            "building ringmem-bench-mimalloc failed ({s}; cargo's errors are above): \
+             build it with `cargo build --release -p ringmem-bench`"
+        )),
+        (Err(e), _) => Err(format!(
+            "cannot run cargo to build ringmem-bench-mimalloc ({e}): \
+             build it with `cargo build --release -p ringmem-bench`"
+        )),
+    }
+}
+
+/// The `--profile`, `--target-dir` and `--target` that put a binary beside `exe`:
+/// `<target dir>[/<target triple>]/<profile dir>/ringmem-bench`, the target directory
+/// being the one that holds cargo's `CACHEDIR.TAG`.
+fn build_layout_args(exe: &Path, build: &mut std::process::Command) {
+    let Some(dir) = exe.parent() else { return };
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(p) => p,
+        None => return,
+    };
+    build.args(["--profile", profile]);
+    let Some(mut target_dir) = dir.parent() else {
+        return;
+    };
+    if !target_dir.join("CACHEDIR.TAG").exists() {
+        if let (Some(up), Some(triple)) = (target_dir.parent(), target_dir.file_name()) {
+            if up.join("CACHEDIR.TAG").exists() {
+                build.arg("--target").arg(triple);
+                target_dir = up;
+            }
+        }
+    }
+    build.arg("--target-dir").arg(target_dir);
+}
+
 /// One run in the `ringmem-bench-mimalloc` child (mimalloc as global allocator):
 /// `threads == 0` runs [`pipeline`], otherwise [`pipelines`]. `None` when the
-/// child binary is missing (it sits next to this one after `cargo build`) or fails.
+/// child binary is missing (see [`prepare_mimalloc_child`]) or fails.
 pub fn mimalloc_child(threads: usize, shape: Shape) -> Option<Sample> {
-    let exe = std::env::current_exe()
-        .ok()?
-        .with_file_name("ringmem-bench-mimalloc");
-    let out = std::process::Command::new(exe)
+    let out = std::process::Command::new(mimalloc_child_exe().ok()?)
         .args([
             threads.to_string(),
             shape.iterations.to_string(),

@@ -39,6 +39,9 @@ const SCENARIOS: [(&str, Scenario); 6] = [
     ("many-threads", |c| vec![many_threads::run(c)]),
 ];
 
+/// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
+const MIMALLOC_CHILD_SCENARIOS: [&str; 3] = ["ringal-fixed", "ringal-ext", "many-threads"];
+
 /// A scenario's child entry point for the peak-RSS tables: run row, column once.
 type Child = fn(&Config, usize, usize) -> Option<harness::Sample>;
 
@@ -145,6 +148,14 @@ fn main() {
             usage();
         }
     }
+    // The `Vec (mimalloc global)` columns run a binary of their own, which `cargo run`
+    // does not build; say in the report why they are empty if it cannot be had.
+    let selected = |id: &str| only.is_empty() || only.iter().any(|o| o == id);
+    let child_missing = if MIMALLOC_CHILD_SCENARIOS.iter().any(|id| selected(id)) {
+        buffers::prepare_mimalloc_child().err()
+    } else {
+        None
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = Config {
         scale: if full { 1.0 } else { QUICK_SCALE },
@@ -155,7 +166,7 @@ fn main() {
         procs,
     };
     let started = Instant::now();
-    let header = format!(
+    let mut header = format!(
         "# ringmem-bench {}\n\nmode `{}`: iteration counts × {}, repetitions per timing: {} (median, min–max), \
          repetitions interleaved across competitors; {} CPUs, load average at start {}; ringmem rows: {}.\n",
         env!("CARGO_PKG_VERSION"),
@@ -175,12 +186,17 @@ fn main() {
             .unwrap_or_else(|_| "unknown".into()),
         if cfg!(feature = "ringmem-rows") { "on" } else { "off (feature `ringmem-rows`)" },
     );
+    if let Some(why) = child_missing {
+        header.push_str(&format!(
+            "\nThe `Vec (mimalloc global)` columns are empty (–): {why}.\n"
+        ));
+    }
     println!("{header}");
     let mut report = header;
     let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
     let mut svgs = 0;
     for (id, run) in SCENARIOS {
-        if !only.is_empty() && !only.iter().any(|o| o == id) {
+        if !selected(id) {
             continue;
         }
         eprintln!("== {id}");
@@ -192,7 +208,22 @@ fn main() {
             .count();
         let mut k = 0;
         for table in tables {
-            let s = table.render();
+            let mut s = table.render();
+            if let Some(w) = table.winners() {
+                // Several timed tables: name each by its title's subject.
+                let which = if timed > 1 {
+                    let subject = table
+                        .title
+                        .split_once(": ")
+                        .map_or(&table.title[..], |t| t.1);
+                    let end = [" (", " —"].iter().filter_map(|p| subject.find(p)).min();
+                    let subject = &subject[..end.unwrap_or(subject.len())];
+                    format!("{id}, {subject}")
+                } else {
+                    id.to_string()
+                };
+                s.push_str(&format!("\n**{which}:** {w}\n"));
+            }
             println!("{s}");
             report.push_str(&s);
             if charts && !matches!(table.unit, harness::Unit::Mib) {
