@@ -23,12 +23,10 @@ pub(crate) use loom::sync::atomic::{
 /// For thread-local state that every call updates (`OneRingAlloc`'s chunk cursor). On
 /// x86-64 a thread-local's fields are addressed through the `%fs` segment, and a value
 /// stored that way and loaded back at once is forwarded more slowly than one at a plain
-/// address: a scratch loop of two such round trips took 0.48 ns through `%fs` and
-/// 0.35 ns through a register. Passing the reference through an empty `asm!` keeps the
-/// compiler from folding the accesses back into `%fs`-relative addressing; the `asm!`
-/// is pure, so a loop computes it once. (The slab magazine's thread-local, updated on
-/// every `SharedArena` allocation, showed no change in allocate + drop this way, 1.82
-/// against 1.84 ns: it is left as it is.)
+/// address. Passing the reference through an empty `asm!` keeps the compiler from
+/// folding the accesses back into `%fs`-relative addressing; the `asm!` is pure, so a
+/// loop computes it once. (The slab magazine's thread-local, updated on every
+/// `SharedArena` allocation, showed no change this way: it is left as it is.)
 #[cfg(all(feature = "std", not(loom)))]
 #[inline(always)]
 pub(crate) fn plain_ref<T>(r: &T) -> &T {

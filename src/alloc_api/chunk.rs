@@ -28,9 +28,8 @@ pub(crate) const SMALL_MAX: usize = 256;
 
 /// Small blocks are handed out in multiples of this many bytes, so a chunk's cursor stays
 /// aligned to it and only word-aligned layouts may need padding. Four: a `u32` takes 4
-/// bytes (with a word per block, ring-alloc's warm-up of 65,535 `u32`s touched twice
-/// the memory and changed chunks twice as often: 74.7 µs against 72.2 µs for
-/// `RingAlloc`, median of 9 processes).
+/// bytes (with a word per block, a run of `u32`s would touch twice the memory and
+/// change chunks twice as often).
 pub(crate) const GRAIN: usize = 4;
 
 /// Whether `layout` is served from a chunk (when the allocator uses chunks). Any layout
@@ -87,9 +86,8 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
     super::expose(chunk);
     // Where the next chunk goes when chunks tile the block: its region header (the word
     // just past this chunk's region) and its head. The next chunk change writes both
-    // lines, and they are cold by then unless fetched now: in ring-alloc's warm-up (128
-    // changes per 65,535 allocations) this took the median from 77.3 to 75.0 µs over 10
-    // processes (BENCHMARKS.md).
+    // lines, and they are cold by then unless fetched now (a run of small allocations
+    // changes chunks every thousand or so, and each change would wait for both).
     let next = chunk.wrapping_add(CHUNK);
     prefetch(next.wrapping_sub(HDR));
     prefetch(next);

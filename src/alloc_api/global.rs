@@ -122,9 +122,7 @@ fn give_back_held() {
 }
 
 /// Runs `f` on this thread's [`Current`], reached through a plain pointer
-/// ([`plain_ref`]): the `alloc` row (allocate and free a `u32`) then took 0.75 times as
-/// long, and `push x 10` 0.89 times (child processes run interleaved with the build
-/// before, 5 each).
+/// ([`plain_ref`], which says why: every small allocation and free updates it).
 #[inline(always)]
 fn with_current<R>(f: impl FnOnce(&Current) -> R) -> R {
     CURRENT.with(|c| f(plain_ref(c)))
@@ -346,9 +344,8 @@ unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
 /// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
 ///   caller gives up.
 ///
-/// Not kept out of line: freeing a queue in order comes here for nearly every block
-/// (ring-alloc's row `free 4 bytes x 65535 in order`: 0.55–0.59 times the time
-/// inlined, the other rows within their spreads).
+/// Not kept out of line: freeing a queue in order comes here for nearly every block,
+/// and a call would be a large share of each such free.
 #[inline]
 unsafe fn give_back(p: *mut u8, bytes: usize) {
     // SAFETY: forwarded from this function's contract.

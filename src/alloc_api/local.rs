@@ -129,8 +129,7 @@ struct ChunkHead {
     /// subtracts its bytes, and the one that brings it to 0 releases the chunk. While
     /// it is current, [`OPEN`] minus the bytes freed so far, never 0. One word that a
     /// free decrements and tests in one instruction, where a freed count compared with
-    /// a used count took a load and a comparison more (ring-alloc's free-in-order row:
-    /// 0.940 times the time, in each of 5 code layouts).
+    /// a used count took a load and a comparison more on every free.
     left: usize,
 }
 
@@ -562,8 +561,7 @@ impl RingAlloc {
 
     /// The rest of [`deallocate_small`](Self::deallocate_small). Not kept out of line:
     /// freeing a queue in order takes this path for every block but a chunk's last, and
-    /// the call was 40 % of it (ring-alloc's row `free 4 bytes x 65535 in order`: 0.59
-    /// times the time inlined, the other rows within their spreads).
+    /// a call there was a large share of such a free.
     ///
     /// # Safety
     /// As for [`deallocate_small`](Self::deallocate_small).
@@ -582,8 +580,7 @@ impl RingAlloc {
     /// Subtracts `bytes` from the chunk holding `p`, and releases it if that emptied it
     /// (only a retired chunk can reach 0, see [`ChunkHead::left`]). One subtraction and
     /// its zero test: restarting the current chunk here as soon as it empties as well
-    /// cost ring-alloc's free-in-order row 7 % (0.932 times the time without it, in
-    /// each of 5 code layouts), and
+    /// would add a comparison to every free, and
     /// [`allocate_small_slow`](RingAlloc::allocate_small_slow) restarts it anyway once
     /// it is full.
     ///
@@ -649,8 +646,7 @@ impl RingAlloc {
     ) -> Result<NonNull<[u8]>, AllocError> {
         if !shrink && old.size() > SMALL_MAX {
             // A grow does not shrink: both layouts are ring regions, known from one
-            // comparison instead of two (`push x 146` 0.90 times the time, in each of
-            // 5 code layouts).
+            // comparison instead of two, on the path every growing `Vec` takes.
             // SAFETY: forwarded from this function's contract; neither layout is small.
             return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };
         }
@@ -889,8 +885,8 @@ impl fmt::Debug for RingAlloc {
 // share the ring, so any clone may release or resize another's allocations.
 unsafe impl Allocator for RingAlloc {
     // Always inlined: with `#[inline]` the compiler kept it out of line in a `Vec`'s
-    // first allocation, and `push x 10` took 1.2 times as long (the fast path is a
-    // cursor compare and move; the slow path stays out of line).
+    // first allocation, where the call costs as much as the fast path itself (a cursor
+    // compare and move; the slow path stays out of line).
     #[inline(always)]
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         self.allocate_any(layout)

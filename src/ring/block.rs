@@ -5,7 +5,8 @@
 //! | BlockCtl (64 B) | hdr | data ... | hdr | data ... | hdr | ... |   <- regions tile [CTL, CTL+len)
 //! ```
 //!
-//! Invariants (checked by `debug_assert!`s and by `Block::check` in tests):
+//! Invariants (checked by `debug_assert!`s, and by the ring's unit test
+//! `walk_keeps_regions_tiled`):
 //! - the regions tile the region area exactly: walking `span`s from offset 0 lands on
 //!   `len` — whenever the window is closed (below), which every method that reads
 //!   other regions' headers makes sure of first;

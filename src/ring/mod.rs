@@ -220,9 +220,8 @@ pub struct RingStats {
 /// [`WhenFull::Fail`] (or a heap buffer under [`WhenFull::Heap`]) means: a walk round
 /// the whole ring found no room, and the oldest region has not been released since. A
 /// region released out of order is found by the 17th request at the latest;
-/// [`WhenFull::Grow`] always walks before it adds a block. (Without this, each retry
-/// of a producer waiting on a full ring walks every live region: the bench's ringal
-/// rows took up to 1.5 times as long.)
+/// [`WhenFull::Grow`] always walks before it adds a block. (Without the shortcut, each
+/// retry of a producer waiting on a full ring would walk every live region.)
 ///
 /// ```
 /// use std::io::Write;

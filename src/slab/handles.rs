@@ -479,7 +479,7 @@ impl<T> Drop for ArenaArc<T> {
     fn drop(&mut self) {
         // SAFETY: this handle holds one reference, so the page is alive.
         let meta = unsafe { Slot::meta(self.slot) };
-        // Release, paired with the Acquire fence below in the last owner.
+        // Release, paired with the last owner's Acquire load below (`meta.acquire()`).
         let old = meta.sub_release(COUNT_ONE);
         debug_assert!(
             old >= COUNT_ONE,
