@@ -54,6 +54,11 @@ pub(crate) struct BlockCtl {
     pub(crate) next: Cell<*mut BlockCtl>,
     /// Retries left that look at the head region only, after a lap found no room.
     stuck: Cell<u32>,
+    /// A `Grow` ring's block other than its first, while the ring has drained blocks it
+    /// may give back: a claim that misses the window goes to the ring, which walks from
+    /// its first block, so that allocation moves back there and the others can drain
+    /// (see `Ring::release_drained`).
+    pub(crate) defer: Cell<bool>,
     /// The first byte of the region area, with the provenance of the whole allocation:
     /// headers and data are reached from it, not from `&self` (whose borrow covers only
     /// the control area under Stacked Borrows).
@@ -104,6 +109,7 @@ impl BlockCtl {
                 cursor: Cell::new(0),
                 next: Cell::new(core::ptr::null_mut()),
                 stuck: Cell::new(0),
+                defer: Cell::new(false),
                 regions,
             });
             base.as_ref().hdr_ptr(0).write(Header::new(pack(len, 0)));
@@ -288,6 +294,14 @@ impl BlockCtl {
     /// opens the window after it.
     #[inline(never)]
     fn claim_slow(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        if self.defer.get() {
+            return None; // the ring walks its blocks from the first (see `defer`)
+        }
+        self.walk_and_open(bytes, align, init)
+    }
+
+    /// [`walk`](Self::walk) with the window closed before and opened after a success.
+    fn walk_and_open(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         self.close();
         let c = self.walk(bytes, align, init)?;
         self.open();
@@ -355,7 +369,12 @@ impl BlockCtl {
     #[cold]
     pub(crate) fn claim_walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         self.stuck.set(0);
-        self.claim(bytes, align, init)
+        if align <= WORD {
+            if let Some(c) = self.bump(HDR + round_up(bytes, WORD), init) {
+                return Some(c);
+            }
+        }
+        self.walk_and_open(bytes, align, init)
     }
 
     /// Releases the region led by `hdr` into the window when it lies in this block and,

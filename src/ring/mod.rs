@@ -36,8 +36,10 @@ pub enum WhenFull {
     /// released to the heap when dropped.
     Heap,
     /// Add another block of the ring's capacity (or larger, for a larger request).
-    /// Blocks are kept and reused once their buffers drain; all go when the ring and
-    /// its last buffer are gone.
+    /// Blocks whose buffers have all been released go back to the system when the ring
+    /// next runs out of room in its current block, beyond the first block and a few
+    /// spares ([`RingBuilder::spare_blocks`], 1 by default); [`Ring::trim`] returns
+    /// them at once. A spike of traffic does not keep its memory for ever.
     Grow,
 }
 
@@ -101,6 +103,7 @@ impl std::error::Error for RingError {}
 pub struct RingBuilder {
     capacity: usize,
     when_full: WhenFull,
+    spare_blocks: usize,
 }
 
 impl Default for RingBuilder {
@@ -108,6 +111,7 @@ impl Default for RingBuilder {
         RingBuilder {
             capacity: 64 * 1024,
             when_full: WhenFull::Fail,
+            spare_blocks: 1,
         }
     }
 }
@@ -134,6 +138,33 @@ impl RingBuilder {
     /// ```
     pub fn when_full(mut self, policy: WhenFull) -> Self {
         self.when_full = policy;
+        self
+    }
+
+    /// Sets how many drained blocks a [`WhenFull::Grow`] ring keeps beyond its first,
+    /// ready for the next spike, when it gives the others back to the system; the
+    /// default is 1.
+    ///
+    /// ```
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder()
+    ///     .capacity(4096)
+    ///     .when_full(WhenFull::Grow)
+    ///     .spare_blocks(0)
+    ///     .build()
+    ///     .unwrap();
+    /// let mut spike: Vec<_> = (0..8).map(|_| ring.fixed(4000).unwrap()).collect();
+    /// assert_eq!(ring.stats().blocks, 8);
+    /// let last = spike.pop().unwrap(); // keeps the current block full
+    /// drop(spike);
+    /// // The current block has no room: the next buffer takes the first block, and the
+    /// // six drained blocks go back to the system.
+    /// let next = ring.fixed(4000).unwrap();
+    /// assert_eq!(ring.stats().blocks, 2);
+    /// # drop((last, next));
+    /// ```
+    pub fn spare_blocks(mut self, blocks: usize) -> Self {
+        self.spare_blocks = blocks;
         self
     }
 
@@ -176,6 +207,7 @@ impl RingBuilder {
             blocks: UnsafeCell::new(blocks),
             block_len: len,
             when_full: self.when_full,
+            spare_blocks: self.spare_blocks,
             heap_fallbacks: Cell::new(0),
             _not_sync: PhantomData,
         })
@@ -248,6 +280,8 @@ pub struct Ring {
     /// Region bytes of a standard block.
     block_len: usize,
     when_full: WhenFull,
+    /// Drained blocks a `Grow` ring keeps beyond its first (see `release_drained`).
+    spare_blocks: usize,
     heap_fallbacks: Cell<u64>,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -362,6 +396,65 @@ impl Ring {
             stats.capacity += b.len();
         }
         stats
+    }
+
+    /// Gives back to the system every block of a [`WhenFull::Grow`] ring whose buffers
+    /// have all been released, except the first block and the current one; returns how
+    /// many went. Rings of the other policies have one block, and keep it.
+    ///
+    /// ```
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder().capacity(4096).when_full(WhenFull::Grow).build().unwrap();
+    /// let first = ring.fixed(4000).unwrap();
+    /// let spike: Vec<_> = (0..8).map(|_| ring.fixed(4000).unwrap()).collect();
+    /// drop(spike);
+    /// assert_eq!(ring.stats().blocks, 9);
+    /// assert_eq!(ring.trim(), 7); // the last one made is current, and stays
+    /// assert_eq!(ring.stats().blocks, 2);
+    /// # drop(first);
+    /// ```
+    pub fn trim(&self) -> usize {
+        self.release_drained(0)
+    }
+
+    /// Frees the blocks whose regions are all free, but for the first, the current one
+    /// and `keep` others; returns how many it freed.
+    fn release_drained(&self, keep: usize) -> usize {
+        let cur = self.cur.get();
+        // SAFETY: see `blocks`; no reference into the vector is alive here (callers
+        // hold none across this call), and no user code runs until it returns.
+        let blocks = unsafe { &mut *self.blocks.get() };
+        let (mut kept, mut freed, mut i) = (0, 0, 1);
+        while i < blocks.len() {
+            let b = blocks[i];
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            // `usage` reads every header with Acquire: a block it finds with no live
+            // region has no handle left, and nothing else refers to it but this list.
+            let drained = b != cur && unsafe { b.as_ref() }.usage().0 == 0;
+            if !drained || kept < keep {
+                kept += usize::from(drained);
+                i += 1;
+                continue;
+            }
+            blocks.remove(i);
+            // SAFETY: every region is free (above), the block is not current, and it
+            // has just left the ring's list: nothing refers to it.
+            unsafe { BlockCtl::destroy(b) };
+            freed += 1;
+        }
+        self.set_defer();
+        freed
+    }
+
+    /// Sets each block's `defer`: on for every block but the first while a `Grow` ring
+    /// has more blocks than its first and its spares, so that allocation goes back to
+    /// the first block and the others drain; off otherwise.
+    fn set_defer(&self) {
+        let on = self.blocks().len() > 1 + self.spare_blocks;
+        for (i, b) in self.blocks().iter().enumerate() {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            unsafe { b.as_ref() }.defer.set(on && i > 0);
+        }
     }
 
     fn blocks(&self) -> &Vec<NonNull<BlockCtl>> {
@@ -486,19 +579,25 @@ impl Ring {
                 Some(c)
             }
             WhenFull::Grow => {
-                for &b in self.blocks() {
+                let found = self.blocks().iter().find_map(|&b| {
                     // SAFETY: the ring's blocks stay alive while the ring does.
                     let block = unsafe { b.as_ref() };
                     if bytes > block.len() {
-                        continue;
+                        return None;
                     }
                     // A full walk of every block, the current one included (its claim
                     // may have looked at its head only): no block is added while one
                     // has room.
-                    if let Some(c) = block.claim_walk(bytes, align, init) {
-                        self.cur.set(b);
-                        return Some(c);
+                    Some((b, block.claim_walk(bytes, align, init)?))
+                });
+                if let Some((b, c)) = found {
+                    self.cur.set(b);
+                    // The current block ran out of room: the moment to give back the
+                    // blocks a spike left drained (not on the hot path, and rare).
+                    if self.blocks().len() > 1 + self.spare_blocks {
+                        self.release_drained(self.spare_blocks);
                     }
+                    return Some(c);
                 }
                 let len = self
                     .block_len
@@ -510,8 +609,10 @@ impl Ring {
                 let b = BlockCtl::create(len)?;
                 blocks.push(b);
                 self.cur.set(b);
-                // SAFETY: just created, owned by this ring.
-                unsafe { b.as_ref() }.claim(bytes, align, init)
+                self.set_defer();
+                // SAFETY: just created, owned by this ring. (`claim_walk`: a new block's
+                // window is closed, and its claim must not defer to the ring.)
+                unsafe { b.as_ref() }.claim_walk(bytes, align, init)
             }
         }
     }
