@@ -4,6 +4,8 @@ mod ext;
 mod fixed;
 mod frozen;
 mod typed;
+#[cfg(all(feature = "std", not(loom)))]
+mod wait;
 
 use core::fmt;
 use core::mem;
@@ -13,6 +15,8 @@ pub(crate) use ext::ExtParts;
 pub use fixed::FixedBufMut;
 pub use frozen::FixedBuf;
 pub use typed::TypedBuf;
+#[cfg(all(feature = "std", not(loom)))]
+pub use wait::{Wait, WaitError};
 
 use crate::ring::{Ring, MAX_ALIGN, WORD};
 

@@ -364,6 +364,14 @@ impl BlockCtl {
         None
     }
 
+    /// Makes the next claim walk the whole block even right after a lap found no room
+    /// (for a producer woken by a release, which may lie anywhere).
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) fn unstick(&self) {
+        self.stuck.set(0);
+    }
+
     /// [`claim`](Self::claim) with a full walk even right after a lap found no room
     /// (for the `Grow` policy, which must not add a block while this one has space).
     #[cold]

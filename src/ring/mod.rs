@@ -5,6 +5,8 @@ mod block;
 mod header;
 mod heap;
 pub(crate) mod orphan;
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) mod wait;
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -478,6 +480,23 @@ impl Ring {
         self.claim_full(bytes, align, init)
     }
 
+    /// Makes the next claim walk the whole current block (see `BlockCtl::unstick`).
+    #[cfg(all(feature = "std", not(loom)))]
+    pub(crate) fn unstick(&self) {
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        unsafe { self.cur.get().as_ref() }.unstick();
+    }
+
+    /// Whether a request of `bytes` (word-aligned) could be served by an empty block
+    /// of this ring: a `Fail` ring that refuses it now will refuse it for ever.
+    #[cfg(all(feature = "std", not(loom)))]
+    pub(crate) fn could_fit(&self, bytes: usize) -> bool {
+        bytes != 0
+            && bytes
+                .checked_add(HDR + WORD)
+                .is_some_and(|b| round_up(b - WORD, WORD) <= self.block_len)
+    }
+
     /// The block of this ring whose region area holds `hdr`, if any (`None` for a
     /// heap region or a region of another ring). Checks the current block first.
     #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
@@ -790,6 +809,7 @@ mod tests {
     /// (the old design swept on every release while any block was orphaned), and the
     /// kept buffer's own release frees its block.
     #[test]
+    #[cfg(not(loom))]
     fn a_pinned_orphan_costs_other_releases_no_sweep() {
         let _one = ORPHAN_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let other = Ring::new(1024);

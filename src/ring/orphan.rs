@@ -42,8 +42,15 @@ const SHARED_SLOT: *mut Header = NonNull::<Header>::dangling().as_ptr();
 /// Bit 0 of [`ORPHANS`]: some block is parked.
 const PARKED: usize = 1;
 
-/// The inbox's top block (blocks are 64-byte aligned, so bit 0 is free), with
-/// [`PARKED`] in bit 0. Zero: no orphan anywhere, and releases do nothing more.
+/// Bit 1 of [`ORPHANS`]: a producer waits for room (`wait.rs`).
+const WAITING: usize = 2;
+
+/// The flag bits of [`ORPHANS`]; the rest is the inbox's top block.
+const FLAGS: usize = PARKED | WAITING;
+
+/// The inbox's top block (blocks are 64-byte aligned, so the low bits are free), with
+/// [`PARKED`] and [`WAITING`] in them. Zero: no orphan and no waiter anywhere, and
+/// releases do nothing more.
 struct Orphans {
     word: AtomicUsize,
     /// The parked blocks, linked through `next`; only the sweep that holds `sweeping`
@@ -132,11 +139,50 @@ fn block_unblocked(block: &BlockCtl) -> bool {
 /// when the release may let an orphaned block be freed.
 #[inline]
 pub(crate) fn after_release(hdr: NonNull<Header>) {
+    // The release side of the waiters' store-load pattern (`wait.rs`): the header store
+    // before the load below, for the compiler at least.
+    light_barrier();
     // Relaxed: only a hint; the sweep synchronises through the headers (Acquire scans)
-    // and its own flags.
+    // and its own flags, a waiter through its own barrier and lock.
     let w = ORPHANS.word.load(Ordering::Relaxed);
-    if w != 0 && may_unblock(w, hdr.as_ptr()) {
+    if w != 0 {
+        after_release_slow(w, hdr.as_ptr());
+    }
+}
+
+/// [`after_release`] when some block is orphaned or some producer waits.
+#[inline(always)]
+fn after_release_slow(w: usize, hdr: *mut Header) {
+    #[cfg(all(feature = "std", not(loom)))]
+    if w & WAITING != 0 {
+        super::wait::wake();
+    }
+    if may_unblock(w, hdr) {
         sweep();
+    }
+}
+
+/// Orders a release's header store before its load of the word, for the waiters: a
+/// compiler fence where the waiter's `membarrier` serves both sides, else a `SeqCst`
+/// fence. Nothing without `std` (or under loom), where nobody waits.
+#[inline(always)]
+fn light_barrier() {
+    #[cfg(all(feature = "std", not(loom)))]
+    if super::wait::release_fence() {
+        fence(Ordering::SeqCst);
+    } else {
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+}
+
+/// Sets or clears the bit that makes releases wake waiters. Under the waiters' lock.
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) fn set_waiting(on: bool) {
+    // SeqCst: the waiter's side of the store-load pattern, before its barrier.
+    if on {
+        ORPHANS.word.fetch_or(WAITING, Ordering::SeqCst);
+    } else {
+        ORPHANS.word.fetch_and(!WAITING, Ordering::SeqCst);
     }
 }
 
@@ -146,8 +192,11 @@ pub(crate) fn after_release(hdr: NonNull<Header>) {
 /// for good, this is what every other release pays.
 #[inline(always)]
 fn may_unblock(w: usize, hdr: *mut Header) -> bool {
-    if w & !PARKED != 0 {
+    if w & !FLAGS != 0 {
         return true;
+    }
+    if w & PARKED == 0 {
+        return false;
     }
     // Relaxed: as the word above.
     let b = ORPHANS.blockers[slot(hdr)].load(Ordering::Relaxed);
@@ -158,7 +207,7 @@ fn may_unblock(w: usize, hdr: *mut Header) -> bool {
 #[inline]
 pub(crate) fn on_activity() {
     // Relaxed: as in `after_release`.
-    if ORPHANS.word.load(Ordering::Relaxed) != 0 {
+    if ORPHANS.word.load(Ordering::Relaxed) & !WAITING != 0 {
         sweep();
     }
 }
@@ -199,11 +248,11 @@ pub(crate) fn sweep() {
 /// # Safety
 /// - The caller holds `sweeping`.
 unsafe fn sweep_locked() {
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     SWEEPS.fetch_add(1, Ordering::Relaxed);
     // Acquire: pairs with the Release of `push_inbox`, making the blocks' control areas
     // and headers (as the rings left them) visible. Bit 0 stays as it was.
-    let inbox = (ORPHANS.word.fetch_and(PARKED, Ordering::Acquire) & !PARKED) as *mut BlockCtl;
+    let inbox = (ORPHANS.word.fetch_and(FLAGS, Ordering::Acquire) & !FLAGS) as *mut BlockCtl;
     // Relaxed: only the holder of `sweeping` touches the parked list.
     let mut lists = [inbox, ORPHANS.parked.load(Ordering::Relaxed)];
     let mut table = [ptr::null_mut::<Header>(); SLOTS];
@@ -259,16 +308,16 @@ unsafe fn sweep_locked() {
     }
 }
 
-/// Pushes `ctl` on the inbox, keeping bit 0.
+/// Pushes `ctl` on the inbox, keeping the flag bits.
 fn push_inbox(ctl: *mut BlockCtl) {
-    debug_assert_eq!(ctl as usize & PARKED, 0, "blocks are 64-byte aligned");
+    debug_assert_eq!(ctl as usize & FLAGS, 0, "blocks are 64-byte aligned");
     // Relaxed on failure: we retry with the fresh word; Release on success publishes
     // the block's control area to the sweep that takes it (its Acquire `fetch_and`).
     let mut old = ORPHANS.word.load(Ordering::Relaxed);
     loop {
         // SAFETY: `ctl` is an orphaned block owned by this thread until it is pushed.
-        unsafe { (*ctl).next.set((old & !PARKED) as *mut BlockCtl) };
-        let new = ctl as usize | (old & PARKED);
+        unsafe { (*ctl).next.set((old & !FLAGS) as *mut BlockCtl) };
+        let new = ctl as usize | (old & FLAGS);
         match ORPHANS
             .word
             .compare_exchange_weak(old, new, Ordering::Release, Ordering::Relaxed)
@@ -280,11 +329,11 @@ fn push_inbox(ctl: *mut BlockCtl) {
 }
 
 /// Sweeps run so far in this process (unit tests only).
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) static SWEEPS: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any orphaned block waits for its buffers.
 #[cfg(test)]
 pub(crate) fn pending() -> bool {
-    ORPHANS.word.load(Ordering::Acquire) != 0
+    ORPHANS.word.load(Ordering::Acquire) & !WAITING != 0
 }

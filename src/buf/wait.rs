@@ -1,0 +1,332 @@
+//! Waiting for room on a full ring: the `_wait`, `_wait_timeout` and `_async` forms of
+//! the allocating calls (the protocol is `ring/wait.rs`).
+
+use core::fmt;
+use core::future::Future;
+use core::mem;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::{ExtBuf, FixedBufMut, TypedBuf};
+use crate::ring::wait::{self, TaskSlot};
+use crate::{Ring, WhenFull};
+
+/// Why a waiting allocation gave up.
+///
+/// ```
+/// use ringmem::{Ring, WaitError};
+/// let ring = Ring::new(1024);
+/// assert!(matches!(ring.fixed_wait(4096), Err(WaitError::NeverFits { .. })));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitError {
+    /// No release could ever make room: the request is empty, or larger than a block of
+    /// this [`WhenFull::Fail`] ring holds.
+    NeverFits {
+        /// Bytes asked for.
+        requested: usize,
+        /// Bytes of one block of the ring, headers included.
+        block: usize,
+    },
+    /// The time given ran out first.
+    TimedOut,
+    /// A [`WhenFull::Heap`] or [`WhenFull::Grow`] ring (which never waits) could not
+    /// serve the request: the global allocator refused the fallback or the new block.
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: usize,
+    },
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::NeverFits { requested, block } => write!(
+                f,
+                "a buffer of {requested} bytes never fits a ring of {block}-byte blocks"
+            ),
+            WaitError::TimedOut => f.write_str("no room was made in the time given"),
+            WaitError::OutOfMemory { requested } => write!(
+                f,
+                "the global allocator refused a buffer of {requested} bytes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+/// What a wait for `bytes` comes to at once, before any waiting: `Some(Err)` when no
+/// release can help.
+fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
+    let requested = bytes.unwrap_or(usize::MAX);
+    match ring.when_full() {
+        WhenFull::Fail if !bytes.is_some_and(|b| ring.could_fit(b)) => Some(WaitError::NeverFits {
+            requested,
+            block: ring.block_len(),
+        }),
+        WhenFull::Fail => None,
+        // These policies never report a full ring; `None` from them is the heap's.
+        _ => Some(WaitError::OutOfMemory { requested }),
+    }
+}
+
+/// Waits (blocking) for `claim` to succeed on `ring`, or says why not.
+fn block<'r, T>(
+    ring: &'r Ring,
+    bytes: Option<usize>,
+    deadline: Option<Instant>,
+    claim: impl Fn(&'r Ring) -> Option<T>,
+) -> Result<T, WaitError> {
+    if let Some(t) = claim(ring) {
+        return Ok(t);
+    }
+    if let Some(e) = hopeless(ring, bytes) {
+        return Err(e);
+    }
+    wait::block_until(
+        |walk| {
+            if walk {
+                ring.unstick();
+            }
+            claim(ring)
+        },
+        deadline,
+    )
+    .ok_or(WaitError::TimedOut)
+}
+
+/// The deadline `timeout` from now (none when it is too far to represent).
+fn deadline(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+impl Ring {
+    /// [`fixed`](Ring::fixed), waiting for room when the ring is full: the thread spins
+    /// briefly, then parks until a release (on any thread) makes room.
+    ///
+    /// # Errors
+    /// [`WaitError::NeverFits`] at once when `n` is 0 or larger than a block of this
+    /// ring; [`WaitError::OutOfMemory`] at once from a `Heap` or `Grow` ring (which
+    /// never waits) when the global allocator refuses.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let held: Vec<_> = (0..32).map(|_| ring.fixed(120).unwrap()).collect();
+    /// assert!(ring.fixed(120).is_none()); // full
+    /// let consumer = std::thread::spawn(move || drop(held));
+    /// let buf = ring.fixed_wait(120).unwrap(); // parks until the consumer drops
+    /// assert_eq!(buf.capacity(), 120);
+    /// consumer.join().unwrap();
+    /// ```
+    pub fn fixed_wait(&self, n: usize) -> Result<FixedBufMut, WaitError> {
+        block(self, Some(n), None, |r| r.fixed(n))
+    }
+
+    /// [`fixed_wait`](Ring::fixed_wait) for at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`fixed_wait`](Ring::fixed_wait), and [`WaitError::TimedOut`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ring = ringmem::Ring::new(1024);
+    /// let _all = ring.fixed(1016).unwrap(); // the whole ring
+    /// let err = ring.fixed_wait_timeout(8, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(err, ringmem::WaitError::TimedOut);
+    /// ```
+    pub fn fixed_wait_timeout(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<FixedBufMut, WaitError> {
+        block(self, Some(n), deadline(timeout), |r| r.fixed(n))
+    }
+
+    /// [`extendable`](Ring::extendable), waiting for room for its first `n` bytes (`n`
+    /// may be 0) when the ring is full.
+    ///
+    /// # Errors
+    /// As [`fixed_wait`](Ring::fixed_wait), except that `n == 0` waits for any room.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut ext = ring.extendable_wait(0).unwrap();
+    /// ext.write_all(b"grows as it is written").unwrap();
+    /// # drop(ext);
+    /// ```
+    pub fn extendable_wait(&self, n: usize) -> Result<ExtBuf<'_>, WaitError> {
+        block(self, Some(n.max(1)), None, |r| r.extendable(n))
+    }
+
+    /// [`extendable_wait`](Ring::extendable_wait) for at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`extendable_wait`](Ring::extendable_wait), and [`WaitError::TimedOut`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ring = ringmem::Ring::new(1024);
+    /// let _all = ring.fixed(1016).unwrap(); // the whole ring
+    /// assert!(ring.extendable_wait_timeout(0, Duration::from_millis(5)).is_err());
+    /// ```
+    pub fn extendable_wait_timeout(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<ExtBuf<'_>, WaitError> {
+        block(self, Some(n.max(1)), deadline(timeout), |r| r.extendable(n))
+    }
+
+    /// [`typed`](Ring::typed), waiting for room when the ring is full.
+    ///
+    /// # Errors
+    /// As [`fixed_wait`](Ring::fixed_wait) for `n * size_of::<T>()` bytes (an overflow
+    /// never fits).
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut v = ring.typed_wait::<u64>(16).unwrap();
+    /// v.push(7).unwrap();
+    /// assert_eq!(v[0], 7);
+    /// ```
+    pub fn typed_wait<T>(&self, n: usize) -> Result<TypedBuf<T>, WaitError> {
+        block(self, typed_bytes::<T>(n), None, |r| r.typed::<T>(n))
+    }
+
+    /// [`typed_wait`](Ring::typed_wait) for at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`typed_wait`](Ring::typed_wait), and [`WaitError::TimedOut`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ring = ringmem::Ring::new(1024);
+    /// let _all = ring.fixed(1016).unwrap(); // the whole ring
+    /// assert!(ring.typed_wait_timeout::<u32>(4, Duration::from_millis(5)).is_err());
+    /// ```
+    pub fn typed_wait_timeout<T>(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<TypedBuf<T>, WaitError> {
+        block(self, typed_bytes::<T>(n), deadline(timeout), |r| {
+            r.typed::<T>(n)
+        })
+    }
+
+    /// [`fixed`](Ring::fixed) as a future that waits for room when the ring is full:
+    /// woken by a release on any thread, with no runtime of its own (any executor
+    /// polls it). It takes the ring by `&mut` so that a task that owns its ring stays
+    /// `Send` while it waits (a `&Ring` is not).
+    ///
+    /// # Errors
+    /// As [`fixed_wait`](Ring::fixed_wait); a timeout is the executor's
+    /// (`tokio::time::timeout`).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+    /// let mut ring = ringmem::Ring::new(4096);
+    /// let held: Vec<_> = (0..32).map(|_| ring.fixed(120).unwrap()).collect();
+    /// let consumer = tokio::spawn(async move { drop(held) });
+    /// let buf = ring.fixed_async(120).await.unwrap(); // ready once the consumer drops
+    /// assert_eq!(buf.capacity(), 120);
+    /// consumer.await.unwrap();
+    /// # });
+    /// ```
+    pub fn fixed_async(&mut self, n: usize) -> Wait<'_, FixedBufMut> {
+        Wait::new(self, n, Some(n), |r, n| r.fixed(n))
+    }
+
+    /// [`typed`](Ring::typed) as a future that waits for room (see
+    /// [`fixed_async`](Ring::fixed_async)).
+    ///
+    /// # Errors
+    /// As [`typed_wait`](Ring::typed_wait).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let mut ring = ringmem::Ring::new(4096);
+    /// let mut v = ring.typed_async::<u32>(8).await.unwrap();
+    /// v.push(1).unwrap();
+    /// # });
+    /// ```
+    pub fn typed_async<T>(&mut self, n: usize) -> Wait<'_, TypedBuf<T>> {
+        Wait::new(self, n, typed_bytes::<T>(n), |r, n| r.typed::<T>(n))
+    }
+}
+
+/// The bytes of `n` values of `T` (`None` on overflow; a zero-sized `T` takes one, so
+/// that it never counts as empty).
+fn typed_bytes<T>(n: usize) -> Option<usize> {
+    n.checked_mul(mem::size_of::<T>().max(1))
+}
+
+/// The future of [`Ring::fixed_async`] and [`Ring::typed_async`]: ready with the
+/// buffer once the ring has room, or with why it never will.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let mut ring = ringmem::Ring::new(1024);
+/// let wait: ringmem::Wait<'_, ringmem::FixedBufMut> = ring.fixed_async(0);
+/// assert!(wait.await.is_err()); // an empty request never fits
+/// # });
+/// ```
+#[must_use = "a future does nothing until polled"]
+pub struct Wait<'r, T> {
+    ring: &'r mut Ring,
+    /// The allocating call and its argument.
+    claim: fn(&Ring, usize) -> Option<T>,
+    n: usize,
+    /// The bytes asked for, to tell a request no release can serve.
+    bytes: Option<usize>,
+    slot: TaskSlot,
+}
+
+impl<'r, T> Wait<'r, T> {
+    fn new(
+        ring: &'r mut Ring,
+        n: usize,
+        bytes: Option<usize>,
+        claim: fn(&Ring, usize) -> Option<T>,
+    ) -> Self {
+        Wait {
+            ring,
+            claim,
+            n,
+            bytes,
+            slot: TaskSlot::default(),
+        }
+    }
+}
+
+impl<T> Future for Wait<'_, T> {
+    type Output = Result<T, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (ring, claim, n): (&Ring, _, _) = (this.ring, this.claim, this.n);
+        if let Some(t) = claim(ring, n) {
+            return Poll::Ready(Ok(t));
+        }
+        if let Some(e) = hopeless(ring, this.bytes) {
+            return Poll::Ready(Err(e));
+        }
+        wait::poll_until(&mut this.slot, cx, || {
+            ring.unstick();
+            claim(ring, n)
+        })
+        .map(Ok)
+    }
+}
+
+impl<T> fmt::Debug for Wait<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wait")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}

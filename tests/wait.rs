@@ -1,0 +1,169 @@
+//! Waiting for room on a full ring: blocking and `async` forms, woken by releases on
+//! other threads; requests that can never fit fail at once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fill, holds, scaled};
+use ringmem::{Ring, WaitError, WhenFull};
+
+/// Long enough never to be reached unless a wake-up is lost.
+const GUARD: Duration = Duration::from_secs(20);
+
+/// A ring exactly full of 120-byte buffers (regions of 128 bytes tile it).
+fn full_ring() -> (Ring, Vec<ringmem::FixedBufMut>) {
+    let ring = Ring::new(4096);
+    let held: Vec<_> = (0..32).map(|_| ring.fixed(120).unwrap()).collect();
+    assert!(ring.fixed(120).is_none());
+    (ring, held)
+}
+
+#[test]
+fn a_blocked_producer_wakes_on_a_release_elsewhere() {
+    for which in [0, 16, 31] {
+        let (ring, mut held) = full_ring();
+        // Fail a few times first, so the ring's "look at the oldest only" shortcut is on.
+        for _ in 0..3 {
+            assert!(ring.fixed(120).is_none());
+        }
+        let one = held.remove(which);
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(one);
+        });
+        let buf = ring
+            .fixed_wait_timeout(120, GUARD)
+            .expect("woken by the release");
+        assert_eq!(buf.capacity(), 120);
+        releaser.join().unwrap();
+    }
+}
+
+#[test]
+fn requests_no_release_can_serve_fail_at_once() {
+    let (ring, _held) = full_ring();
+    assert_eq!(
+        ring.fixed_wait(4096).unwrap_err(),
+        WaitError::NeverFits {
+            requested: 4096,
+            block: 4096
+        }
+    );
+    assert!(matches!(
+        ring.fixed_wait(0),
+        Err(WaitError::NeverFits { .. })
+    ));
+    assert!(matches!(
+        ring.typed_wait::<u64>(usize::MAX / 4),
+        Err(WaitError::NeverFits { .. })
+    ));
+    assert_eq!(
+        ring.fixed_wait_timeout(8, Duration::from_millis(10))
+            .unwrap_err(),
+        WaitError::TimedOut
+    );
+    // Policies that never report a full ring do not wait.
+    let heap = Ring::builder()
+        .capacity(1024)
+        .when_full(WhenFull::Heap)
+        .build()
+        .unwrap();
+    assert!(heap.fixed_wait(10_000).is_ok());
+}
+
+/// Producers on full rings wait while consumers on other threads release in any
+/// order: every message arrives with its bytes, and nobody hangs.
+#[test]
+fn producers_wait_on_full_rings_across_threads() {
+    let messages = scaled(20_000);
+    let producers: Vec<_> = (0..2u64)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let ring = Ring::new(8 * 1024);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, ringmem::FixedBufMut)>(256);
+                let consumer = std::thread::spawn(move || {
+                    let mut kept = Vec::new();
+                    for (id, buf) in rx {
+                        assert!(holds(id, &buf), "message {id} kept its bytes");
+                        kept.push(buf);
+                        // At most 8 of at most 504 bytes kept, less than half the ring,
+                        // so the producer always gets room in the end; released out of
+                        // order: the newest first, then the oldest.
+                        if kept.len() > 8 {
+                            let newest = kept.pop();
+                            drop(newest);
+                            kept.drain(..4);
+                        }
+                    }
+                });
+                for i in 0..messages as u64 {
+                    let id = p << 32 | i;
+                    let len = 1 + (i as usize * 37) % 500;
+                    let mut buf = ring
+                        .fixed_wait_timeout(len, GUARD)
+                        .expect("a consumer makes room");
+                    let mut bytes = vec![0; len];
+                    fill(id, &mut bytes);
+                    buf.try_extend_from_slice(&bytes).unwrap();
+                    tx.send((id, buf)).unwrap();
+                }
+                drop(tx);
+                consumer.join().unwrap();
+                assert_eq!(ring.stats().live_buffers, 0);
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn an_async_producer_wakes_on_a_release_in_another_task() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // The ring moves into the task: the waiting future keeps the task `Send`.
+        let task = tokio::spawn(async move {
+            let (mut ring, held) = full_ring();
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let consumer = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(held);
+                while let Some(buf) = rx.recv().await {
+                    drop::<ringmem::FixedBufMut>(buf);
+                }
+            });
+            for _ in 0..scaled(2000) {
+                let buf = tokio::time::timeout(GUARD, ring.fixed_async(1000))
+                    .await
+                    .expect("woken by the consumer")
+                    .unwrap();
+                tx.send(buf).await.unwrap();
+            }
+            drop(tx);
+            consumer.await.unwrap();
+            assert_eq!(ring.stats().live_buffers, 0);
+        });
+        task.await.unwrap();
+    });
+}
+
+#[test]
+fn a_dropped_waiting_future_leaves_nothing_behind() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let (mut ring, held) = full_ring();
+    {
+        let mut wait = Box::pin(ring.fixed_async(120));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Pending));
+    }
+    drop(held);
+    assert!(ring.fixed(120).is_some());
+}
