@@ -142,10 +142,21 @@ impl TaskSlot {
     fn leave(&mut self) {
         if let Some(id) = self.0.take() {
             let mut w = lock();
-            w.tasks.retain(|(i, _)| *i != id);
+            let gone = take_task(&mut w, id);
             settle(&w);
+            drop(w);
+            // Dropped unlocked: a waker's drop is the executor's code, and what it
+            // drops may release ring memory, whose release takes this lock.
+            drop(gone);
         }
     }
+}
+
+/// Removes the task `id` from the waiters, handing its waker back to be dropped once
+/// the lock is released.
+fn take_task(w: &mut Waiters, id: u64) -> Option<Waker> {
+    let at = w.tasks.iter().position(|(i, _)| *i == id)?;
+    Some(w.tasks.swap_remove(at).1)
 }
 
 impl Drop for TaskSlot {
@@ -165,17 +176,18 @@ pub(crate) fn poll_until<T>(
         slot.leave();
         return Poll::Ready(t);
     }
-    {
+    let waker = cx.waker().clone();
+    let old = {
         let mut w = lock();
-        if let Some(id) = slot.0 {
-            w.tasks.retain(|(i, _)| *i != id);
-        }
+        let old = slot.0.and_then(|id| take_task(&mut w, id));
         let id = w.next_id;
         w.next_id += 1;
-        w.tasks.push((id, cx.waker().clone()));
+        w.tasks.push((id, waker));
         slot.0 = Some(id);
         orphan::set_waiting(true);
-    }
+        old
+    };
+    drop(old); // unlocked, as in `TaskSlot::leave`
     let exact = heavy_barrier();
     if let Some(t) = try_claim() {
         slot.leave();
