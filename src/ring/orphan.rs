@@ -31,7 +31,7 @@ use core::ptr::{self, NonNull};
 
 use super::block::BlockCtl;
 use super::header::Header;
-use crate::sync::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicPtr, Ordering};
 
 /// Slots of the blocker table: a power of two. Smaller under loom, which models each.
 const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
@@ -52,7 +52,7 @@ const FLAGS: usize = PARKED | WAITING;
 /// [`PARKED`] and [`WAITING`] in them. Zero: no orphan and no waiter anywhere, and
 /// releases do nothing more.
 struct Orphans {
-    word: AtomicUsize,
+    word: AtomicPtr<BlockCtl>,
     /// The parked blocks, linked through `next`; only the sweep that holds `sweeping`
     /// reads or writes it.
     parked: AtomicPtr<BlockCtl>,
@@ -71,7 +71,7 @@ impl Orphans {
         #[allow(clippy::declare_interior_mutable_const)] // copied into each slot once
         const EMPTY: AtomicPtr<Header> = AtomicPtr::new(ptr::null_mut());
         Orphans {
-            word: AtomicUsize::new(0),
+            word: AtomicPtr::new(ptr::null_mut()),
             parked: AtomicPtr::new(ptr::null_mut()),
             blockers: [EMPTY; SLOTS],
             sweeping: AtomicBool::new(false),
@@ -82,7 +82,7 @@ impl Orphans {
     #[cfg(loom)]
     fn new() -> Self {
         Orphans {
-            word: AtomicUsize::new(0),
+            word: AtomicPtr::new(ptr::null_mut()),
             parked: AtomicPtr::new(ptr::null_mut()),
             blockers: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             sweeping: AtomicBool::new(false),
@@ -144,7 +144,7 @@ pub(crate) fn after_release(hdr: NonNull<Header>) {
     light_barrier();
     // Relaxed: only a hint; the sweep synchronises through the headers (Acquire scans)
     // and its own flags, a waiter through its own barrier and lock.
-    let w = ORPHANS.word.load(Ordering::Relaxed);
+    let w = ORPHANS.word.load(Ordering::Relaxed) as usize;
     if w != 0 {
         after_release_slow(w, hdr.as_ptr());
     }
@@ -179,11 +179,10 @@ fn light_barrier() {
 #[cfg(all(feature = "std", not(loom)))]
 pub(crate) fn set_waiting(on: bool) {
     // SeqCst: the waiter's side of the store-load pattern, before its barrier.
-    if on {
-        ORPHANS.word.fetch_or(WAITING, Ordering::SeqCst);
-    } else {
-        ORPHANS.word.fetch_and(!WAITING, Ordering::SeqCst);
-    }
+    let flag = if on { WAITING } else { 0 };
+    update(Ordering::SeqCst, |w| {
+        with_flags(w, flags(w) & !WAITING | flag)
+    });
 }
 
 /// Whether a release of `hdr`, with the word reading `w`, may let a block go: when
@@ -207,7 +206,7 @@ fn may_unblock(w: usize, hdr: *mut Header) -> bool {
 #[inline]
 pub(crate) fn on_activity() {
     // Relaxed: as in `after_release`.
-    if ORPHANS.word.load(Ordering::Relaxed) & !WAITING != 0 {
+    if ORPHANS.word.load(Ordering::Relaxed) as usize & !WAITING != 0 {
         sweep();
     }
 }
@@ -252,7 +251,9 @@ unsafe fn sweep_locked() {
     SWEEPS.fetch_add(1, Ordering::Relaxed);
     // Acquire: pairs with the Release of `push_inbox`, making the blocks' control areas
     // and headers (as the rings left them) visible. Bit 0 stays as it was.
-    let inbox = (ORPHANS.word.fetch_and(FLAGS, Ordering::Acquire) & !FLAGS) as *mut BlockCtl;
+    let inbox = untagged(update(Ordering::Acquire, |w| {
+        with_flags(ptr::null_mut(), flags(w))
+    }));
     // Relaxed: only the holder of `sweeping` touches the parked list.
     let mut lists = [inbox, ORPHANS.parked.load(Ordering::Relaxed)];
     let mut table = [ptr::null_mut::<Header>(); SLOTS];
@@ -287,10 +288,10 @@ unsafe fn sweep_locked() {
     }
     if parked.is_null() {
         // Relaxed: nothing to publish; a release that still sees the bit sweeps once.
-        ORPHANS.word.fetch_and(!PARKED, Ordering::Relaxed);
+        update(Ordering::Relaxed, |w| with_flags(w, flags(w) & !PARKED));
         return;
     }
-    ORPHANS.word.fetch_or(PARKED, Ordering::Relaxed);
+    update(Ordering::Relaxed, |w| with_flags(w, flags(w) | PARKED));
     // The heavy side of the window (see the module docs): the table and the bit are
     // published before each blocker is read again; a blocker released meanwhile either
     // saw them (and asked for a sweep) or is seen here.
@@ -311,18 +312,45 @@ unsafe fn sweep_locked() {
 /// Pushes `ctl` on the inbox, keeping the flag bits.
 fn push_inbox(ctl: *mut BlockCtl) {
     debug_assert_eq!(ctl as usize & FLAGS, 0, "blocks are 64-byte aligned");
-    // Relaxed on failure: we retry with the fresh word; Release on success publishes
-    // the block's control area to the sweep that takes it (its Acquire `fetch_and`).
+    // Release: publishes the block's control area to the sweep that takes it (its
+    // Acquire update).
+    update(Ordering::Release, |w| {
+        // SAFETY: `ctl` is an orphaned block owned by this thread until it is pushed.
+        unsafe { (*ctl).next.set(untagged(w)) };
+        with_flags(ctl, flags(w))
+    });
+}
+
+/// The flag bits of a word.
+#[inline(always)]
+fn flags(w: *mut BlockCtl) -> usize {
+    w as usize & FLAGS
+}
+
+/// The inbox's top block in a word, with its provenance (the flags taken off by
+/// pointer arithmetic, not through an integer: the word is a pointer, so strict
+/// provenance holds).
+#[inline(always)]
+fn untagged(w: *mut BlockCtl) -> *mut BlockCtl {
+    w.cast::<u8>().wrapping_sub(flags(w)).cast()
+}
+
+/// The word for the top block of `w` with `flags` set.
+#[inline(always)]
+fn with_flags(w: *mut BlockCtl, flags: usize) -> *mut BlockCtl {
+    untagged(w).cast::<u8>().wrapping_add(flags).cast()
+}
+
+/// Replaces the word by `f` of it, atomically; returns the word it replaced. `order`
+/// applies on success (a failed attempt retries with a fresh word).
+fn update(order: Ordering, mut f: impl FnMut(*mut BlockCtl) -> *mut BlockCtl) -> *mut BlockCtl {
     let mut old = ORPHANS.word.load(Ordering::Relaxed);
     loop {
-        // SAFETY: `ctl` is an orphaned block owned by this thread until it is pushed.
-        unsafe { (*ctl).next.set((old & !FLAGS) as *mut BlockCtl) };
-        let new = ctl as usize | (old & FLAGS);
         match ORPHANS
             .word
-            .compare_exchange_weak(old, new, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange_weak(old, f(old), order, Ordering::Relaxed)
         {
-            Ok(_) => return,
+            Ok(w) => return w,
             Err(now) => old = now,
         }
     }
@@ -330,10 +358,10 @@ fn push_inbox(ctl: *mut BlockCtl) {
 
 /// Sweeps run so far in this process (unit tests only).
 #[cfg(all(test, not(loom)))]
-pub(crate) static SWEEPS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static SWEEPS: crate::sync::AtomicUsize = crate::sync::AtomicUsize::new(0);
 
 /// Whether any orphaned block waits for its buffers.
 #[cfg(test)]
 pub(crate) fn pending() -> bool {
-    ORPHANS.word.load(Ordering::Acquire) & !WAITING != 0
+    ORPHANS.word.load(Ordering::Acquire) as usize & !WAITING != 0
 }
