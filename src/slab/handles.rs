@@ -70,10 +70,10 @@ pub(crate) unsafe fn init_with<T, W: Word, F>(slot: NonNull<Slot<T, W>>, init: F
 where
     F: FnOnce(&mut MaybeUninit<T>) -> &T,
 {
-    // SAFETY: the slot is ours (caller). If the guard drops, `init` panicked: the value
-    // is treated as never initialised (a value the initialiser wrote is leaked, not
-    // dropped), and nothing else knows the slot. Once `init` has returned, the guard is
-    // forgotten and the handle takes the slot.
+    // If the guard drops, `init` panicked: the value is treated as never initialised (a
+    // value the initialiser wrote is leaked, not dropped). Once `init` has returned, the
+    // guard is forgotten and the handle takes the slot.
+    // SAFETY: the slot is ours (caller), and nothing else knows it.
     let rollback = unsafe { ReleaseGuard::new(slot) };
     let ptr = Slot::value_ptr(slot);
     // SAFETY: the slot is ours alone (caller) and its memory is valid for a `T`;
