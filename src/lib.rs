@@ -39,6 +39,6 @@ pub use alloc_api::OneRingAlloc;
 #[cfg(all(feature = "allocator-api2", not(loom)))]
 pub use alloc_api::RingAlloc;
 pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 pub use buf::{Wait, WaitError};
 pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};

@@ -18,6 +18,12 @@ pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+#[cfg(all(feature = "std", loom))]
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+
 /// `r` itself, through a pointer whose origin the compiler cannot see.
 ///
 /// For thread-local state that every call updates (`OneRingAlloc`'s chunk cursor). On
@@ -42,4 +48,123 @@ pub(crate) fn plain_ref<T>(r: &T) -> &T {
     }
     // SAFETY: `p` is `r`, with its lifetime.
     unsafe { &*p }
+}
+
+/// The asymmetric store-load barrier: each side stores, then loads what the other side
+/// stored (the Dekker pattern), and at least one of the two must see the other's store.
+///
+/// The frequent side (every buffer release: a header store, then a load of the orphans'
+/// word) calls [`light`](barrier::light); the rare side (a producer that starts to wait,
+/// a sweep that parks a block) calls [`heavy`](barrier::heavy). On Linux x86-64 the heavy
+/// side is `membarrier` (private expedited: every running thread of the process executes
+/// a full barrier before it returns), so the light side is only a compiler fence. Where
+/// `membarrier` does not exist (other targets, Miri) both sides are `SeqCst` fences; where
+/// the kernel refuses it at run time, [`ready`](barrier::ready) says so before the first
+/// ring is built and releases fence through the orphans' word (`ring/orphan.rs`). Under
+/// loom both sides are `SeqCst` fences, which loom models; the mutant
+/// `--cfg ringmem_mutant_no_barrier` drops the light side, and the loom models fail.
+pub(crate) mod barrier {
+    use super::Ordering;
+
+    /// Whether this build calls `membarrier` for the heavy side (the light side is then
+    /// a compiler fence).
+    pub(crate) const ASYMMETRIC: bool = cfg!(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        not(miri),
+        not(loom)
+    ));
+
+    /// The frequent side: after its store, before its load.
+    #[inline(always)]
+    pub(crate) fn light() {
+        if cfg!(ringmem_mutant_no_barrier) {
+            return;
+        }
+        if ASYMMETRIC {
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            super::fence(Ordering::SeqCst);
+        }
+    }
+
+    /// The rare side: after its store, before its load.
+    #[cold]
+    pub(crate) fn heavy() {
+        if !(ASYMMETRIC && membarrier::expedited()) {
+            // No `membarrier` (or refused, in which case releases fence too: `ready`).
+            super::fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Registers this process for `membarrier` (once; later calls return the first
+    /// answer). `false` when the kernel refuses it: the light side must then fence.
+    pub(crate) fn ready() -> bool {
+        !ASYMMETRIC || membarrier::register()
+    }
+
+    /// Linux's `membarrier` through a raw system call (no libc dependency).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom)))]
+    mod membarrier {
+        use core::sync::atomic::{AtomicU8, Ordering};
+
+        const SYS_MEMBARRIER: usize = 324;
+        const CMD_PRIVATE_EXPEDITED: usize = 1 << 3;
+        const CMD_REGISTER_PRIVATE_EXPEDITED: usize = 1 << 4;
+
+        /// 0: not tried yet, 1: registered, 2: refused.
+        static STATE: AtomicU8 = AtomicU8::new(0);
+
+        pub(super) fn register() -> bool {
+            // Relaxed: the state only says which call to make; the kernel orders the
+            // rest. Two threads that race here both register, which is harmless.
+            let mut state = STATE.load(Ordering::Relaxed);
+            if state == 0 {
+                state = if syscall(SYS_MEMBARRIER, CMD_REGISTER_PRIVATE_EXPEDITED) == 0 {
+                    1
+                } else {
+                    2
+                };
+                STATE.store(state, Ordering::Relaxed);
+            }
+            state == 1
+        }
+
+        /// A barrier on every running thread of the process; `false` when refused.
+        pub(super) fn expedited() -> bool {
+            register() && syscall(SYS_MEMBARRIER, CMD_PRIVATE_EXPEDITED) == 0
+        }
+
+        /// `syscall(nr, cmd, 0, 0)`.
+        fn syscall(nr: usize, cmd: usize) -> isize {
+            let ret: isize;
+            // SAFETY: `membarrier(cmd, flags = 0, cpu_id = 0)` reads and writes no memory
+            // of this process; the kernel clobbers rcx and r11 on `syscall`, declared
+            // here.
+            unsafe {
+                core::arch::asm!(
+                    "syscall",
+                    inlateout("rax") nr as isize => ret,
+                    in("rdi") cmd,
+                    in("rsi") 0usize,
+                    in("rdx") 0usize,
+                    lateout("rcx") _,
+                    lateout("r11") _,
+                    options(nostack),
+                );
+            }
+            ret
+        }
+    }
+
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom))))]
+    mod membarrier {
+        pub(super) fn register() -> bool {
+            false
+        }
+
+        pub(super) fn expedited() -> bool {
+            false
+        }
+    }
 }

@@ -17,6 +17,11 @@
 //!
 //! The known-bug mutant `RUSTFLAGS="--cfg loom --cfg ringmem_mutant_relaxed_release"`
 //! weakens the unique release to `Relaxed`; `release_then_reuse_unique` then fails.
+//! The mutant `--cfg ringmem_mutant_no_barrier` drops the release's side of the
+//! store-load barrier (`src/sync.rs`); a waiter then misses its wake-up
+//! (`waiter_woken_by_a_release_elsewhere` deadlocks) and a dropped ring's block leaks
+//! (`drop_ring_while_buffers_live_elsewhere`). No model runs ring activity after its
+//! releases: every block must be freed by the releases alone.
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
@@ -198,24 +203,22 @@ fn drop_ring_while_buffers_live_elsewhere() {
             assert_eq!(&other[..], &pattern(3)[..]);
             drop(other);
         });
-        // The block is freed by the ring (if all are released), by the last release's
-        // sweep, or -- in the store/load window that `orphan.rs` documents -- by the
-        // next ring activity. Never while a handle can touch it (ASan, Miri and
-        // valgrind check the bytes; loom checks the protocol), and exactly once: loom's
-        // allocator fails the model on a leak or a double free.
+        // The block is freed by the ring (if all are released) or by the last
+        // release's sweep, with no later activity needed: the store-load window that
+        // `orphan.rs` documents is closed by the barrier pair. Never while a handle can
+        // touch it (ASan, Miri and valgrind check the bytes; loom checks the protocol),
+        // and exactly once: loom's allocator fails the model on a leak or a double free.
         drop(ring);
         b.join().unwrap();
         c.join().unwrap();
-        // Later ring activity: sweeps what the window left behind.
-        drop(Ring::new(8));
     });
 }
 
-/// A dropped ring's block parked behind one live buffer: its release on one thread
-/// races the release of an unrelated buffer on another (which may look the blocker
-/// table up, or sweep) and the sweeps they start; one sweep runs at a time and a request made while
-/// one runs is served. The block is freed exactly once, by a sweep (loom's allocator
-/// fails the model on a leak or a double free).
+/// Two dropped rings' blocks, each parked behind one live buffer, released on two
+/// threads at once: each release may look the blocker table up, sweep, or find a sweep
+/// running and ask it to look again. Both blocks are freed exactly once, by the
+/// releases' sweeps alone (no ring activity follows): loom's allocator fails the model
+/// on a leak or a double free.
 #[test]
 fn parked_orphan_released_while_others_release() {
     run_model("parked_orphan_released_while_others_release", || {
@@ -224,12 +227,50 @@ fn parked_orphan_released_while_others_release() {
         drop(ring); // its block waits for `pinned`, parked by the drop's sweep
         let other = Ring::new(RING);
         let unrelated = other.fixed(8).unwrap();
+        drop(other);
         let t = thread::spawn(move || drop(pinned));
         let u = thread::spawn(move || drop(unrelated));
         t.join().unwrap();
         u.join().unwrap();
-        // Ring activity: sweeps what the store-load window may have left.
-        drop(other);
+    });
+}
+
+/// A producer finds its ring full and waits while another thread releases the region
+/// that fills it: the release must wake it (a lost wake-up leaves it blocked for good,
+/// which loom reports as a deadlock). The mutant without the release side's barrier
+/// (`--cfg ringmem_mutant_no_barrier`) fails here.
+#[test]
+fn waiter_woken_by_a_release_elsewhere() {
+    run_model("waiter_woken_by_a_release_elsewhere", || {
+        let ring = Ring::new(RING);
+        let full = ring.fixed(RING - 8).unwrap();
+        assert!(ring.fixed(RING - 8).is_none());
+        let t = thread::spawn(move || drop(full));
+        let again = ring.fixed_wait(RING - 8).unwrap();
+        t.join().unwrap();
+        drop(again);
+    });
+}
+
+/// A producer waits on a full ring while another ring is dropped with a buffer still
+/// alive elsewhere, and both buffers are released on other threads: the waiter is
+/// woken, and the dropped ring's block is freed by a release alone.
+#[test]
+fn waiter_and_dropped_ring_race() {
+    run_model("waiter_and_dropped_ring_race", || {
+        let ring = Ring::new(RING);
+        let full = ring.fixed(RING - 8).unwrap();
+        let gone = Ring::new(RING);
+        let orphan = gone.fixed(8).unwrap();
+        let t = thread::spawn(move || drop(full));
+        let u = thread::spawn(move || {
+            drop(gone);
+            drop(orphan);
+        });
+        let again = ring.fixed_wait(RING - 8).unwrap();
+        t.join().unwrap();
+        u.join().unwrap();
+        drop(again);
     });
 }
 

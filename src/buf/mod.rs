@@ -4,7 +4,7 @@ mod ext;
 mod fixed;
 mod frozen;
 mod typed;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 mod wait;
 
 use core::fmt;
@@ -15,7 +15,7 @@ pub(crate) use ext::ExtParts;
 pub use fixed::FixedBufMut;
 pub use frozen::FixedBuf;
 pub use typed::TypedBuf;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 pub use wait::{Wait, WaitError};
 
 use crate::ring::{Ring, MAX_ALIGN, WORD};

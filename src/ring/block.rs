@@ -366,7 +366,7 @@ impl BlockCtl {
 
     /// Makes the next claim walk the whole block even right after a lap found no room
     /// (for a producer woken by a release, which may lie anywhere).
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn unstick(&self) {
         self.stuck.set(0);

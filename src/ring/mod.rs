@@ -5,7 +5,7 @@ mod block;
 mod header;
 mod heap;
 pub(crate) mod orphan;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 pub(crate) mod wait;
 
 use alloc::vec::Vec;
@@ -189,6 +189,7 @@ impl RingBuilder {
             });
         }
         let len = round_up(self.capacity.max(HDR), WORD);
+        orphan::on_build();
         orphan::on_activity();
         let first = BlockCtl::create(len).ok_or(RingError::OutOfMemory {
             requested: self.capacity,
@@ -481,7 +482,7 @@ impl Ring {
     }
 
     /// Makes the next claim walk the whole current block (see `BlockCtl::unstick`).
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(feature = "std")]
     pub(crate) fn unstick(&self) {
         // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
         unsafe { self.cur.get().as_ref() }.unstick();
@@ -489,7 +490,7 @@ impl Ring {
 
     /// Whether a request of `bytes` (word-aligned) could be served by an empty block
     /// of this ring: a `Fail` ring that refuses it now will refuse it for ever.
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(feature = "std")]
     pub(crate) fn could_fit(&self, bytes: usize) -> bool {
         bytes != 0
             && bytes

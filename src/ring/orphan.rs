@@ -20,18 +20,20 @@
 //! path. One sweep runs at a time; a release that finds one running leaves a request
 //! that the running sweep serves before it stops.
 //!
-//! The one window left: the store-load reordering (the Dekker pattern) between a
-//! release's header store and its loads of the word and the table, against a ring that
-//! pushes a block or a sweep that publishes a blocker, each of which then reads the
-//! header again. No `Release`/`Acquire` pair forbids both sides reading the old values; the
-//! block then stays parked until the next ring activity anywhere in the process
-//! sweeps it. The sweeping side pays a `SeqCst` fence; the release side pays nothing.
+//! No later activity is needed for a block to be freed. The window to close is the
+//! store-load pattern (Dekker's) between a release, which stores its header and then
+//! loads the word and the table, and a sweep that publishes a blocker and then reads its
+//! header again: without a barrier on both sides, both may read the old values. The
+//! release side pays [`barrier::light`] (a compiler fence on Linux x86-64) and the
+//! sweep [`barrier::heavy`] (`membarrier`), only when what it publishes changed: a
+//! release either sees the blocker published, or the sweep sees it released. The same
+//! barrier closes the window of a producer that waits for room (`wait.rs`).
 
 use core::ptr::{self, NonNull};
 
 use super::block::BlockCtl;
 use super::header::Header;
-use crate::sync::{fence, AtomicBool, AtomicPtr, Ordering};
+use crate::sync::{barrier, fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// Slots of the blocker table: a power of two. Smaller under loom, which models each.
 const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
@@ -45,11 +47,18 @@ const PARKED: usize = 1;
 /// Bit 1 of [`ORPHANS`]: a producer waits for room (`wait.rs`).
 const WAITING: usize = 2;
 
+/// Bit 2 of [`ORPHANS`]: the kernel refused `membarrier`, so every release fences
+/// ([`barrier::ready`]). Set before the first ring is built, and never cleared.
+const FENCED: usize = 4;
+
+/// The flag bits that say nothing about orphans.
+const HINTS: usize = WAITING | FENCED;
+
 /// The flag bits of [`ORPHANS`]; the rest is the inbox's top block.
-const FLAGS: usize = PARKED | WAITING;
+const FLAGS: usize = PARKED | HINTS;
 
 /// The inbox's top block (blocks are 64-byte aligned, so the low bits are free), with
-/// [`PARKED`] and [`WAITING`] in them. Zero: no orphan and no waiter anywhere, and
+/// the [`FLAGS`] in them. Zero: no orphan and no waiter anywhere, and
 /// releases do nothing more.
 struct Orphans {
     word: AtomicPtr<BlockCtl>,
@@ -61,8 +70,8 @@ struct Orphans {
     blockers: [AtomicPtr<Header>; SLOTS],
     /// Held by the one sweep that runs.
     sweeping: AtomicBool,
-    /// A sweep was asked for since the running one last looked.
-    asked: AtomicBool,
+    /// Sweeps asked for so far: the running sweep looks again while it changes.
+    asked: AtomicUsize,
 }
 
 impl Orphans {
@@ -75,7 +84,7 @@ impl Orphans {
             parked: AtomicPtr::new(ptr::null_mut()),
             blockers: [EMPTY; SLOTS],
             sweeping: AtomicBool::new(false),
-            asked: AtomicBool::new(false),
+            asked: AtomicUsize::new(0),
         }
     }
 
@@ -86,7 +95,7 @@ impl Orphans {
             parked: AtomicPtr::new(ptr::null_mut()),
             blockers: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             sweeping: AtomicBool::new(false),
-            asked: AtomicBool::new(false),
+            asked: AtomicUsize::new(0),
         }
     }
 }
@@ -136,12 +145,11 @@ fn block_unblocked(block: &BlockCtl) -> bool {
 }
 
 /// Called after every release into a ring block, with the region's header: sweeps
-/// when the release may let an orphaned block be freed.
+/// when the release may let an orphaned block be freed, wakes the producers that wait.
 #[inline]
 pub(crate) fn after_release(hdr: NonNull<Header>) {
-    // The release side of the waiters' store-load pattern (`wait.rs`): the header store
-    // before the load below, for the compiler at least.
-    light_barrier();
+    // The header store before the load below: the light side of the window.
+    barrier::light();
     // Relaxed: only a hint; the sweep synchronises through the headers (Acquire scans)
     // and its own flags, a waiter through its own barrier and lock.
     let w = ORPHANS.word.load(Ordering::Relaxed) as usize;
@@ -150,10 +158,17 @@ pub(crate) fn after_release(hdr: NonNull<Header>) {
     }
 }
 
-/// [`after_release`] when some block is orphaned or some producer waits.
+/// [`after_release`] when some block is orphaned, some producer waits, or releases
+/// must fence.
 #[inline(always)]
-fn after_release_slow(w: usize, hdr: *mut Header) {
-    #[cfg(all(feature = "std", not(loom)))]
+fn after_release_slow(mut w: usize, hdr: *mut Header) {
+    if w & FENCED != 0 {
+        // No `membarrier`: this release pays the full fence, then looks again.
+        fence(Ordering::SeqCst);
+        // Relaxed: as in `after_release`.
+        w = ORPHANS.word.load(Ordering::Relaxed) as usize;
+    }
+    #[cfg(feature = "std")]
     if w & WAITING != 0 {
         super::wait::wake();
     }
@@ -162,21 +177,19 @@ fn after_release_slow(w: usize, hdr: *mut Header) {
     }
 }
 
-/// Orders a release's header store before its load of the word, for the waiters: a
-/// compiler fence where the waiter's `membarrier` serves both sides, else a `SeqCst`
-/// fence. Nothing without `std` (or under loom), where nobody waits.
-#[inline(always)]
-fn light_barrier() {
-    #[cfg(all(feature = "std", not(loom)))]
-    if super::wait::release_fence() {
-        fence(Ordering::SeqCst);
-    } else {
-        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+/// Called before a ring is built: when the kernel refuses `membarrier`, every release
+/// from now on fences (the flag is set before the ring exists, so before any of its
+/// buffers is released).
+pub(crate) fn on_build() {
+    if !barrier::ready() {
+        // Relaxed: the ring (and every buffer of it) is handed to other threads by
+        // something that synchronises, which carries this store along.
+        update(Ordering::Relaxed, |w| with_flags(w, flags(w) | FENCED));
     }
 }
 
 /// Sets or clears the bit that makes releases wake waiters. Under the waiters' lock.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 pub(crate) fn set_waiting(on: bool) {
     // SeqCst: the waiter's side of the store-load pattern, before its barrier.
     let flag = if on { WAITING } else { 0 };
@@ -206,7 +219,7 @@ fn may_unblock(w: usize, hdr: *mut Header) -> bool {
 #[inline]
 pub(crate) fn on_activity() {
     // Relaxed: as in `after_release`.
-    if ORPHANS.word.load(Ordering::Relaxed) as usize & !WAITING != 0 {
+    if ORPHANS.word.load(Ordering::Relaxed) as usize & !HINTS != 0 {
         sweep();
     }
 }
@@ -217,36 +230,46 @@ pub(crate) fn on_activity() {
 #[inline(never)]
 pub(crate) fn sweep() {
     loop {
-        // SeqCst, here and on `sweeping`: the request and the lock form a Dekker pair
-        // with the running sweep's unlock and its last look at `asked`, so one of the
-        // two sides sees the other.
-        ORPHANS.asked.store(true, Ordering::SeqCst);
+        // A request, then the lock. SeqCst with a fence after each store: the request
+        // and the lock form a Dekker pair with the running sweep's unlock and its last
+        // look at `asked`, so one of the two sides sees the other. (Requests are counted
+        // rather than flagged: loom cannot check a flag that the sweep clears by a swap
+        // before its fence, and reports a lost request that the memory model forbids.)
+        ORPHANS.asked.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         if ORPHANS
             .sweeping
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {
-            return; // the running sweep will see `asked`
+            return; // the running sweep will see the request
         }
-        // SeqCst: as above; and Acquire, so the requester's release (before its
-        // request) happens before the scan.
-        while ORPHANS.asked.swap(false, Ordering::SeqCst) {
+        let mut seen;
+        loop {
+            // Acquire: a requester's release (before its request) happens before the
+            // scan that follows the load that sees the request.
+            seen = ORPHANS.asked.load(Ordering::Acquire);
             // SAFETY: this thread holds `sweeping`.
-            unsafe { sweep_locked() };
+            let again = unsafe { sweep_locked() };
+            if !again && ORPHANS.asked.load(Ordering::Relaxed) == seen {
+                break;
+            }
         }
         ORPHANS.sweeping.store(false, Ordering::SeqCst);
-        if !ORPHANS.asked.load(Ordering::SeqCst) {
+        fence(Ordering::SeqCst);
+        if ORPHANS.asked.load(Ordering::SeqCst) == seen {
             return;
         }
     }
 }
 
 /// One sweep: takes the inbox, frees the free blocks among it and the parked ones,
-/// parks the rest and republishes their blockers.
+/// parks the rest and republishes their blockers. `true` when a blocker was released
+/// meanwhile, so another sweep is due.
 ///
 /// # Safety
 /// - The caller holds `sweeping`.
-unsafe fn sweep_locked() {
+unsafe fn sweep_locked() -> bool {
     #[cfg(all(test, not(loom)))]
     SWEEPS.fetch_add(1, Ordering::Relaxed);
     // Acquire: pairs with the Release of `push_inbox`, making the blocks' control areas
@@ -281,32 +304,38 @@ unsafe fn sweep_locked() {
     ORPHANS.parked.store(parked, Ordering::Relaxed);
     // Every parked block's blocker is in its slot (or the slot is shared) once written:
     // slots are overwritten, never cleared first, so no parked blocker goes missing.
+    let mut changed = false;
     for (s, b) in ORPHANS.blockers.iter().zip(table) {
-        // Relaxed: releases read it as a hint; the fence below orders it before the
-        // second look at the blockers.
-        s.store(b, Ordering::Relaxed);
+        // Relaxed: releases read it as a hint; the barrier below orders it before the
+        // second look at the blockers. Only the sweep that holds `sweeping` writes it.
+        if s.load(Ordering::Relaxed) != b {
+            s.store(b, Ordering::Relaxed);
+            changed = true;
+        }
     }
     if parked.is_null() {
         // Relaxed: nothing to publish; a release that still sees the bit sweeps once.
         update(Ordering::Relaxed, |w| with_flags(w, flags(w) & !PARKED));
-        return;
+        return false;
     }
-    update(Ordering::Relaxed, |w| with_flags(w, flags(w) | PARKED));
-    // The heavy side of the window (see the module docs): the table and the bit are
-    // published before each blocker is read again; a blocker released meanwhile either
-    // saw them (and asked for a sweep) or is seen here.
-    fence(Ordering::SeqCst);
+    let before = update(Ordering::Relaxed, |w| with_flags(w, flags(w) | PARKED));
+    if changed || flags(before) & PARKED == 0 {
+        // The heavy side of the window (see the module docs): the table and the bit are
+        // published before each blocker is read again; a blocker released meanwhile
+        // either saw them (and asked for a sweep) or is seen here. A table published
+        // before, unchanged, had its barrier then: a release since has seen it.
+        barrier::heavy();
+    }
     let mut p = parked;
     while let Some(ctl) = NonNull::new(p) {
         // SAFETY: parked by this sweep, which still holds `sweeping`.
         let block = unsafe { ctl.as_ref() };
         p = block.next.get();
         if block_unblocked(block) {
-            // Relaxed: read by this thread's loop in `sweep`.
-            ORPHANS.asked.store(true, Ordering::Relaxed);
-            return;
+            return true;
         }
     }
+    false
 }
 
 /// Pushes `ctl` on the inbox, keeping the flag bits.
@@ -363,5 +392,5 @@ pub(crate) static SWEEPS: crate::sync::AtomicUsize = crate::sync::AtomicUsize::n
 /// Whether any orphaned block waits for its buffers.
 #[cfg(test)]
 pub(crate) fn pending() -> bool {
-    ORPHANS.word.load(Ordering::Acquire) as usize & !WAITING != 0
+    ORPHANS.word.load(Ordering::Acquire) as usize & !HINTS != 0
 }

@@ -8,30 +8,25 @@
 //!
 //! The lost wake-up to rule out is the store-load pattern: the waiter sets the bit and
 //! then tries its ring again; a release stores its header and then loads the word.
-//! Both may read the old values unless something orders each store before its load.
-//! On Linux x86-64 the waiter pays for both sides with `membarrier` (private
-//! expedited: every running thread of the process executes a full barrier before it
-//! returns), and the release side needs only a compiler fence (`light_barrier`): a
-//! release whose load came before the waiter's barrier had its store made visible by
-//! it, and one whose load came after sees the bit. Elsewhere, or where the kernel
-//! refuses `membarrier`, the release side pays a `SeqCst` fence
-//! ([`release_fence`]), and a blocked waiter also wakes on a short timeout.
+//! Both may read the old values unless something orders each store before its load:
+//! the waiter pays [`barrier::heavy`] (`membarrier` on Linux x86-64) and the release
+//! [`barrier::light`] (a compiler fence there), the pair that also closes the orphans'
+//! window (`sync.rs`). The loom models in `tests/loom.rs` check it, and fail without
+//! the light side.
 //!
 //! A waiter that tries again must walk its whole ring (`Ring::claim_waiting`): a plain
 //! claim may look only at the oldest region for a while after a full lap.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use std::vec::Vec;
 
 use super::orphan;
+use crate::sync::{barrier, Condvar, Mutex, MutexGuard};
 
 /// Tries before a waiter registers: a release on another core is often this close.
-const SPINS: u32 = 64;
-
-/// The longest a blocked waiter sleeps without a wake-up when the release side has no
-/// barrier of its own (the fallback): a lost wake-up costs this much, not a hang.
-const FALLBACK_SLICE: Duration = Duration::from_millis(1);
+/// One under loom, which models every try.
+const SPINS: u32 = if cfg!(loom) { 1 } else { 64 };
 
 /// Who waits, under one lock.
 struct Waiters {
@@ -45,15 +40,25 @@ struct Waiters {
     next_id: u64,
 }
 
-static WAITERS: Mutex<Waiters> = Mutex::new(Waiters {
+const NOBODY: Waiters = Waiters {
     epoch: 0,
     blocked: 0,
     tasks: Vec::new(),
     next_id: 0,
-});
+};
+
+#[cfg(not(loom))]
+static WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
 
 /// Blocked threads sleep here.
+#[cfg(not(loom))]
 static WOKEN: Condvar = Condvar::new();
+
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
+    static ref WOKEN: Condvar = Condvar::new();
+}
 
 fn lock() -> MutexGuard<'static, Waiters> {
     // The state stays consistent at every unlock: a panic elsewhere cannot break it.
@@ -103,7 +108,7 @@ pub(crate) fn block_until<T>(
     let out = loop {
         let epoch = w.epoch;
         drop(w);
-        let exact = heavy_barrier();
+        barrier::heavy();
         let got = try_claim(true);
         w = lock();
         if got.is_some() {
@@ -112,21 +117,17 @@ pub(crate) fn block_until<T>(
         if w.epoch != epoch {
             continue; // a release came while the ring was tried: try again
         }
-        let slice = if exact { Duration::MAX } else { FALLBACK_SLICE };
-        let sleep = match deadline {
-            None => slice,
+        w = match deadline {
+            None => WOKEN.wait(w).unwrap_or_else(|e| e.into_inner()),
             Some(d) => match d.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => left.min(slice),
+                Some(left) if !left.is_zero() => {
+                    WOKEN
+                        .wait_timeout(w, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
                 _ => break None,
             },
-        };
-        w = if sleep == Duration::MAX {
-            WOKEN.wait(w).unwrap_or_else(|e| e.into_inner())
-        } else {
-            WOKEN
-                .wait_timeout(w, sleep)
-                .unwrap_or_else(|e| e.into_inner())
-                .0
         };
     };
     w.blocked -= 1;
@@ -188,88 +189,10 @@ pub(crate) fn poll_until<T>(
         old
     };
     drop(old); // unlocked, as in `TaskSlot::leave`
-    let exact = heavy_barrier();
+    barrier::heavy();
     if let Some(t) = try_claim() {
         slot.leave();
         return Poll::Ready(t);
     }
-    if !exact {
-        // No barrier on the release side: poll again rather than risk a lost wake-up.
-        cx.waker().wake_by_ref();
-    }
     Poll::Pending
-}
-
-/// The waiter's side of the store-load pattern: `true` when every thread of the
-/// process has executed a full barrier (so the release side needs only
-/// [`light_barrier`]); `false` after a `SeqCst` fence, when the release side must fence
-/// too ([`release_fence`] says whether it does).
-fn heavy_barrier() -> bool {
-    if membarrier::expedited() {
-        return true;
-    }
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    false
-}
-
-/// Whether a release must pay a `SeqCst` fence between its header store and its load of
-/// the word: where `membarrier` cannot serve the waiter. A constant per build.
-pub(crate) const fn release_fence() -> bool {
-    !membarrier::AVAILABLE
-}
-
-/// Linux's `membarrier` through a raw system call (no libc dependency).
-mod membarrier {
-    /// Whether this build can call it at all; the kernel may still refuse.
-    pub(super) const AVAILABLE: bool =
-        cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri)));
-
-    /// Registers (once) and runs a private expedited barrier; `false` when the build or
-    /// the kernel cannot.
-    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
-    pub(super) fn expedited() -> bool {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        const SYS_MEMBARRIER: usize = 324;
-        const CMD_PRIVATE_EXPEDITED: usize = 1 << 3;
-        const CMD_REGISTER_PRIVATE_EXPEDITED: usize = 1 << 4;
-        /// 0: not tried yet, 1: registered, 2: refused.
-        static STATE: AtomicU8 = AtomicU8::new(0);
-        // Relaxed: the state only says which call to make; the kernel orders the rest.
-        let mut state = STATE.load(Ordering::Relaxed);
-        if state == 0 {
-            state = if syscall(SYS_MEMBARRIER, CMD_REGISTER_PRIVATE_EXPEDITED) == 0 {
-                1
-            } else {
-                2
-            };
-            STATE.store(state, Ordering::Relaxed);
-        }
-        state == 1 && syscall(SYS_MEMBARRIER, CMD_PRIVATE_EXPEDITED) == 0
-    }
-
-    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri))))]
-    pub(super) fn expedited() -> bool {
-        false
-    }
-
-    /// `syscall(nr, cmd, 0, 0)`.
-    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
-    fn syscall(nr: usize, cmd: usize) -> isize {
-        let ret: isize;
-        // SAFETY: `membarrier(cmd, flags = 0, cpu_id = 0)` reads and writes no memory of
-        // this process; the kernel clobbers rcx and r11 on `syscall`, declared here.
-        unsafe {
-            core::arch::asm!(
-                "syscall",
-                inlateout("rax") nr as isize => ret,
-                in("rdi") cmd,
-                in("rsi") 0usize,
-                in("rdx") 0usize,
-                lateout("rcx") _,
-                lateout("r11") _,
-                options(nostack),
-            );
-        }
-        ret
-    }
 }
