@@ -448,3 +448,24 @@ fn one_ring_chunk_restarts_after_a_free_elsewhere() {
         );
     });
 }
+
+/// Two producers wait on two full rings while one thread releases both rings' buffers:
+/// the release that wakes the waiters clears their flag, and the producer still without
+/// room sets it again before it tries, so the second release wakes it.
+#[test]
+fn two_waiters_one_releasing_thread() {
+    run_model("two_waiters_one_releasing_thread", || {
+        let a = Ring::new(RING);
+        let b = Ring::new(RING);
+        let full_a = a.fixed(RING - 8).unwrap();
+        let full_b = b.fixed(RING - 8).unwrap();
+        let t = thread::spawn(move || drop(b.fixed_wait(RING - 8).unwrap()));
+        let u = thread::spawn(move || {
+            drop(full_a);
+            drop(full_b);
+        });
+        drop(a.fixed_wait(RING - 8).unwrap());
+        t.join().unwrap();
+        u.join().unwrap();
+    });
+}

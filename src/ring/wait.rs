@@ -72,18 +72,21 @@ fn settle(w: &Waiters) {
     }
 }
 
-/// Called by a release that found the bit set: wakes every waiter.
+/// Called by a release that found the bit set: wakes every waiter, and clears the bit
+/// (a waiter that still finds no room sets it again before it tries), so the other
+/// releases of a batch do not all take the lock while the woken thread gets going.
 #[cold]
 #[inline(never)]
 pub(crate) fn wake() {
-    let tasks = {
+    let (tasks, blocked) = {
         let mut w = lock();
         w.epoch = w.epoch.wrapping_add(1);
-        let tasks = core::mem::take(&mut w.tasks);
-        settle(&w);
-        tasks
+        orphan::set_waiting(false);
+        (core::mem::take(&mut w.tasks), w.blocked)
     };
-    WOKEN.notify_all();
+    if blocked != 0 {
+        WOKEN.notify_all();
+    }
     for (_, waker) in tasks {
         waker.wake();
     }
@@ -104,8 +107,9 @@ pub(crate) fn block_until<T>(
     }
     let mut w = lock();
     w.blocked += 1;
-    orphan::set_waiting(true);
     let out = loop {
+        // Set again on every try: a release that woke this thread cleared it.
+        orphan::set_waiting(true);
         let epoch = w.epoch;
         drop(w);
         barrier::heavy();
