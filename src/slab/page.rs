@@ -377,24 +377,18 @@ impl<T, W: Word> Page<T, W> {
         (page, idx)
     }
 
-    /// Marks `slot` free: into this thread's magazine if it holds the slot's page (a plain
-    /// `or`, see `magazine.rs`), else one `Release` RMW on the page word.
-    /// If the pool is gone and this was the last slot in use, frees the page.
+    /// Marks slot `idx` of `page` free with one `Release` RMW on the page word. If the
+    /// pool is gone and this was the last slot in use, frees the page. (A handle's drop
+    /// first offers the slot to its thread's magazine: `handles::release`.)
     ///
     /// # Safety
-    /// - `slot` belongs to a live page, its value is dropped or was never initialised,
-    ///   and no handle will use it again (each allocation is released exactly once).
+    /// - `page` is live and `idx < SLOTS`;
+    /// - the slot's value is dropped or was never initialised, and no handle will use
+    ///   it again (each allocation is released exactly once).
     #[inline(always)]
-    pub(crate) unsafe fn release(slot: NonNull<Slot<T, W>>) {
-        // SAFETY: forwarded from the caller.
-        let (page, idx) = unsafe { Self::of(slot) };
+    pub(crate) unsafe fn release(page: NonNull<Self>, idx: usize) {
+        debug_assert!(idx < SLOTS, "slot index {idx} out of page {page:p}");
         let bit = 1u64 << idx;
-        // SAFETY: `W::ATOMIC` pages are `Page<T, AtomicU64>`; the slot is released (its
-        // value gone) and the caller gives it up.
-        #[cfg(all(feature = "std", not(loom)))]
-        if W::ATOMIC && unsafe { super::magazine::keep(page.cast(), bit) } {
-            return;
-        }
         // SAFETY: the page is live: this slot is still in use, and an orphaned page is
         // only freed once every slot has been released.
         let old = unsafe { Self::word(page) }.or_release(bit);
