@@ -22,15 +22,13 @@
 //! atomic instructions), `AtomicU64` for [`Arena`](super::Arena) and
 //! [`SharedArena`](super::SharedArena) pages (handles may be released on any thread).
 
-use alloc::alloc::Layout;
-// Under loom, pages come from loom's allocator, which fails a model that leaks a page or
-// frees one twice.
-#[cfg(not(loom))]
-use alloc::alloc::{alloc, dealloc};
+use core::alloc::Layout;
 use core::mem::{align_of, size_of, MaybeUninit};
 use core::ptr::{self, addr_of, addr_of_mut, NonNull};
-#[cfg(loom)]
-use loom::alloc::{alloc, dealloc};
+
+// Pages come from the crate's one door to the allocator (under loom, loom's tracking
+// allocator, which fails a model that leaks a page or frees one twice).
+use crate::raw;
 
 use crate::sync::{AtomicU64, Cell, Ordering, UnsafeCell};
 
@@ -280,13 +278,14 @@ impl<T, W: Word> Page<T, W> {
     /// indices. This and [`Page::dealloc`] are the only places pages are made and freed.
     pub(crate) fn alloc(free: u64) -> Result<NonNull<Self>, AllocError> {
         let layout = Layout::new::<Self>();
-        // SAFETY: the layout is not zero-sized: it holds at least the free word, which is
-        // never zero-sized (8 bytes, or a loom handle).
-        let raw = unsafe { alloc(layout) }.cast::<Self>();
-        let page = NonNull::new(raw).ok_or(AllocError {
-            requested: layout.size(),
-            align: layout.align(),
-        })?;
+        // Never zero-sized: the page holds at least the free word (8 bytes, or a loom
+        // handle), so `raw::alloc`'s `None` is always the allocator's refusal.
+        let page = raw::alloc(layout)
+            .ok_or(AllocError {
+                requested: layout.size(),
+                align: layout.align(),
+            })?
+            .cast::<Self>();
         let p = page.as_ptr();
         // SAFETY: `p` is valid for writes of `Self` (just allocated with its layout);
         // `addr_of_mut!` projects to the fields without making references to
@@ -324,11 +323,11 @@ impl<T, W: Word> Page<T, W> {
         );
         // SAFETY: every word of the page was initialised by `alloc`; the values are
         // `MaybeUninit`, so only the words are dropped. The caller guarantees the page is
-        // live and unused, and it was allocated with this same layout.
-        unsafe {
-            ptr::drop_in_place(p);
-            dealloc(p.cast::<u8>(), Layout::new::<Self>());
-        }
+        // live and unused.
+        unsafe { ptr::drop_in_place(p) };
+        // SAFETY: the page came from `raw::alloc` with this same layout (`Page::alloc`),
+        // is not freed yet, and nobody touches it again (the caller's contract).
+        unsafe { raw::dealloc(page.cast::<u8>(), Layout::new::<Self>()) };
     }
 
     /// The free word of `page`, without making a reference to the rest of the page
