@@ -49,7 +49,10 @@ impl fmt::Display for CapacityError {
 #[cfg(feature = "std")]
 impl std::error::Error for CapacityError {}
 
-/// The ring could not serve a growing buffer.
+/// Memory could not be had: the crate's one error for a refused allocation, returned by
+/// the `try_` methods. A growing buffer gets it when its ring cannot serve the new
+/// capacity; a [pool](crate::slab) when the system allocator refuses a new page
+/// (`ringmem::slab::AllocError` is this type).
 ///
 /// ```
 /// let ring = ringmem::Ring::new(64);
@@ -64,11 +67,7 @@ pub struct AllocError {
 
 impl fmt::Display for AllocError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the ring cannot serve a buffer of {} bytes",
-            self.requested
-        )
+        write!(f, "cannot allocate {} bytes", self.requested)
     }
 }
 

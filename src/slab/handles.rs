@@ -203,9 +203,9 @@ unsafe impl<T: Sync> Sync for ArenaBox<T> {}
 /// let b = a.clone();
 /// assert_eq!(*a + *b, 10);
 /// drop(a);
-/// assert_eq!(pool.stats(), (1, 62)); // `b` still holds the slot
+/// assert_eq!(<(usize, usize)>::from(pool.stats()), (1, 62)); // `b` still holds the slot
 /// drop(b);
-/// assert_eq!(pool.stats(), (0, 63));
+/// assert_eq!(<(usize, usize)>::from(pool.stats()), (0, 63));
 /// ```
 ///
 /// It stays on its thread:

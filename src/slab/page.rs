@@ -283,7 +283,6 @@ impl<T, W: Word> Page<T, W> {
         let page = raw::alloc(layout)
             .ok_or(AllocError {
                 requested: layout.size(),
-                align: layout.align(),
             })?
             .cast::<Self>();
         let p = page.as_ptr();
