@@ -2,7 +2,7 @@
 
 mod ext;
 mod fixed;
-mod frozen;
+mod fixed_mut;
 mod typed;
 #[cfg(all(feature = "std", not(loom)))]
 mod wait;
@@ -12,8 +12,8 @@ use core::mem;
 
 pub use ext::ExtBuf;
 pub(crate) use ext::ExtParts;
-pub use fixed::FixedBufMut;
-pub use frozen::FixedBuf;
+pub use fixed::FixedBuf;
+pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
 #[cfg(all(feature = "std", not(loom)))]
 pub use wait::{Wait, WaitError};
