@@ -1,16 +1,23 @@
 //! A ring per thread, for allocating without passing a [`Ring`] around.
 //!
-//! The first call on a thread creates its ring from the configuration set with
-//! [`configure`] on that thread (default: 1 MiB, [`WhenFull::Heap`], so calls only fail
-//! on bad input). Calls nest freely: the ring is borrowed shared, never through a
+//! The first call on a thread creates its ring (1 MiB, [`WhenFull::Heap`], so calls
+//! only fail on bad input), unless [`configure`] built it first with another
+//! configuration. Calls nest freely: the ring is borrowed shared, never through a
 //! `RefCell`. Buffers may outlive the thread; its ring's memory goes with the last of
 //! them.
+//!
+//! The functions are [`Ring`]'s, with its [naming grammar](crate#naming-grammar):
+//! [`fixed`], [`typed`], [`extendable_with`] (the growable buffer borrows the ring, so
+//! it lives in a closure), and their `_wait` / `_wait_timeout` forms, which park the
+//! thread until a release makes room when the ring is configured with
+//! [`WhenFull::Fail`] (under the default `Heap` policy the ring is never full: they
+//! return at once).
 //!
 //! ```
 //! use std::io::Write;
 //! let mut a = ringmem::tls::fixed(64).unwrap();
 //! a.write_all(b"from the thread's ring").unwrap();
-//! let b = ringmem::tls::extendable(0, |mut ext| {
+//! let b = ringmem::tls::extendable_with(0, |mut ext| {
 //!     let inner = ringmem::tls::fixed(8).unwrap(); // nesting is fine
 //!     ext.extend_from_slice(&inner[..]);
 //!     ext.extend_from_slice(b"grown");
@@ -21,15 +28,14 @@
 //! ```
 
 use std::cell::OnceCell;
+use std::time::Duration;
 
-use crate::sync::Cell;
-use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WhenFull};
+use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WaitError, WhenFull};
 
 /// Capacity of a thread's ring when [`configure`] was not called.
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
 thread_local! {
-    static CONFIG: Cell<Option<RingBuilder>> = const { Cell::new(None) };
     static RING: OnceCell<Ring> = const { OnceCell::new() };
 }
 
@@ -45,7 +51,8 @@ pub enum ConfigError {
     /// This thread's ring was already created by an earlier call.
     AlreadyCreated,
     /// The configuration is invalid, or the ring it describes could not be allocated
-    /// ([`RingError::OutOfMemory`]): `configure` builds one to check it.
+    /// ([`RingError::OutOfMemory`]); the thread's ring is then built with the default
+    /// configuration at its first use.
     Invalid(RingError),
 }
 
@@ -60,7 +67,8 @@ impl core::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Sets how this thread's ring is built; only before its first use on this thread.
+/// Builds this thread's ring from `builder`; only before its first use on this thread.
+/// The ring built is the one the thread then uses (it is not built twice).
 ///
 /// ```
 /// use ringmem::{Ring, WhenFull};
@@ -73,13 +81,14 @@ impl std::error::Error for ConfigError {}
 /// .unwrap();
 /// ```
 pub fn configure(builder: RingBuilder) -> Result<(), ConfigError> {
-    if RING.with(|r| r.get().is_some()) {
-        return Err(ConfigError::AlreadyCreated);
-    }
-    // Validate now rather than at first use.
-    builder.build().map_err(ConfigError::Invalid)?;
-    CONFIG.with(|c| c.set(Some(builder)));
-    Ok(())
+    RING.with(|cell| {
+        if cell.get().is_some() {
+            return Err(ConfigError::AlreadyCreated);
+        }
+        let ring = builder.build().map_err(ConfigError::Invalid)?;
+        // Building the ring runs no user code, so the cell is still empty.
+        cell.set(ring).map_err(|_| ConfigError::AlreadyCreated)
+    })
 }
 
 /// Runs `f` with this thread's ring; `None` while the thread is being torn down or if
@@ -95,12 +104,11 @@ pub fn with_ring<R>(f: impl FnOnce(&Ring) -> R) -> Option<R> {
         let ring = match cell.get() {
             Some(ring) => ring,
             None => {
-                let builder = CONFIG.with(|c| c.get()).unwrap_or_else(|| {
-                    Ring::builder()
-                        .capacity(DEFAULT_CAPACITY)
-                        .when_full(WhenFull::Heap)
-                });
-                let ring = builder.build().ok()?;
+                let ring = Ring::builder()
+                    .capacity(DEFAULT_CAPACITY)
+                    .when_full(WhenFull::Heap)
+                    .build()
+                    .ok()?;
                 // Creating the ring runs no user code, so the cell is still empty.
                 cell.get_or_init(|| ring)
             }
@@ -141,17 +149,144 @@ pub fn typed<T>(n: usize) -> Option<TypedBuf<T>> {
 }
 
 /// Runs `f` on a growable buffer from this thread's ring (it cannot leave the closure,
-/// as it borrows the ring); `f` usually ends with [`ExtBuf::finalize`]. If `f` panics,
-/// the buffer is released as the panic unwinds, and the panic propagates.
+/// as it borrows the ring); `f` usually ends with [`ExtBuf::finalize`]. `None` when the
+/// ring cannot serve it (see [`Ring::extendable`]); `f` is not called then. If `f`
+/// panics, the buffer is released as the panic unwinds, and the panic propagates.
 ///
 /// ```
-/// let buf = ringmem::tls::extendable(0, |mut ext| {
+/// let buf = ringmem::tls::extendable_with(0, |mut ext| {
 ///     ext.extend_from_slice(b"abc");
 ///     ext.finalize()
 /// })
 /// .unwrap();
 /// assert_eq!(&buf[..], b"abc");
 /// ```
-pub fn extendable<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Option<R> {
+#[doc(alias = "extendable")]
+pub fn extendable_with<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Option<R> {
     with_ring(|r| r.extendable(n).map(f)).flatten()
+}
+
+/// Runs `wait` on this thread's ring; when there is no ring to wait on (the thread is
+/// being torn down, or its ring cannot be allocated), the allocator's refusal.
+fn wait_on<T>(n: usize, wait: impl FnOnce(&Ring) -> Result<T, WaitError>) -> Result<T, WaitError> {
+    with_ring(wait).unwrap_or(Err(WaitError::OutOfMemory { requested: n }))
+}
+
+/// [`fixed`], waiting for room when this thread's ring is full: see
+/// [`Ring::fixed_wait`]. Only a ring configured with [`WhenFull::Fail`] is ever full;
+/// the default one serves from the heap instead, and this returns at once.
+///
+/// # Errors
+/// As [`Ring::fixed_wait`]; [`WaitError::OutOfMemory`] also when the thread's ring
+/// cannot be created.
+///
+/// ```
+/// use ringmem::{Ring, WhenFull};
+/// std::thread::spawn(|| {
+///     ringmem::tls::configure(Ring::builder().capacity(1024).when_full(WhenFull::Fail))
+///         .unwrap();
+///     let all = ringmem::tls::fixed(1016).unwrap(); // the whole ring
+///     let consumer = std::thread::spawn(move || drop(all));
+///     let buf = ringmem::tls::fixed_wait(512).unwrap(); // parks until the release
+///     assert_eq!(buf.capacity(), 512);
+///     consumer.join().unwrap();
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn fixed_wait(n: usize) -> Result<FixedBufMut, WaitError> {
+    wait_on(n, |r| r.fixed_wait(n))
+}
+
+/// [`fixed_wait`] for at most `timeout`.
+///
+/// # Errors
+/// As [`fixed_wait`], and [`WaitError::TimedOut`].
+///
+/// ```
+/// use std::time::Duration;
+/// use ringmem::{Ring, WaitError, WhenFull};
+/// std::thread::spawn(|| {
+///     ringmem::tls::configure(Ring::builder().capacity(1024).when_full(WhenFull::Fail))
+///         .unwrap();
+///     let _all = ringmem::tls::fixed(1016).unwrap();
+///     let err = ringmem::tls::fixed_wait_timeout(8, Duration::from_millis(5)).unwrap_err();
+///     assert_eq!(err, WaitError::TimedOut);
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn fixed_wait_timeout(n: usize, timeout: Duration) -> Result<FixedBufMut, WaitError> {
+    wait_on(n, |r| r.fixed_wait_timeout(n, timeout))
+}
+
+/// [`typed`], waiting for room when this thread's ring is full: see
+/// [`Ring::typed_wait`] and [`fixed_wait`].
+///
+/// # Errors
+/// As [`Ring::typed_wait`]; [`WaitError::OutOfMemory`] also when the thread's ring
+/// cannot be created.
+///
+/// ```
+/// let mut v = ringmem::tls::typed_wait::<u64>(4).unwrap();
+/// v.push(7).unwrap();
+/// assert_eq!(v[0], 7);
+/// ```
+pub fn typed_wait<T>(n: usize) -> Result<TypedBuf<T>, WaitError> {
+    wait_on(n, |r| r.typed_wait(n))
+}
+
+/// [`typed_wait`] for at most `timeout`.
+///
+/// # Errors
+/// As [`typed_wait`], and [`WaitError::TimedOut`].
+///
+/// ```
+/// use std::time::Duration;
+/// let v = ringmem::tls::typed_wait_timeout::<u32>(4, Duration::from_millis(5)).unwrap();
+/// assert_eq!(v.capacity(), 4);
+/// ```
+pub fn typed_wait_timeout<T>(n: usize, timeout: Duration) -> Result<TypedBuf<T>, WaitError> {
+    wait_on(n, |r| r.typed_wait_timeout(n, timeout))
+}
+
+/// [`extendable_with`], waiting for room for the buffer's first `n` bytes when this
+/// thread's ring is full (see [`Ring::extendable_wait`]); then runs `f` on it. Only
+/// the start waits: growing inside `f` does not.
+///
+/// # Errors
+/// As [`Ring::extendable_wait`] (`f` is not called then); [`WaitError::OutOfMemory`]
+/// also when the thread's ring cannot be created.
+///
+/// ```
+/// let buf = ringmem::tls::extendable_wait_with(0, |mut ext| {
+///     ext.extend_from_slice(b"abc");
+///     ext.finalize()
+/// })
+/// .unwrap();
+/// assert_eq!(&buf[..], b"abc");
+/// ```
+pub fn extendable_wait_with<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Result<R, WaitError> {
+    wait_on(n, |r| r.extendable_wait(n).map(f))
+}
+
+/// [`extendable_wait_with`] for at most `timeout`.
+///
+/// # Errors
+/// As [`extendable_wait_with`], and [`WaitError::TimedOut`].
+///
+/// ```
+/// use std::time::Duration;
+/// let len = ringmem::tls::extendable_wait_timeout_with(16, Duration::from_millis(5), |ext| {
+///     ext.capacity()
+/// })
+/// .unwrap();
+/// assert!(len >= 16);
+/// ```
+pub fn extendable_wait_timeout_with<R>(
+    n: usize,
+    timeout: Duration,
+    f: impl FnOnce(ExtBuf<'_>) -> R,
+) -> Result<R, WaitError> {
+    wait_on(n, |r| r.extendable_wait_timeout(n, timeout).map(f))
 }
