@@ -11,7 +11,8 @@
 //! it lives in a closure), and their `_wait` / `_wait_timeout` forms, which park the
 //! thread until a release makes room when the ring is configured with
 //! [`WhenFull::Fail`] (under the default `Heap` policy the ring is never full: they
-//! return at once).
+//! return at once). [`fixed_async`] and [`typed_async`] are futures that wait the same
+//! way; each poll uses the ring of the thread that polls it.
 //!
 //! ```
 //! use std::io::Write;
@@ -27,9 +28,15 @@
 //! assert_eq!(&b[..], b"grown");
 //! ```
 
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::cell::OnceCell;
 use std::time::Duration;
 
+use crate::buf::{hopeless, typed_bytes};
+use crate::ring::wait::{self, TaskSlot};
 use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WaitError, WhenFull};
 
 /// Capacity of a thread's ring when [`configure`] was not called.
@@ -289,4 +296,114 @@ pub fn extendable_wait_timeout_with<R>(
     f: impl FnOnce(ExtBuf<'_>) -> R,
 ) -> Result<R, WaitError> {
     wait_on(n, |r| r.extendable_wait_timeout(n, timeout).map(f))
+}
+
+/// [`fixed`] as a future that waits for room when the ring is full: woken by a release
+/// on any thread, with no runtime of its own (see [`Ring::fixed_async`]). Each poll
+/// tries the ring of the thread that polls it, so on a multi-threaded executor the
+/// buffer comes from whichever worker's ring has room when the task is woken. The
+/// future holds no borrow: it is `Send` and `'static`.
+///
+/// # Errors
+/// As [`fixed_wait`]; a timeout is the executor's (`tokio::time::timeout`).
+///
+/// ```
+/// use ringmem::{Ring, WhenFull};
+/// std::thread::spawn(|| {
+///     ringmem::tls::configure(Ring::builder().capacity(1024).when_full(WhenFull::Fail))
+///         .unwrap();
+///     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+///     rt.block_on(async {
+///         let all = ringmem::tls::fixed(1016).unwrap(); // the whole ring
+///         let consumer = std::thread::spawn(move || drop(all));
+///         let buf = ringmem::tls::fixed_async(512).await.unwrap(); // after the release
+///         assert_eq!(buf.capacity(), 512);
+///         consumer.join().unwrap();
+///     });
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn fixed_async(n: usize) -> TlsWait<FixedBufMut> {
+    TlsWait::new(n, Some(n), |r, n| r.fixed(n))
+}
+
+/// [`typed`] as a future that waits for room (see [`fixed_async`]).
+///
+/// # Errors
+/// As [`typed_wait`].
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let mut v = ringmem::tls::typed_async::<u32>(8).await.unwrap();
+/// v.push(1).unwrap();
+/// # });
+/// ```
+pub fn typed_async<T>(n: usize) -> TlsWait<TypedBuf<T>> {
+    TlsWait::new(n, typed_bytes::<T>(n), |r, n| r.typed::<T>(n))
+}
+
+/// The future of [`fixed_async`] and [`typed_async`]: ready with a buffer from the
+/// polling thread's ring once it has room, or with why it never will.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let wait: ringmem::tls::TlsWait<ringmem::FixedBufMut> = ringmem::tls::fixed_async(0);
+/// assert!(wait.await.is_err()); // an empty request never fits
+/// # });
+/// ```
+#[must_use = "a future does nothing until polled"]
+pub struct TlsWait<T> {
+    /// The allocating call and its argument.
+    claim: fn(&Ring, usize) -> Option<T>,
+    n: usize,
+    /// The bytes asked for, to tell a request no release can serve.
+    bytes: Option<usize>,
+    slot: TaskSlot,
+}
+
+impl<T> TlsWait<T> {
+    fn new(n: usize, bytes: Option<usize>, claim: fn(&Ring, usize) -> Option<T>) -> Self {
+        TlsWait {
+            claim,
+            n,
+            bytes,
+            slot: TaskSlot::default(),
+        }
+    }
+}
+
+impl<T> Future for TlsWait<T> {
+    type Output = Result<T, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (claim, n, bytes) = (this.claim, this.n, this.bytes);
+        let now = with_ring(|ring| match claim(ring, n) {
+            Some(t) => Some(Ok(t)),
+            None => hopeless(ring, bytes).map(Err),
+        });
+        match now {
+            // No ring to wait on: as the `_wait` forms say.
+            None => return Poll::Ready(Err(WaitError::OutOfMemory { requested: n })),
+            Some(Some(done)) => return Poll::Ready(done),
+            Some(None) => {}
+        }
+        wait::poll_until(&mut this.slot, cx, || {
+            with_ring(|ring| {
+                ring.unstick();
+                claim(ring, n)
+            })
+            .flatten()
+        })
+        .map(Ok)
+    }
+}
+
+impl<T> fmt::Debug for TlsWait<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsWait")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }

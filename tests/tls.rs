@@ -171,3 +171,34 @@ fn configure_builds_the_ring_the_thread_uses() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn async_forms_wait_for_a_release_and_are_send() {
+    fn send_static<F: std::future::Future + Send + 'static>(f: F) -> F {
+        f
+    }
+    on_fail_ring(1024, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let all = tls::fixed(1016).unwrap();
+            assert!(matches!(
+                send_static(tls::fixed_async(4096)).await,
+                Err(ringmem::WaitError::NeverFits { .. })
+            ));
+            let (tx, rx) = std::sync::mpsc::channel::<ringmem::FixedBufMut>();
+            let consumer = thread::spawn(move || {
+                thread::sleep(std::time::Duration::from_millis(20));
+                drop(rx.recv().unwrap());
+            });
+            tx.send(all).unwrap();
+            let buf = send_static(tls::fixed_async(512)).await.unwrap();
+            assert_eq!(buf.capacity(), 512);
+            let mut v = send_static(tls::typed_async::<u16>(4)).await.unwrap();
+            v.push(9).unwrap();
+            assert_eq!(tls::with_ring(|r| r.stats().live_buffers), Some(2));
+            consumer.join().unwrap();
+        });
+    });
+}

@@ -16,6 +16,8 @@ pub use fixed::FixedBuf;
 pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
 #[cfg(all(feature = "std", not(loom)))]
+pub(crate) use wait::{hopeless, typed_bytes};
+#[cfg(all(feature = "std", not(loom)))]
 pub use wait::{Wait, WaitError};
 
 use crate::ring::{Ring, MAX_ALIGN, WORD};
