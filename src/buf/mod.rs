@@ -127,6 +127,7 @@ impl Ring {
     /// assert!(ring.typed::<u64>(usize::MAX / 4).is_none());
     /// assert_eq!(ring.typed::<()>(1000).unwrap().capacity(), 1000);
     /// ```
+    #[doc(alias = "generic")] // ringal's name
     #[inline]
     pub fn typed<T>(&self, n: usize) -> Option<TypedBuf<T>> {
         if n == 0 || mem::align_of::<T>() > MAX_ALIGN {

@@ -61,7 +61,7 @@
 //! | — | `try_alloc`, `try_alloc_with`, `try_alloc_rc`, `try_alloc_rc_with`, `try_alloc_arc`, `try_alloc_arc_with` | `try_` = returns `Result<_, AllocError>` |
 //! | — | `len()`, `capacity()` | counted in values, like `Vec` |
 //!
-//! Grammar (the crate's, see its [naming table](crate#naming)): `try_` returns a
+//! Grammar (the crate's, see its [naming table](crate#naming-grammar)): `try_` returns a
 //! `Result` instead of calling [`handle_alloc_error`](alloc::alloc::handle_alloc_error);
 //! `_with` takes an initialiser that writes the value in place; `_rc` / `_arc` make
 //! shared handles. The error is the crate's one [`AllocError`].
