@@ -174,9 +174,15 @@ pub fn extendable_with<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Option<R
 }
 
 /// Runs `wait` on this thread's ring; when there is no ring to wait on (the thread is
-/// being torn down, or its ring cannot be allocated), the allocator's refusal.
-fn wait_on<T>(n: usize, wait: impl FnOnce(&Ring) -> Result<T, WaitError>) -> Result<T, WaitError> {
-    with_ring(wait).unwrap_or(Err(WaitError::OutOfMemory { requested: n }))
+/// being torn down, or its ring cannot be allocated), the allocator's refusal of the
+/// `bytes` asked for.
+fn wait_on<T>(
+    bytes: Option<usize>,
+    wait: impl FnOnce(&Ring) -> Result<T, WaitError>,
+) -> Result<T, WaitError> {
+    with_ring(wait).unwrap_or(Err(WaitError::OutOfMemory {
+        requested: bytes.unwrap_or(usize::MAX),
+    }))
 }
 
 /// [`fixed`], waiting for room when this thread's ring is full: see
@@ -202,7 +208,7 @@ fn wait_on<T>(n: usize, wait: impl FnOnce(&Ring) -> Result<T, WaitError>) -> Res
 /// .unwrap();
 /// ```
 pub fn fixed_wait(n: usize) -> Result<FixedBufMut, WaitError> {
-    wait_on(n, |r| r.fixed_wait(n))
+    wait_on(Some(n), |r| r.fixed_wait(n))
 }
 
 /// [`fixed_wait`] for at most `timeout`.
@@ -224,7 +230,7 @@ pub fn fixed_wait(n: usize) -> Result<FixedBufMut, WaitError> {
 /// .unwrap();
 /// ```
 pub fn fixed_wait_timeout(n: usize, timeout: Duration) -> Result<FixedBufMut, WaitError> {
-    wait_on(n, |r| r.fixed_wait_timeout(n, timeout))
+    wait_on(Some(n), |r| r.fixed_wait_timeout(n, timeout))
 }
 
 /// [`typed`], waiting for room when this thread's ring is full: see
@@ -240,7 +246,7 @@ pub fn fixed_wait_timeout(n: usize, timeout: Duration) -> Result<FixedBufMut, Wa
 /// assert_eq!(v[0], 7);
 /// ```
 pub fn typed_wait<T>(n: usize) -> Result<TypedBuf<T>, WaitError> {
-    wait_on(n, |r| r.typed_wait(n))
+    wait_on(typed_bytes::<T>(n), |r| r.typed_wait(n))
 }
 
 /// [`typed_wait`] for at most `timeout`.
@@ -254,7 +260,7 @@ pub fn typed_wait<T>(n: usize) -> Result<TypedBuf<T>, WaitError> {
 /// assert_eq!(v.capacity(), 4);
 /// ```
 pub fn typed_wait_timeout<T>(n: usize, timeout: Duration) -> Result<TypedBuf<T>, WaitError> {
-    wait_on(n, |r| r.typed_wait_timeout(n, timeout))
+    wait_on(typed_bytes::<T>(n), |r| r.typed_wait_timeout(n, timeout))
 }
 
 /// [`extendable_with`], waiting for room for the buffer's first `n` bytes when this
@@ -274,7 +280,7 @@ pub fn typed_wait_timeout<T>(n: usize, timeout: Duration) -> Result<TypedBuf<T>,
 /// assert_eq!(&buf[..], b"abc");
 /// ```
 pub fn extendable_wait_with<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Result<R, WaitError> {
-    wait_on(n, |r| r.extendable_wait(n).map(f))
+    wait_on(Some(n), |r| r.extendable_wait(n).map(f))
 }
 
 /// [`extendable_wait_with`] for at most `timeout`.
@@ -295,7 +301,7 @@ pub fn extendable_wait_timeout_with<R>(
     timeout: Duration,
     f: impl FnOnce(ExtBuf<'_>) -> R,
 ) -> Result<R, WaitError> {
-    wait_on(n, |r| r.extendable_wait_timeout(n, timeout).map(f))
+    wait_on(Some(n), |r| r.extendable_wait_timeout(n, timeout).map(f))
 }
 
 /// [`fixed`] as a future that waits for room when the ring is full: woken by a release
@@ -385,7 +391,11 @@ impl<T> Future for TlsWait<T> {
         });
         match now {
             // No ring to wait on: as the `_wait` forms say.
-            None => return Poll::Ready(Err(WaitError::OutOfMemory { requested: n })),
+            None => {
+                return Poll::Ready(Err(WaitError::OutOfMemory {
+                    requested: bytes.unwrap_or(usize::MAX),
+                }))
+            }
             Some(Some(done)) => return Poll::Ready(done),
             Some(None) => {}
         }

@@ -473,9 +473,9 @@ impl<T: Buffer> BufferPool<T> {
         self.writable_or_wait_error(len)
     }
 
-    /// The ring side, when a message starting with `len` bytes would wait for room: the
-    /// message is empty, the ring is a `Fail` ring with no room for it now, and a
-    /// release could make some.
+    /// The ring side, when a message starting with `len` bytes waits for room if the
+    /// ring has none: the message is empty, the ring is a `Fail` ring, and a release
+    /// could make room for `len` bytes.
     fn waiting_start(&mut self, len: usize) -> Option<&mut OnRing> {
         if len == 0 || self.in_system {
             return None;
