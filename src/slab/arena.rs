@@ -173,9 +173,14 @@ impl<T> Arena<T> {
         self.heap(|h| magazine::flush_arena(|page| h.lists(page.cast())));
     }
 
+    /// [`slot`](Self::slot) or the out-of-memory handler; branches on the cached bits
+    /// before any `Result` is built, so the fast path carries no error to test.
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
-        super::or_oom(self.slot())
+        match self.heap(Heap::take_cached) {
+            Some(slot) => slot,
+            None => super::or_oom(self.refill()),
+        }
     }
 
     /// Used and free slots (`shared_arena`'s `stats` tuple, as a struct). Walks every

@@ -149,14 +149,21 @@ impl From<PoolStats> for (usize, usize) {
     }
 }
 
-/// The value of `r`, or the standard out-of-memory handler (told the size that was
-/// refused; the alignment is not kept in [`AllocError`]).
+/// The value of `r`, or the standard out-of-memory handler.
 #[inline(always)]
 fn or_oom<S>(r: Result<S, AllocError>) -> S {
     match r {
         Ok(s) => s,
-        Err(e) => alloc::alloc::handle_alloc_error(
-            Layout::from_size_align(e.requested, 1).unwrap_or(Layout::new::<u8>()),
-        ),
+        Err(e) => oom(e),
     }
+}
+
+/// The standard out-of-memory handler, told the size that was refused (the alignment
+/// is not kept in [`AllocError`]); out of line, so the allocating paths stay small.
+#[cold]
+#[inline(never)]
+fn oom(e: AllocError) -> ! {
+    alloc::alloc::handle_alloc_error(
+        Layout::from_size_align(e.requested, 1).unwrap_or(Layout::new::<u8>()),
+    )
 }

@@ -5,7 +5,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use super::heap::Heap;
+use super::heap::{Heap, System};
 use super::page::{Slot, SLOTS};
 use super::{AllocError, PoolBox, PoolStats};
 
@@ -101,9 +101,14 @@ impl<T> Pool<T> {
         self.heap(|h| h.take())
     }
 
+    /// [`slot`](Self::slot) or the out-of-memory handler; branches on the cached bits
+    /// before any `Result` is built, so the fast path carries no error to test.
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, Cell<u64>>> {
-        super::or_oom(self.slot())
+        match self.heap(Heap::take_cached) {
+            Some(slot) => slot,
+            None => super::or_oom(self.heap(|h| h.take_slow(&System))),
+        }
     }
 
     /// Used and free slots (`shared_arena`'s `stats` tuple, as a struct). Walks every
