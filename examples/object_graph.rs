@@ -69,7 +69,7 @@ fn main() {
     println!("after dropping the root: {} nodes live", pool.len());
     drop(x_plus_1);
     println!(
-        "after dropping `x + 1`: {} nodes live, (used, free) slots {:?}",
+        "after dropping `x + 1`: {} nodes live, slots {:?}",
         pool.len(),
         pool.stats()
     );

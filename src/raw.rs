@@ -1,7 +1,9 @@
 //! The one audited door to the global allocator.
 //!
 //! Every raw allocation and deallocation in the crate goes through these two functions,
-//! so zero sizes, alignment and `dealloc` layouts are checked in one place.
+//! so zero sizes, alignment and `dealloc` layouts are checked in one place. `clippy.toml`
+//! enforces it: it disallows the allocator's functions everywhere but here.
+#![allow(clippy::disallowed_methods)] // the one place allowed to call the allocator
 
 use core::alloc::Layout;
 use core::ptr::NonNull;

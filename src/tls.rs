@@ -1,16 +1,24 @@
 //! A ring per thread, for allocating without passing a [`Ring`] around.
 //!
-//! The first call on a thread creates its ring from the configuration set with
-//! [`configure`] on that thread (default: 1 MiB, [`WhenFull::Heap`], so calls only fail
-//! on bad input). Calls nest freely: the ring is borrowed shared, never through a
+//! The first call on a thread creates its ring (1 MiB, [`WhenFull::Heap`], so calls
+//! only fail on bad input), unless [`configure`] built it first with another
+//! configuration. Calls nest freely: the ring is borrowed shared, never through a
 //! `RefCell`. Buffers may outlive the thread; its ring's memory goes with the last of
 //! them.
+//!
+//! The functions are [`Ring`]'s, with its [naming grammar](crate#naming-grammar):
+//! [`fixed`], [`typed`], [`extendable_with`] (the growable buffer borrows the ring, so
+//! it lives in a closure), and their `_wait` / `_wait_timeout` forms, which park the
+//! thread until a release makes room when the ring is configured with
+//! [`WhenFull::Fail`] (under the default `Heap` policy the ring is never full: they
+//! return at once). [`fixed_async`] and [`typed_async`] are futures that wait the same
+//! way; each poll uses the ring of the thread that polls it.
 //!
 //! ```
 //! use std::io::Write;
 //! let mut a = ringmem::tls::fixed(64).unwrap();
 //! a.write_all(b"from the thread's ring").unwrap();
-//! let b = ringmem::tls::extendable(0, |mut ext| {
+//! let b = ringmem::tls::extendable_with(0, |mut ext| {
 //!     let inner = ringmem::tls::fixed(8).unwrap(); // nesting is fine
 //!     ext.extend_from_slice(&inner[..]);
 //!     ext.extend_from_slice(b"grown");
@@ -20,16 +28,21 @@
 //! assert_eq!(&b[..], b"grown");
 //! ```
 
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::cell::OnceCell;
+use std::time::Duration;
 
-use crate::sync::Cell;
-use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WhenFull};
+use crate::buf::{hopeless, typed_bytes};
+use crate::ring::wait::{self, TaskSlot};
+use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WaitError, WhenFull};
 
 /// Capacity of a thread's ring when [`configure`] was not called.
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
 thread_local! {
-    static CONFIG: Cell<Option<RingBuilder>> = const { Cell::new(None) };
     static RING: OnceCell<Ring> = const { OnceCell::new() };
 }
 
@@ -45,7 +58,8 @@ pub enum ConfigError {
     /// This thread's ring was already created by an earlier call.
     AlreadyCreated,
     /// The configuration is invalid, or the ring it describes could not be allocated
-    /// ([`RingError::OutOfMemory`]): `configure` builds one to check it.
+    /// ([`RingError::OutOfMemory`]); the thread's ring is then built with the default
+    /// configuration at its first use.
     Invalid(RingError),
 }
 
@@ -60,7 +74,8 @@ impl core::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Sets how this thread's ring is built; only before its first use on this thread.
+/// Builds this thread's ring from `builder`; only before its first use on this thread.
+/// The ring built is the one the thread then uses (it is not built twice).
 ///
 /// ```
 /// use ringmem::{Ring, WhenFull};
@@ -73,13 +88,14 @@ impl std::error::Error for ConfigError {}
 /// .unwrap();
 /// ```
 pub fn configure(builder: RingBuilder) -> Result<(), ConfigError> {
-    if RING.with(|r| r.get().is_some()) {
-        return Err(ConfigError::AlreadyCreated);
-    }
-    // Validate now rather than at first use.
-    builder.build().map_err(ConfigError::Invalid)?;
-    CONFIG.with(|c| c.set(Some(builder)));
-    Ok(())
+    RING.with(|cell| {
+        if cell.get().is_some() {
+            return Err(ConfigError::AlreadyCreated);
+        }
+        let ring = builder.build().map_err(ConfigError::Invalid)?;
+        // Building the ring runs no user code, so the cell is still empty.
+        cell.set(ring).map_err(|_| ConfigError::AlreadyCreated)
+    })
 }
 
 /// Runs `f` with this thread's ring; `None` while the thread is being torn down or if
@@ -95,12 +111,11 @@ pub fn with_ring<R>(f: impl FnOnce(&Ring) -> R) -> Option<R> {
         let ring = match cell.get() {
             Some(ring) => ring,
             None => {
-                let builder = CONFIG.with(|c| c.get()).unwrap_or_else(|| {
-                    Ring::builder()
-                        .capacity(DEFAULT_CAPACITY)
-                        .when_full(WhenFull::Heap)
-                });
-                let ring = builder.build().ok()?;
+                let ring = Ring::builder()
+                    .capacity(DEFAULT_CAPACITY)
+                    .when_full(WhenFull::Heap)
+                    .build()
+                    .ok()?;
                 // Creating the ring runs no user code, so the cell is still empty.
                 cell.get_or_init(|| ring)
             }
@@ -141,17 +156,264 @@ pub fn typed<T>(n: usize) -> Option<TypedBuf<T>> {
 }
 
 /// Runs `f` on a growable buffer from this thread's ring (it cannot leave the closure,
-/// as it borrows the ring); `f` usually ends with [`ExtBuf::finalize`]. If `f` panics,
-/// the buffer is released as the panic unwinds, and the panic propagates.
+/// as it borrows the ring); `f` usually ends with [`ExtBuf::finalize`]. `None` when the
+/// ring cannot serve it (see [`Ring::extendable`]); `f` is not called then. If `f`
+/// panics, the buffer is released as the panic unwinds, and the panic propagates.
 ///
 /// ```
-/// let buf = ringmem::tls::extendable(0, |mut ext| {
+/// let buf = ringmem::tls::extendable_with(0, |mut ext| {
 ///     ext.extend_from_slice(b"abc");
 ///     ext.finalize()
 /// })
 /// .unwrap();
 /// assert_eq!(&buf[..], b"abc");
 /// ```
-pub fn extendable<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Option<R> {
+#[doc(alias = "extendable")]
+pub fn extendable_with<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Option<R> {
     with_ring(|r| r.extendable(n).map(f)).flatten()
+}
+
+/// Runs `wait` on this thread's ring; when there is no ring to wait on (the thread is
+/// being torn down, or its ring cannot be allocated), the allocator's refusal of the
+/// `bytes` asked for.
+fn wait_on<T>(
+    bytes: Option<usize>,
+    wait: impl FnOnce(&Ring) -> Result<T, WaitError>,
+) -> Result<T, WaitError> {
+    with_ring(wait).unwrap_or(Err(WaitError::OutOfMemory {
+        requested: bytes.unwrap_or(usize::MAX),
+    }))
+}
+
+/// [`fixed`], waiting for room when this thread's ring is full: see
+/// [`Ring::fixed_wait`]. Only a ring configured with [`WhenFull::Fail`] is ever full;
+/// the default one serves from the heap instead, and this returns at once.
+///
+/// # Errors
+/// As [`Ring::fixed_wait`]; [`WaitError::OutOfMemory`] also when the thread's ring
+/// cannot be created.
+///
+/// ```
+/// use ringmem::{Ring, WhenFull};
+/// std::thread::spawn(|| {
+///     ringmem::tls::configure(Ring::builder().capacity(1024).when_full(WhenFull::Fail))
+///         .unwrap();
+///     let all = ringmem::tls::fixed(1016).unwrap(); // the whole ring
+///     let consumer = std::thread::spawn(move || drop(all));
+///     let buf = ringmem::tls::fixed_wait(512).unwrap(); // parks until the release
+///     assert_eq!(buf.capacity(), 512);
+///     consumer.join().unwrap();
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn fixed_wait(n: usize) -> Result<FixedBufMut, WaitError> {
+    wait_on(Some(n), |r| r.fixed_wait(n))
+}
+
+/// [`fixed_wait`] for at most `timeout`.
+///
+/// # Errors
+/// As [`fixed_wait`], and [`WaitError::TimedOut`].
+///
+/// ```
+/// use std::time::Duration;
+/// use ringmem::{Ring, WaitError, WhenFull};
+/// std::thread::spawn(|| {
+///     ringmem::tls::configure(Ring::builder().capacity(1024).when_full(WhenFull::Fail))
+///         .unwrap();
+///     let _all = ringmem::tls::fixed(1016).unwrap();
+///     let err = ringmem::tls::fixed_wait_timeout(8, Duration::from_millis(5)).unwrap_err();
+///     assert_eq!(err, WaitError::TimedOut);
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn fixed_wait_timeout(n: usize, timeout: Duration) -> Result<FixedBufMut, WaitError> {
+    wait_on(Some(n), |r| r.fixed_wait_timeout(n, timeout))
+}
+
+/// [`typed`], waiting for room when this thread's ring is full: see
+/// [`Ring::typed_wait`] and [`fixed_wait`].
+///
+/// # Errors
+/// As [`Ring::typed_wait`]; [`WaitError::OutOfMemory`] also when the thread's ring
+/// cannot be created.
+///
+/// ```
+/// let mut v = ringmem::tls::typed_wait::<u64>(4).unwrap();
+/// v.push(7).unwrap();
+/// assert_eq!(v[0], 7);
+/// ```
+pub fn typed_wait<T>(n: usize) -> Result<TypedBuf<T>, WaitError> {
+    wait_on(typed_bytes::<T>(n), |r| r.typed_wait(n))
+}
+
+/// [`typed_wait`] for at most `timeout`.
+///
+/// # Errors
+/// As [`typed_wait`], and [`WaitError::TimedOut`].
+///
+/// ```
+/// use std::time::Duration;
+/// let v = ringmem::tls::typed_wait_timeout::<u32>(4, Duration::from_millis(5)).unwrap();
+/// assert_eq!(v.capacity(), 4);
+/// ```
+pub fn typed_wait_timeout<T>(n: usize, timeout: Duration) -> Result<TypedBuf<T>, WaitError> {
+    wait_on(typed_bytes::<T>(n), |r| r.typed_wait_timeout(n, timeout))
+}
+
+/// [`extendable_with`], waiting for room for the buffer's first `n` bytes when this
+/// thread's ring is full (see [`Ring::extendable_wait`]); then runs `f` on it. Only
+/// the start waits: growing inside `f` does not.
+///
+/// # Errors
+/// As [`Ring::extendable_wait`] (`f` is not called then); [`WaitError::OutOfMemory`]
+/// also when the thread's ring cannot be created.
+///
+/// ```
+/// let buf = ringmem::tls::extendable_wait_with(0, |mut ext| {
+///     ext.extend_from_slice(b"abc");
+///     ext.finalize()
+/// })
+/// .unwrap();
+/// assert_eq!(&buf[..], b"abc");
+/// ```
+pub fn extendable_wait_with<R>(n: usize, f: impl FnOnce(ExtBuf<'_>) -> R) -> Result<R, WaitError> {
+    wait_on(Some(n), |r| r.extendable_wait(n).map(f))
+}
+
+/// [`extendable_wait_with`] for at most `timeout`.
+///
+/// # Errors
+/// As [`extendable_wait_with`], and [`WaitError::TimedOut`].
+///
+/// ```
+/// use std::time::Duration;
+/// let len = ringmem::tls::extendable_wait_timeout_with(16, Duration::from_millis(5), |ext| {
+///     ext.capacity()
+/// })
+/// .unwrap();
+/// assert!(len >= 16);
+/// ```
+pub fn extendable_wait_timeout_with<R>(
+    n: usize,
+    timeout: Duration,
+    f: impl FnOnce(ExtBuf<'_>) -> R,
+) -> Result<R, WaitError> {
+    wait_on(Some(n), |r| r.extendable_wait_timeout(n, timeout).map(f))
+}
+
+/// [`fixed`] as a future that waits for room when the ring is full: woken by a release
+/// on any thread, with no runtime of its own (see [`Ring::fixed_async`]). Each poll
+/// tries the ring of the thread that polls it, so on a multi-threaded executor the
+/// buffer comes from whichever worker's ring has room when the task is woken. The
+/// future holds no borrow: it is `Send` and `'static`.
+///
+/// # Errors
+/// As [`fixed_wait`]; a timeout is the executor's (`tokio::time::timeout`).
+///
+/// ```
+/// use ringmem::{Ring, WhenFull};
+/// std::thread::spawn(|| {
+///     ringmem::tls::configure(Ring::builder().capacity(1024).when_full(WhenFull::Fail))
+///         .unwrap();
+///     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+///     rt.block_on(async {
+///         let all = ringmem::tls::fixed(1016).unwrap(); // the whole ring
+///         let consumer = std::thread::spawn(move || drop(all));
+///         let buf = ringmem::tls::fixed_async(512).await.unwrap(); // after the release
+///         assert_eq!(buf.capacity(), 512);
+///         consumer.join().unwrap();
+///     });
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub fn fixed_async(n: usize) -> TlsWait<FixedBufMut> {
+    TlsWait::new(n, Some(n), |r, n| r.fixed(n))
+}
+
+/// [`typed`] as a future that waits for room (see [`fixed_async`]).
+///
+/// # Errors
+/// As [`typed_wait`].
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let mut v = ringmem::tls::typed_async::<u32>(8).await.unwrap();
+/// v.push(1).unwrap();
+/// # });
+/// ```
+pub fn typed_async<T>(n: usize) -> TlsWait<TypedBuf<T>> {
+    TlsWait::new(n, typed_bytes::<T>(n), |r, n| r.typed::<T>(n))
+}
+
+/// The future of [`fixed_async`] and [`typed_async`]: ready with a buffer from the
+/// polling thread's ring once it has room, or with why it never will.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let wait: ringmem::tls::TlsWait<ringmem::FixedBufMut> = ringmem::tls::fixed_async(0);
+/// assert!(wait.await.is_err()); // an empty request never fits
+/// # });
+/// ```
+#[must_use = "a future does nothing until polled"]
+pub struct TlsWait<T> {
+    /// The allocating call and its argument.
+    claim: fn(&Ring, usize) -> Option<T>,
+    n: usize,
+    /// The bytes asked for, to tell a request no release can serve.
+    bytes: Option<usize>,
+    slot: TaskSlot,
+}
+
+impl<T> TlsWait<T> {
+    fn new(n: usize, bytes: Option<usize>, claim: fn(&Ring, usize) -> Option<T>) -> Self {
+        TlsWait {
+            claim,
+            n,
+            bytes,
+            slot: TaskSlot::default(),
+        }
+    }
+}
+
+impl<T> Future for TlsWait<T> {
+    type Output = Result<T, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (claim, n, bytes) = (this.claim, this.n, this.bytes);
+        let now = with_ring(|ring| match claim(ring, n) {
+            Some(t) => Some(Ok(t)),
+            None => hopeless(ring, bytes).map(Err),
+        });
+        match now {
+            // No ring to wait on: as the `_wait` forms say.
+            None => {
+                return Poll::Ready(Err(WaitError::OutOfMemory {
+                    requested: bytes.unwrap_or(usize::MAX),
+                }))
+            }
+            Some(Some(done)) => return Poll::Ready(done),
+            Some(None) => {}
+        }
+        wait::poll_until(&mut this.slot, cx, || {
+            with_ring(|ring| {
+                ring.unstick();
+                claim(ring, n)
+            })
+            .flatten()
+        })
+        .map(Ok)
+    }
+}
+
+impl<T> fmt::Debug for TlsWait<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsWait")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }

@@ -452,3 +452,139 @@ fn a_message_already_in_the_fallback_is_the_current_message() {
     pool.get_writable(1);
     assert!(pool.get_data_owned().is_ring());
 }
+
+/// A pool on a `Fail` ring of `capacity` bytes, falling back to the heap.
+fn fail_pool(capacity: usize) -> BufferPool {
+    let ring = Ring::builder()
+        .capacity(capacity)
+        .when_full(WhenFull::Fail)
+        .build()
+        .unwrap();
+    BufferPool::from_ring(ring, BufferFromSystemMemory::new(0))
+}
+
+#[test]
+fn a_new_message_waits_for_room_instead_of_falling_back() {
+    let mut pool = fail_pool(1024);
+    pool.get_writable(900).fill(1);
+    let first = pool.get_data_owned();
+    assert!(first.is_ring());
+    let (tx, rx) = unbounded::<Slice>();
+    let consumer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        drop(rx.recv().unwrap());
+    });
+    tx.send(first).unwrap();
+    let piece = pool.get_writable_wait(512).unwrap();
+    assert_eq!(piece, &[0; 512][..], "zeroed, like get_writable");
+    piece.fill(2);
+    pool.get_writable(4).fill(3); // the rest of the message, in the same region
+    let second = pool.get_data_owned();
+    assert!(second.is_ring(), "the ring served it after the release");
+    assert_eq!(&second[..512], &[2; 512][..]);
+    assert_eq!(&second[512..], &[3; 4][..]);
+    assert_eq!(pool.fallbacks(), 0);
+    consumer.join().unwrap();
+}
+
+#[test]
+fn wait_timeout_leaves_the_message_empty() {
+    let mut pool = fail_pool(1024);
+    pool.get_writable(900);
+    let held = pool.get_data_owned();
+    let err = pool
+        .get_writable_wait_timeout(512, Duration::from_millis(5))
+        .unwrap_err();
+    assert_eq!(err, ringmem::WaitError::TimedOut);
+    assert!(pool.is_empty());
+    assert_eq!(pool.fallbacks(), 0);
+    assert_eq!(pool.ring().unwrap().stats().live_buffers, 1);
+    drop(held);
+    let piece = pool
+        .get_writable_wait_timeout(512, Duration::from_millis(5))
+        .unwrap();
+    assert_eq!(piece.len(), 512);
+    assert!(pool.get_data_owned().is_ring());
+}
+
+#[test]
+fn wait_forms_fall_back_where_no_release_can_help() {
+    // Larger than the ring: no release could make room, so the heap serves at once.
+    let mut pool = fail_pool(1024);
+    pool.get_writable_wait(4096).unwrap().fill(5);
+    assert_eq!(pool.fallbacks(), 1);
+    assert!(!pool.get_data_owned().is_ring());
+    // A message already in the ring that must grow past what the ring has left: it
+    // moves to the heap rather than wait while holding its own region.
+    let held: Vec<_> = (0..4)
+        .map(|_| {
+            pool.get_writable(200);
+            pool.get_data_owned()
+        })
+        .collect();
+    assert!(held.iter().all(|s| s.is_ring()));
+    pool.get_writable(6).copy_from_slice(b"header");
+    assert_eq!(pool.ring().unwrap().stats().live_buffers, 5);
+    pool.get_writable_wait(300).unwrap().fill(6);
+    assert_eq!(pool.fallbacks(), 2);
+    let msg = pool.get_data_owned();
+    assert!(!msg.is_ring());
+    assert_eq!(&msg[..6], b"header");
+    assert!(msg[6..].iter().all(|&b| b == 6));
+    // A `Heap` ring is never full, and a pool without a ring has nothing to wait on.
+    let mut heap = BufferPool::new(256);
+    heap.get_writable_wait(1000).unwrap();
+    assert!(!heap.get_data_owned().is_ring());
+    let mut none = BufferPool::new(0);
+    assert_eq!(none.get_writable_wait(3).unwrap(), &[0; 3]);
+    // Impossible lengths are errors, the message unchanged.
+    pool.get_writable(2);
+    assert!(matches!(
+        pool.get_writable_wait(usize::MAX),
+        Err(ringmem::WaitError::OutOfMemory {
+            requested: usize::MAX
+        })
+    ));
+    assert_eq!(pool.len(), 2);
+}
+
+#[test]
+fn the_async_form_waits_in_a_send_task() {
+    fn send<T: Send>(t: T) -> T {
+        t
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut pool = fail_pool(1024);
+        pool.get_writable(900).fill(1);
+        let first = pool.get_data_owned();
+        let task = tokio::spawn(send(async move {
+            let bytes = pool.get_writable_async(512).await.unwrap();
+            bytes.fill(4);
+            let msg = pool.get_data_owned();
+            (msg, pool.fallbacks())
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        let (msg, fallbacks) = task.await.unwrap();
+        assert!(msg.is_ring() && msg.iter().all(|&b| b == 4));
+        assert_eq!(fallbacks, 0);
+    });
+}
+
+#[test]
+fn fallbacks_count_only_messages_the_fallback_took() {
+    // No ring: a refused piece is no fallback.
+    let mut none = BufferPool::new(0);
+    assert!(none.try_get_writable(usize::MAX).is_err());
+    assert!(none.get_writable(0).is_empty());
+    assert_eq!(none.fallbacks(), 0);
+    none.get_writable(1);
+    assert_eq!(none.fallbacks(), 1);
+    none.get_writable(1); // the same message
+    assert_eq!(none.fallbacks(), 1);
+}

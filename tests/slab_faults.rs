@@ -146,7 +146,7 @@ macro_rules! flavour {
                 $Pool::try_with_capacity(cap)
             }
             fn stats(&self) -> (usize, usize) {
-                $Pool::stats(self)
+                $Pool::stats(self).into()
             }
             fn capacity(&self) -> usize {
                 $Pool::capacity(self)
@@ -490,7 +490,7 @@ fn run<P: Swept>(op: Op, refuse: Option<(u64, bool)>) -> Outcome {
                 held.push((id, h));
             }
             Err(e) => {
-                assert!(e.requested > 0 && e.align.is_power_of_two(), "{e:?}");
+                assert!(e.requested > 0, "{e:?}");
                 errors.set(errors.get() + 1);
                 check_all(held);
             }

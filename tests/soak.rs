@@ -467,7 +467,7 @@ impl Pools {
 
     /// Slots in use over both pools.
     fn used(&self) -> usize {
-        self.0.iter().map(|p| p.stats().0).sum()
+        self.0.iter().map(|p| p.stats().used).sum()
     }
 }
 

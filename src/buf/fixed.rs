@@ -1,280 +1,178 @@
-//! `FixedBufMut`: a writable buffer of fixed capacity.
+//! `FixedBuf`: a frozen, shareable buffer.
 
 use core::fmt;
-use core::mem::{ManuallyDrop, MaybeUninit};
-use core::ops::{Deref, DerefMut};
-use core::ptr::{self, NonNull};
+use core::ops::{Bound, Deref, RangeBounds};
+use core::ptr::NonNull;
 
-use super::{CapacityError, FixedBuf};
-use crate::ring::{self, Claim, Header, WORD};
+use crate::ring::{self, Header, WORD};
 
-/// A writable buffer of fixed capacity in ring memory, like a `Vec<u8>` that never
-/// reallocates. `Send` and `Sync`; dropping it on any thread releases its region with
-/// one `Release` store.
+/// A read-only buffer in ring memory, cloned by a count kept in its region header:
+/// `Clone + Send + Sync`, and neither freezing nor cloning allocates. The region is
+/// released when the last clone (or slice) drops, on whatever thread that is.
 ///
 /// ```
-/// use std::io::Write;
 /// let ring = ringmem::Ring::new(4096);
-/// let mut buf = ring.fixed(16).unwrap();
-/// buf.write_all(b"abc").unwrap();
-/// assert_eq!(&buf[..], b"abc");
-/// assert_eq!((buf.len(), buf.capacity()), (3, 16));
+/// let mut buf = ring.fixed(5).unwrap();
+/// buf.try_extend_from_slice(b"hello").unwrap();
+/// let frozen = buf.freeze();
+/// let tail = frozen.slice(1..);
+/// std::thread::spawn(move || assert_eq!(&tail[..], b"ello")).join().unwrap();
+/// assert_eq!(&frozen[..], b"hello");
 /// ```
-pub struct FixedBufMut {
+pub struct FixedBuf {
     hdr: NonNull<Header>,
     ptr: NonNull<u8>,
     len: usize,
-    cap: usize,
 }
 
-// SAFETY: the handle owns its region's bytes exclusively (as `Vec<u8>` owns its buffer),
-// and its release is an atomic store that is valid from any thread.
-unsafe impl Send for FixedBufMut {}
-// SAFETY: `&FixedBufMut` only reads the bytes.
-unsafe impl Sync for FixedBufMut {}
+// SAFETY: the bytes are immutable while any handle exists, and the count is atomic.
+unsafe impl Send for FixedBuf {}
+// SAFETY: as above; `&FixedBuf` only reads.
+unsafe impl Sync for FixedBuf {}
 
-impl FixedBufMut {
-    /// Wraps a freshly claimed region (count 1) with `len` initialised bytes.
+impl FixedBuf {
+    /// Wraps a region that this new handle holds one count of.
     #[inline]
-    pub(crate) fn from_claim(c: Claim, len: usize) -> Self {
-        debug_assert!(len <= c.cap);
-        FixedBufMut {
-            hdr: c.hdr,
-            ptr: c.data,
-            len,
-            cap: c.cap,
-        }
+    pub(crate) fn from_raw(hdr: NonNull<Header>, ptr: NonNull<u8>, len: usize) -> Self {
+        FixedBuf { hdr, ptr, len }
     }
 
-    /// Bytes written so far.
+    /// Bytes in view.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4096);
-    /// assert_eq!(ring.fixed(8).unwrap().len(), 0);
+    /// let mut b = ring.fixed(4).unwrap();
+    /// b.try_extend_from_slice(b"ab").unwrap();
+    /// assert_eq!(b.freeze().len(), 2);
     /// ```
     #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether nothing has been written.
+    /// Whether the view is empty.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4096);
-    /// assert!(ring.fixed(8).unwrap().is_empty());
+    /// assert!(ring.fixed(4).unwrap().freeze().is_empty());
     /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Bytes the buffer can hold: the request rounded up to a multiple of 8.
+    /// A handle to `range` of these bytes, sharing the region (no copy, no allocation).
+    ///
+    /// # Panics
+    /// When the range is out of bounds or decreasing, as slicing `[u8]` does.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4096);
-    /// assert_eq!(ring.fixed(13).unwrap().capacity(), 16);
+    /// let mut b = ring.fixed(8).unwrap();
+    /// b.try_extend_from_slice(b"abcdef").unwrap();
+    /// let f = b.freeze();
+    /// assert_eq!(&f.slice(2..4)[..], b"cd");
+    /// assert_eq!(&f.slice(..=1)[..], b"ab");
     /// ```
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
-    /// Bytes that can still be written: `capacity() - len()`.
-    ///
-    /// ```
-    /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(8).unwrap();
-    /// buf.try_extend_from_slice(b"abc").unwrap();
-    /// assert_eq!(buf.spare(), 5);
-    /// ```
-    #[inline]
-    pub fn spare(&self) -> usize {
-        self.cap - self.len
-    }
-
-    /// Forgets the contents (capacity unchanged).
-    ///
-    /// ```
-    /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(8).unwrap();
-    /// buf.try_extend_from_slice(b"abc").unwrap();
-    /// buf.clear();
-    /// assert!(buf.is_empty());
-    /// ```
-    #[inline]
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Keeps the first `len` bytes; does nothing if `len >= self.len()`.
-    ///
-    /// ```
-    /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(8).unwrap();
-    /// buf.try_extend_from_slice(b"abcdef").unwrap();
-    /// buf.truncate(2);
-    /// assert_eq!(&buf[..], b"ab");
-    /// ```
-    #[inline]
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
-
-    /// Appends `bytes`, or says how much room there was.
-    ///
-    /// ```
-    /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(8).unwrap();
-    /// assert!(buf.try_extend_from_slice(b"12345678").is_ok());
-    /// let err = buf.try_extend_from_slice(b"9").unwrap_err();
-    /// assert_eq!((err.requested, err.available), (1, 0));
-    /// ```
-    #[inline]
-    pub fn try_extend_from_slice(&mut self, bytes: &[u8]) -> Result<(), CapacityError> {
-        if bytes.len() > self.spare() {
-            return Err(CapacityError {
-                requested: bytes.len(),
-                available: self.spare(),
-            });
-        }
-        // SAFETY: `bytes.len() <= spare` was checked above, and the region's bytes from
-        // `len` to `cap` belong to this handle until it is released in `Drop`.
-        unsafe {
-            ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.as_ptr().add(self.len), bytes.len())
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> FixedBuf {
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.checked_add(1).expect("range start overflows"),
+            Bound::Unbounded => 0,
         };
-        self.len += bytes.len();
-        Ok(())
-    }
-
-    /// The unwritten capacity, for filling in place (e.g. by a socket `read`); follow
-    /// it with [`advance`](Self::advance).
-    ///
-    /// ```
-    /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(8).unwrap();
-    /// let spare = buf.spare_mut();
-    /// spare[0].write(b'x');
-    /// spare[1].write(b'y');
-    /// // SAFETY: the first two spare bytes were just initialised.
-    /// unsafe { buf.advance(2) };
-    /// assert_eq!(&buf[..], b"xy");
-    /// ```
-    #[inline]
-    pub fn spare_mut(&mut self) -> &mut [MaybeUninit<u8>] {
-        // SAFETY: bytes `len..cap` of the region belong to this handle; `MaybeUninit`
-        // makes no claim about their contents.
-        unsafe {
-            core::slice::from_raw_parts_mut(
-                self.ptr.as_ptr().add(self.len).cast::<MaybeUninit<u8>>(),
-                self.cap - self.len,
-            )
-        }
-    }
-
-    /// Marks `n` more bytes as written.
-    ///
-    /// # Safety
-    /// - `n <= self.spare()`;
-    /// - the first `n` bytes of [`spare_mut`](Self::spare_mut) have been initialised.
-    ///
-    /// ```
-    /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(4).unwrap();
-    /// for b in buf.spare_mut() { b.write(7); }
-    /// // SAFETY: all spare bytes were initialised above.
-    /// unsafe { buf.advance(4) };
-    /// assert_eq!(&buf[..], &[7, 7, 7, 7]);
-    /// ```
-    #[inline]
-    pub unsafe fn advance(&mut self, n: usize) {
-        debug_assert!(
-            n <= self.spare(),
-            "advance({n}) past the spare {}",
-            self.spare()
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.checked_add(1).expect("range end overflows"),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => self.len,
+        };
+        assert!(start <= end, "slice start {start} is after its end {end}");
+        assert!(
+            end <= self.len,
+            "slice end {end} is out of bounds of a buffer of {}",
+            self.len
         );
-        self.len += n;
+        let mut s = self.clone();
+        // SAFETY: `start <= end <= len`, so the pointer stays inside this view.
+        s.ptr = unsafe { NonNull::new_unchecked(s.ptr.as_ptr().add(start)) };
+        s.len = end - start;
+        s
     }
 
-    /// Makes the buffer read-only and shareable: a [`FixedBuf`] that clones by a count
-    /// in the region header. Allocates nothing.
+    /// Splits off the first `at` bytes as a new handle; `self` keeps the rest.
+    ///
+    /// # Panics
+    /// When `at > self.len()`.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4096);
-    /// let mut buf = ring.fixed(8).unwrap();
-    /// buf.try_extend_from_slice(b"hi").unwrap();
-    /// let frozen = buf.freeze();
-    /// let copy = frozen.clone();
-    /// assert_eq!(&copy[..], b"hi");
+    /// let mut b = ring.fixed(8).unwrap();
+    /// b.try_extend_from_slice(b"headbody").unwrap();
+    /// let mut body = b.freeze();
+    /// let head = body.split_to(4);
+    /// assert_eq!((&head[..], &body[..]), (&b"head"[..], &b"body"[..]));
     /// ```
-    #[inline]
-    pub fn freeze(self) -> FixedBuf {
-        let this = ManuallyDrop::new(self);
-        // A unique region has count 1, which is also a shared region with one handle.
-        FixedBuf::from_raw(this.hdr, this.ptr, this.len)
+    pub fn split_to(&mut self, at: usize) -> FixedBuf {
+        let head = self.slice(..at);
+        // SAFETY: `at <= len` (checked by `slice`).
+        self.ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(at)) };
+        self.len -= at;
+        head
     }
 }
 
-impl Drop for FixedBufMut {
+impl Clone for FixedBuf {
+    #[inline]
+    fn clone(&self) -> Self {
+        // SAFETY: `self` holds a count, so the region is alive.
+        unsafe { ring::retain_shared(self.hdr) };
+        FixedBuf {
+            hdr: self.hdr,
+            ptr: self.ptr,
+            len: self.len,
+        }
+    }
+}
+
+impl Drop for FixedBuf {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: this handle is the region's only one and is going away; byte buffers
-        // are claimed with WORD alignment.
-        unsafe { ring::release_unique(self.hdr, WORD) }
+        // SAFETY: this handle's count goes away with it; byte buffers use WORD alignment.
+        unsafe { ring::release_shared(self.hdr, WORD) }
     }
 }
 
-impl Deref for FixedBufMut {
+impl Deref for FixedBuf {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes are initialised and owned by this handle.
+        // SAFETY: the view lies inside the region, initialised, and immutable while
+        // any handle exists.
         unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
-impl DerefMut for FixedBufMut {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `deref`, and `&mut self` makes the access exclusive.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl AsRef<[u8]> for FixedBufMut {
+impl AsRef<[u8]> for FixedBuf {
     fn as_ref(&self) -> &[u8] {
         self
     }
 }
 
-impl AsMut<[u8]> for FixedBufMut {
-    fn as_mut(&mut self) -> &mut [u8] {
-        self
+impl PartialEq for FixedBuf {
+    fn eq(&self, other: &Self) -> bool {
+        self[..] == other[..]
     }
 }
 
-impl fmt::Debug for FixedBufMut {
+impl Eq for FixedBuf {}
+
+impl PartialEq<[u8]> for FixedBuf {
+    fn eq(&self, other: &[u8]) -> bool {
+        self[..] == *other
+    }
+}
+
+impl fmt::Debug for FixedBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedBufMut")
-            .field("len", &self.len)
-            .field("capacity", &self.cap)
-            .finish()
-    }
-}
-
-/// Writes as much as fits; `Ok(0)` once full (so `write_all` reports `WriteZero`).
-#[cfg(feature = "std")]
-impl std::io::Write for FixedBufMut {
-    #[inline]
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = buf.len().min(self.spare());
-        // SAFETY: `n <= spare`, and the spare bytes belong to this handle.
-        unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };
-        self.len += n;
-        Ok(n)
-    }
-
-    #[inline]
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        f.debug_struct("FixedBuf").field("len", &self.len).finish()
     }
 }

@@ -2,7 +2,7 @@
 
 mod ext;
 mod fixed;
-mod frozen;
+mod fixed_mut;
 mod typed;
 #[cfg(feature = "std")]
 mod wait;
@@ -12,9 +12,12 @@ use core::mem;
 
 pub use ext::ExtBuf;
 pub(crate) use ext::ExtParts;
-pub use fixed::FixedBufMut;
-pub use frozen::FixedBuf;
+pub use fixed::FixedBuf;
+pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
+// Used by `tls`, which loom builds leave out.
+#[cfg(all(feature = "std", not(loom)))]
+pub(crate) use wait::{hopeless, typed_bytes};
 #[cfg(feature = "std")]
 pub use wait::{Wait, WaitError};
 
@@ -49,7 +52,10 @@ impl fmt::Display for CapacityError {
 #[cfg(feature = "std")]
 impl std::error::Error for CapacityError {}
 
-/// The ring could not serve a growing buffer.
+/// Memory could not be had: the crate's one error for a refused allocation, returned by
+/// the `try_` methods. A growing buffer gets it when its ring cannot serve the new
+/// capacity; a [pool](crate::slab) when the system allocator refuses a new page
+/// (`ringmem::slab::AllocError` is this type).
 ///
 /// ```
 /// let ring = ringmem::Ring::new(64);
@@ -64,11 +70,7 @@ pub struct AllocError {
 
 impl fmt::Display for AllocError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the ring cannot serve a buffer of {} bytes",
-            self.requested
-        )
+        write!(f, "cannot allocate {} bytes", self.requested)
     }
 }
 
@@ -126,6 +128,7 @@ impl Ring {
     /// assert!(ring.typed::<u64>(usize::MAX / 4).is_none());
     /// assert_eq!(ring.typed::<()>(1000).unwrap().capacity(), 1000);
     /// ```
+    #[doc(alias = "generic")] // ringal's name
     #[inline]
     pub fn typed<T>(&self, n: usize) -> Option<TypedBuf<T>> {
         if n == 0 || mem::align_of::<T>() > MAX_ALIGN {

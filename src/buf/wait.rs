@@ -60,7 +60,7 @@ impl std::error::Error for WaitError {}
 
 /// What a wait for `bytes` comes to at once, before any waiting: `Some(Err)` when no
 /// release can help.
-fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
+pub(crate) fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
     let requested = bytes.unwrap_or(usize::MAX);
     match ring.when_full() {
         WhenFull::Fail if !bytes.is_some_and(|b| ring.could_fit(b)) => Some(WaitError::NeverFits {
@@ -261,7 +261,7 @@ impl Ring {
 
 /// The bytes of `n` values of `T` (`None` on overflow; a zero-sized `T` takes one, so
 /// that it never counts as empty).
-fn typed_bytes<T>(n: usize) -> Option<usize> {
+pub(crate) fn typed_bytes<T>(n: usize) -> Option<usize> {
     n.checked_mul(mem::size_of::<T>().max(1))
 }
 

@@ -2,10 +2,18 @@
 
 use core::fmt;
 use core::mem::MaybeUninit;
+#[cfg(all(feature = "std", not(loom)))]
+use core::task::Poll;
+#[cfg(all(feature = "std", not(loom)))]
+use std::time::{Duration, Instant};
 
 use super::{Buffer, BufferFromSystemMemory, Slice, WritableError, MAX_MESSAGE};
 use crate::buf::ExtParts;
+#[cfg(all(feature = "std", not(loom)))]
+use crate::ring::wait::{self, TaskSlot};
 use crate::{ExtBuf, Ring, RingError};
+#[cfg(all(feature = "std", not(loom)))]
+use crate::{WaitError, WhenFull};
 
 /// A codec [`Buffer`] on a [`Ring`] that the pool owns, falling back to another buffer
 /// (`T`, by default the heap's [`BufferFromSystemMemory`]) when the ring cannot serve.
@@ -17,7 +25,9 @@ use crate::{ExtBuf, Ring, RingError};
 /// to the ring. No copy, no heap allocation, and the slice is released by one store
 /// wherever it is dropped. When the ring has no room, the message moves to `T` (its
 /// bytes so far copied once) until it is handed over, so the pool never fails and
-/// never waits. The first message of a pool starts with room for its first piece; each
+/// never waits; the `_wait` and `_async` forms of `get_writable` wait for room
+/// instead when a new message finds the ring full (see
+/// [`get_writable_wait`](Self::get_writable_wait)). The first message of a pool starts with room for its first piece; each
 /// later one starts with room for the previous message (up to an eighth of the ring),
 /// so a header-then-payload frame usually needs no growth.
 ///
@@ -59,13 +69,36 @@ pub struct BufferPool<T: Buffer = BufferFromSystemMemory> {
 /// The ring side of a pool.
 struct OnRing {
     ring: Ring,
-    /// The current message, an `ExtBuf` of `ring` in pieces; `None` when it is empty.
+    /// The current message, an `ExtBuf` of `ring` in pieces; `None` when it is empty
+    /// (a wait form sets it to an empty buffer and fills its first piece at once).
     /// Invariant: rebuilt into an `ExtBuf` of `ring` at most once per `take()`.
     cur: Option<ExtParts>,
     /// Room the next message starts with: the previous message's length.
     hint: usize,
     /// Largest `hint`: an eighth of the ring.
     max_hint: usize,
+}
+
+#[cfg(all(feature = "std", not(loom)))]
+impl OnRing {
+    /// A ring buffer for a message starting with `len` bytes, as `get_writable_slow`
+    /// starts one: room for the previous message if the ring has it, else for `len`.
+    /// `walk`: after a wake-up, look at the whole ring (see `Ring::unstick`).
+    fn try_start(&self, walk: bool, len: usize) -> Option<ExtParts> {
+        if walk {
+            self.ring.unstick();
+        }
+        self.ring
+            .extendable(len.max(self.hint))
+            .or_else(|| {
+                if self.hint > len {
+                    self.ring.extendable(len)
+                } else {
+                    None
+                }
+            })
+            .map(ExtBuf::into_parts)
+    }
 }
 
 // SAFETY: `cur` (raw pointers, hence not auto-`Send`) describes a region that this pool
@@ -156,7 +189,8 @@ impl<T: Buffer> BufferPool<T> {
         self.ring.as_ref().map(|r| &r.ring)
     }
 
-    /// Messages that went to the fallback because the ring had no room.
+    /// Messages the fallback took, because the ring had no room for them (or the pool
+    /// has no ring). A piece the fallback refused is not counted.
     ///
     /// ```
     /// use ringmem::codec::{Buffer, BufferPool};
@@ -215,10 +249,14 @@ impl<T: Buffer> BufferPool<T> {
             return self.system_memory.try_get_writable(len);
         }
         let Some(on) = self.ring.as_mut() else {
-            // No ring: every message starts in the fallback.
+            // No ring: every message starts in the fallback, once it holds a piece.
+            if len == 0 {
+                return Ok(&mut []);
+            }
+            let bytes = self.system_memory.try_get_writable(len)?;
             self.in_system = true;
             self.fallbacks += 1;
-            return self.system_memory.try_get_writable(len);
+            return Ok(bytes);
         };
         let written = on.cur.as_ref().map_or(0, |p| p.len);
         let err = WritableError {
@@ -259,18 +297,15 @@ impl<T: Buffer> BufferPool<T> {
                 ext
             }
             ext => {
-                if Self::fall_back(
+                return Self::fall_back(
                     &mut on.cur,
                     ext,
+                    len,
+                    err,
                     &mut self.system_memory,
                     &mut self.in_system,
                     &mut self.fallbacks,
-                )
-                .is_err()
-                {
-                    return Err(err);
-                }
-                return self.system_memory.try_get_writable(len);
+                );
             }
         };
         let at = ext.len() - len;
@@ -282,29 +317,182 @@ impl<T: Buffer> BufferPool<T> {
         Ok(unsafe { core::slice::from_raw_parts_mut(bytes.add(at), len) })
     }
 
-    /// Moves the current message to the fallback, starting there if `ext` is `None`.
-    /// On failure the message stays where it was.
+    /// Moves the current message to the fallback (starting there if `ext` is `None` or
+    /// empty) and appends `len` zeroed bytes to it there. A fallback is counted once
+    /// the fallback holds the message: on failure (`err`) a message that could not be
+    /// moved stays where it was, and a message that was to start there does not.
     #[cold]
     #[inline(never)]
-    fn fall_back(
+    fn fall_back<'a>(
         cur: &mut Option<ExtParts>,
         ext: Option<ExtBuf<'_>>,
-        system_memory: &mut T,
+        len: usize,
+        err: WritableError,
+        system_memory: &'a mut T,
         in_system: &mut bool,
         fallbacks: &mut u64,
-    ) -> Result<(), ()> {
-        if let Some(ext) = ext {
-            match system_memory.try_get_writable(ext.len()) {
-                Ok(dst) => dst.copy_from_slice(&ext),
-                Err(_) => {
-                    *cur = Some(ext.into_parts());
-                    return Err(());
+    ) -> Result<&'a mut [u8], WritableError> {
+        // An empty ring buffer has nothing to move: dropping it releases its region.
+        match ext.filter(|ext| !ext.is_empty()) {
+            Some(ext) => {
+                match system_memory.try_get_writable(ext.len()) {
+                    Ok(dst) => dst.copy_from_slice(&ext),
+                    Err(_) => {
+                        *cur = Some(ext.into_parts());
+                        return Err(err);
+                    }
                 }
+                // The message moved, whether or not its new piece fits there.
+                *in_system = true;
+                *fallbacks += 1;
+                system_memory.try_get_writable(len)
+            }
+            None => {
+                let bytes = system_memory.try_get_writable(len)?;
+                *in_system = true;
+                *fallbacks += 1;
+                Ok(bytes)
             }
         }
-        *in_system = true;
-        *fallbacks += 1;
-        Ok(())
+    }
+}
+
+/// Waiting for room instead of falling back (the `_wait` and `_async` forms).
+///
+/// A message waits when it *starts* (its first piece) on a [`WhenFull::Fail`] ring that
+/// has no room for that piece now but could have after releases. Everywhere else the
+/// wait forms do what [`get_writable`](Buffer::get_writable) does: a message that is
+/// already in the ring and must grow past its region moves to the fallback (waiting
+/// while holding the region could wait for ever, since the region itself may be what
+/// is in the way), as does a piece larger than the ring, a message already in the
+/// fallback stays there, and a `Heap` or `Grow` ring is never full. So a decoder that
+/// asks for a whole frame, or for its header with the pool's usual room for a frame,
+/// gets backpressure from a full ring instead of heap memory.
+#[cfg(all(feature = "std", not(loom)))]
+impl<T: Buffer> BufferPool<T> {
+    /// [`get_writable`](Buffer::get_writable), parking the thread until a release (on
+    /// any thread) makes room when a new message finds the ring full, instead of
+    /// falling back (see above for when it waits).
+    ///
+    /// # Errors
+    /// [`WaitError::OutOfMemory`] when neither the ring nor the fallback can hold the
+    /// message (it would pass `isize::MAX` bytes, or the heap refused); the message is
+    /// unchanged then.
+    ///
+    /// ```
+    /// use ringmem::codec::{Buffer, BufferFromSystemMemory, BufferPool};
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder().capacity(1024).when_full(WhenFull::Fail).build()?;
+    /// let mut pool = BufferPool::from_ring(ring, BufferFromSystemMemory::new(0));
+    /// pool.get_writable(900);
+    /// let first = pool.get_data_owned(); // holds most of the ring
+    /// let consumer = std::thread::spawn(move || drop(first));
+    /// pool.get_writable_wait(512)?.fill(1); // waits for the consumer, no heap
+    /// let second = pool.get_data_owned();
+    /// assert!(second.is_ring() && second.as_ref() == &[1; 512][..]);
+    /// assert_eq!(pool.fallbacks(), 0);
+    /// consumer.join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_writable_wait(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
+        if let Some(on) = self.waiting_start(len) {
+            on.cur = wait::block_until(|walk| on.try_start(walk, len), None);
+        }
+        self.writable_or_wait_error(len)
+    }
+
+    /// [`get_writable_wait`](Self::get_writable_wait) for at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`get_writable_wait`](Self::get_writable_wait), and [`WaitError::TimedOut`]
+    /// (the message is unchanged then).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ringmem::codec::{Buffer, BufferFromSystemMemory, BufferPool};
+    /// use ringmem::{Ring, WaitError, WhenFull};
+    /// let ring = Ring::builder().capacity(1024).when_full(WhenFull::Fail).build()?;
+    /// let mut pool = BufferPool::from_ring(ring, BufferFromSystemMemory::new(0));
+    /// pool.get_writable(900);
+    /// let _held = pool.get_data_owned();
+    /// let err = pool.get_writable_wait_timeout(512, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(err, WaitError::TimedOut);
+    /// assert!(pool.is_empty());
+    /// # Ok::<(), ringmem::RingError>(())
+    /// ```
+    pub fn get_writable_wait_timeout(
+        &mut self,
+        len: usize,
+        timeout: Duration,
+    ) -> Result<&mut [u8], WaitError> {
+        if let Some(on) = self.waiting_start(len) {
+            let deadline = Instant::now().checked_add(timeout);
+            let parts = wait::block_until(|walk| on.try_start(walk, len), deadline);
+            on.cur = Some(parts.ok_or(WaitError::TimedOut)?);
+        }
+        self.writable_or_wait_error(len)
+    }
+
+    /// [`get_writable_wait`](Self::get_writable_wait) as a future: woken by a release
+    /// on any thread, with no runtime of its own (any executor polls it; a timeout is
+    /// the executor's). The future holds the pool by `&mut`, so a task that owns its
+    /// pool stays `Send` while it waits.
+    ///
+    /// # Errors
+    /// As [`get_writable_wait`](Self::get_writable_wait).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+    /// use ringmem::codec::{Buffer, BufferFromSystemMemory, BufferPool};
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder().capacity(1024).when_full(WhenFull::Fail).build().unwrap();
+    /// let mut pool = BufferPool::from_ring(ring, BufferFromSystemMemory::new(0));
+    /// pool.get_writable(900);
+    /// let first = pool.get_data_owned();
+    /// let consumer = tokio::spawn(async move { drop(first) });
+    /// pool.get_writable_async(512).await.unwrap().fill(2); // ready once it is dropped
+    /// assert!(pool.get_data_owned().is_ring());
+    /// consumer.await.unwrap();
+    /// # });
+    /// ```
+    pub async fn get_writable_async(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
+        if self.waiting_start(len).is_some() {
+            let pool = &mut *self;
+            let mut slot = TaskSlot::default();
+            // A `move` closure holds the pool itself (`&mut`, `Send` with it), never a
+            // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
+            let parts = core::future::poll_fn(move |cx| match pool.ring.as_mut() {
+                Some(on) => wait::poll_until(&mut slot, cx, || on.try_start(true, len)).map(Some),
+                None => Poll::Ready(None),
+            })
+            .await;
+            if let Some(on) = self.ring.as_mut() {
+                on.cur = parts;
+            }
+        }
+        self.writable_or_wait_error(len)
+    }
+
+    /// The ring side, when a message starting with `len` bytes waits for room if the
+    /// ring has none: the message is empty, the ring is a `Fail` ring, and a release
+    /// could make room for `len` bytes.
+    fn waiting_start(&mut self, len: usize) -> Option<&mut OnRing> {
+        if len == 0 || self.in_system {
+            return None;
+        }
+        let on = self.ring.as_mut()?;
+        if on.cur.is_some() || on.ring.when_full() != WhenFull::Fail || !on.ring.could_fit(len) {
+            return None;
+        }
+        Some(on)
+    }
+
+    /// `try_get_writable`, its error told as a [`WaitError`].
+    fn writable_or_wait_error(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
+        self.try_get_writable(len)
+            .map_err(|e| WaitError::OutOfMemory {
+                requested: e.requested,
+            })
     }
 }
 

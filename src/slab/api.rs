@@ -105,9 +105,17 @@ macro_rules! box_api {
     };
 }
 
-/// `alloc_$kind`, `try_alloc_$kind`, `alloc_$kind_with` returning `$Handle`.
+/// `alloc_$kind`, `try_alloc_$kind`, `alloc_$kind_with`, `try_alloc_$kind_with`
+/// returning `$Handle`.
 macro_rules! shared_api {
-    ($Pool:ident, $Handle:ident, $alloc:ident, $try_alloc:ident, $alloc_with:ident) => {
+    (
+        $Pool:ident,
+        $Handle:ident,
+        $alloc:ident,
+        $try_alloc:ident,
+        $alloc_with:ident,
+        $try_alloc_with:ident
+    ) => {
         impl<T> $Pool<T> {
             #[doc = concat!("Moves `value` into the pool behind a shared [`", stringify!($Handle), "`](super::", stringify!($Handle), ").")]
             ///
@@ -166,6 +174,26 @@ macro_rules! shared_api {
                 unsafe {
                     super::handles::init_with(slot, init);
                     super::$Handle::from_slot(slot)
+                }
+            }
+
+            #[doc = concat!("[`", stringify!($alloc_with), "`](Self::", stringify!($alloc_with), "), returning [`AllocError`](super::AllocError) instead of aborting (`init` is not called then).")]
+            ///
+            /// ```
+            #[doc = concat!("let pool = ringmem::slab::", stringify!($Pool), "::new();")]
+            #[doc = concat!("let a = pool.", stringify!($try_alloc_with), "(|slot| slot.write(5u64)).unwrap();")]
+            /// assert_eq!(*a.clone(), 5);
+            /// ```
+            #[inline]
+            pub fn $try_alloc_with<F>(&self, init: F) -> Result<super::$Handle<T>, super::AllocError>
+            where
+                F: FnOnce(&mut core::mem::MaybeUninit<T>) -> &T,
+            {
+                let slot = self.slot()?;
+                // SAFETY: as in the infallible form above.
+                unsafe {
+                    super::handles::init_with(slot, init);
+                    Ok(super::$Handle::from_slot(slot))
                 }
             }
         }

@@ -9,7 +9,7 @@ use super::heap::{Heap, System};
 #[cfg(all(feature = "std", not(loom)))]
 use super::magazine;
 use super::page::{Slot, SLOTS};
-use super::{AllocError, ArenaBox};
+use super::{AllocError, ArenaBox, PoolStats};
 use crate::sync::AtomicU64;
 
 /// A pool that one thread allocates from at a time, whose values may be dropped on any
@@ -89,7 +89,7 @@ impl<T> Arena<T> {
     ///
     /// ```
     /// let pool = ringmem::slab::Arena::<u32>::with_capacity(2048);
-    /// assert_eq!(pool.stats(), (0, 2079));
+    /// assert_eq!(<(usize, usize)>::from(pool.stats()), (0, 2079));
     /// ```
     pub fn with_capacity(cap: usize) -> Self {
         super::or_oom(Self::try_with_capacity(cap))
@@ -173,26 +173,36 @@ impl<T> Arena<T> {
         self.heap(|h| magazine::flush_arena(|page| h.lists(page.cast())));
     }
 
+    /// [`slot`](Self::slot) or the out-of-memory handler; branches on the cached bits
+    /// before any `Result` is built, so the fast path carries no error to test.
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, AtomicU64>> {
-        super::or_oom(self.slot())
+        match self.heap(Heap::take_cached) {
+            Some(slot) => slot,
+            None => super::or_oom(self.refill()),
+        }
     }
 
-    /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page. Slots that
-    /// another thread holds in its magazine (it allocated from the arena before the
-    /// arena moved) count as used; the calling thread's are given back first.
+    /// Used and free slots (`shared_arena`'s `stats` tuple, as a struct). Walks every
+    /// page. Slots that another thread holds in its magazine (it allocated from the
+    /// arena before the arena moved) count as used; the calling thread's are given back
+    /// first.
     ///
     /// ```
     /// let pool = ringmem::slab::Arena::new();
     /// let item = pool.alloc(1);
-    /// assert_eq!(pool.stats(), (1, 62));
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.used, stats.free), (1, 62));
     /// # drop(item);
     /// ```
-    pub fn stats(&self) -> (usize, usize) {
+    pub fn stats(&self) -> PoolStats {
         self.flush_magazine();
         self.heap(|h| {
             let free = h.free_slots();
-            (h.pages() * SLOTS - free, free)
+            PoolStats {
+                used: h.pages() * SLOTS - free,
+                free,
+            }
         })
     }
 
@@ -204,7 +214,7 @@ impl<T> Arena<T> {
     /// assert_eq!(pool.len(), 5);
     /// ```
     pub fn len(&self) -> usize {
-        self.stats().0
+        self.stats().used
     }
 
     /// Whether no value is alive in the pool.
@@ -234,7 +244,7 @@ impl<T> Arena<T> {
     /// let pool = ringmem::slab::Arena::with_capacity(2048);
     /// let _values: Vec<_> = (0..80).map(|i| pool.alloc(i)).collect();
     /// assert!(pool.shrink_to_fit());
-    /// assert_eq!(pool.stats(), (80, 46)); // the 2 pages holding values stay
+    /// assert_eq!(pool.stats().free, 46); // the 2 pages holding values stay
     /// ```
     pub fn shrink_to_fit(&self) -> bool {
         self.flush_magazine();
@@ -243,8 +253,22 @@ impl<T> Arena<T> {
 }
 
 box_api!(Arena, ArenaBox);
-shared_api!(Arena, ArenaRc, alloc_rc, try_alloc_rc, alloc_rc_with);
-shared_api!(Arena, ArenaArc, alloc_arc, try_alloc_arc, alloc_arc_with);
+shared_api!(
+    Arena,
+    ArenaRc,
+    alloc_rc,
+    try_alloc_rc,
+    alloc_rc_with,
+    try_alloc_rc_with
+);
+shared_api!(
+    Arena,
+    ArenaArc,
+    alloc_arc,
+    try_alloc_arc,
+    alloc_arc_with,
+    try_alloc_arc_with
+);
 
 impl<T> Drop for Arena<T> {
     /// Gives back this thread's magazine's slots of the arena; then the heap lets go of
@@ -268,7 +292,7 @@ impl<T> Default for Arena<T> {
 
 impl<T> fmt::Debug for Arena<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (used, free) = self.stats();
+        let PoolStats { used, free } = self.stats();
         f.debug_struct("Arena")
             .field("used", &used)
             .field("free", &free)

@@ -39,8 +39,30 @@ impl<T, W: Word> Drop for ReleaseGuard<T, W> {
     fn drop(&mut self) {
         // SAFETY: the guard owns the slot and its value is gone (`ReleaseGuard::new`'s
         // contract), so this is the slot's one release.
-        unsafe { Page::release(self.0) };
+        unsafe { release(self.0) };
     }
+}
+
+/// Marks `slot` free: into this thread's magazine if it holds the slot's page (a plain
+/// `or`, see `magazine.rs`), else into the page word ([`Page::release`]). Decided here,
+/// one level above both, so that pages know nothing of magazines.
+///
+/// # Safety
+/// - `slot` belongs to a live page, its value is dropped or was never initialised, and
+///   no handle will use it again (each allocation is released exactly once).
+#[inline(always)]
+unsafe fn release<T, W: Word>(slot: NonNull<Slot<T, W>>) {
+    // SAFETY: forwarded from the caller.
+    let (page, idx) = unsafe { Page::of(slot) };
+    // SAFETY: `W::ATOMIC` pages are `Page<T, AtomicU64>`; the slot is released (its
+    // value gone) and the caller gives it up.
+    #[cfg(all(feature = "std", not(loom)))]
+    if W::ATOMIC && unsafe { super::magazine::keep(page.cast(), 1u64 << idx) } {
+        return;
+    }
+    // SAFETY: the page is live and `idx < SLOTS` (`Page::of`); the slot's value is gone
+    // and the caller gives it up.
+    unsafe { Page::release(page, idx) };
 }
 
 /// Drops the value of `slot`, then releases the slot, even if the value's `Drop` panics
@@ -181,9 +203,9 @@ unsafe impl<T: Sync> Sync for ArenaBox<T> {}
 /// let b = a.clone();
 /// assert_eq!(*a + *b, 10);
 /// drop(a);
-/// assert_eq!(pool.stats(), (1, 62)); // `b` still holds the slot
+/// assert_eq!(<(usize, usize)>::from(pool.stats()), (1, 62)); // `b` still holds the slot
 /// drop(b);
-/// assert_eq!(pool.stats(), (0, 63));
+/// assert_eq!(<(usize, usize)>::from(pool.stats()), (0, 63));
 /// ```
 ///
 /// It stays on its thread:

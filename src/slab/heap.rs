@@ -272,7 +272,6 @@ impl<T, W: Word> Heap<T, W> {
     ) -> Result<(), AllocError> {
         self.pages.try_reserve(count).map_err(|_| AllocError {
             requested: count.saturating_mul(core::mem::size_of::<usize>()),
-            align: core::mem::align_of::<usize>(),
         })?;
         if count == 0 {
             return Ok(());

@@ -38,7 +38,8 @@
 //!
 //! let arena = Arena::with_capacity(100);
 //! let values: Vec<_> = (0..100u64).map(|i| arena.alloc(i)).collect();
-//! assert_eq!(arena.stats(), (100, 26)); // 2 pages of 63 slots
+//! let stats = arena.stats();
+//! assert_eq!((stats.used, stats.free), (100, 26)); // 2 pages of 63 slots
 //!
 //! drop(values);                  // every slot is free again...
 //! let again = arena.alloc(7);    // ...and reused: no new page
@@ -55,13 +56,15 @@
 //! | `Pool`, `Arena`, `SharedArena` | same | `new()` allocates nothing until the first value |
 //! | `PoolBox`, `ArenaBox`, `ArenaRc`, `ArenaArc` | same | `ArenaArc<T>` is `Send`/`Sync` only for `T: Send + Sync`; pools are `Send` only for `T: Send` |
 //! | `alloc`, `alloc_with`, `alloc_rc`, `alloc_rc_with`, `alloc_arc`, `alloc_arc_with` | same | `_with` takes `FnOnce` (any `Fn` works) |
-//! | `stats()`, `shrink_to_fit()` | same | `Pool::shrink_to_fit` takes `&self`; `SharedArena::shrink_to_fit` frees pages at once, and keeps the first page of `with_capacity` |
-//! | — | `try_alloc`, `try_alloc_with`, `try_alloc_rc`, `try_alloc_arc` | `try_` = returns `Result<_, AllocError>` |
+//! | `stats()` → `(used, free)` | `stats()` → [`PoolStats`] | `let (used, free) = pool.stats().into();` |
+//! | `shrink_to_fit()` | same, → `bool` on every pool | `true` if a page went; `Pool::shrink_to_fit` takes `&self`; `SharedArena::shrink_to_fit` frees pages at once, and keeps the first page of `with_capacity` |
+//! | — | `try_alloc`, `try_alloc_with`, `try_alloc_rc`, `try_alloc_rc_with`, `try_alloc_arc`, `try_alloc_arc_with` | `try_` = returns `Result<_, AllocError>` |
 //! | — | `len()`, `capacity()` | counted in values, like `Vec` |
 //!
-//! Grammar: `try_` returns a `Result` instead of calling
-//! [`handle_alloc_error`](alloc::alloc::handle_alloc_error); `_with` takes an initialiser
-//! that writes the value in place; `_rc` / `_arc` make shared handles.
+//! Grammar (the crate's, see its [naming table](crate#naming-grammar)): `try_` returns a
+//! `Result` instead of calling [`handle_alloc_error`](alloc::alloc::handle_alloc_error);
+//! `_with` takes an initialiser that writes the value in place; `_rc` / `_arc` make
+//! shared handles. The error is the crate's one [`AllocError`].
 //!
 //! # Safety and correctness
 //!
@@ -92,8 +95,12 @@ mod pool;
 mod shared;
 
 use core::alloc::Layout;
-use core::fmt;
 
+/// What the `try_` methods return when the system allocator refuses a new page: the
+/// crate's one allocation error, [`ringmem::AllocError`](crate::AllocError), with the
+/// bytes asked for in `requested`.
+#[doc(no_inline)]
+pub use crate::AllocError;
 pub use arena::Arena;
 pub use handles::{ArenaArc, ArenaBox, ArenaRc, PoolBox};
 pub use pool::Pool;
@@ -107,57 +114,56 @@ pub use shared::SharedArena;
 /// ```
 pub const PAGE_SLOTS: usize = page::SLOTS;
 
-/// The system allocator could not give a pool a new page.
-///
-/// Returned by the `try_` methods; the other methods call
-/// [`handle_alloc_error`](alloc::alloc::handle_alloc_error) instead.
+/// Used and free slots of a pool; see [`Pool::stats`], [`Arena::stats`] and
+/// [`SharedArena::stats`]. `shared_arena`'s `stats()` returns the same two numbers as a
+/// `(used, free)` tuple, which `into()` gives back.
 ///
 /// ```
-/// use ringmem::slab::{AllocError, Pool};
-///
-/// let pool = Pool::new();
-/// let value: Result<_, AllocError> = pool.try_alloc(1u8);
-/// assert_eq!(*value.unwrap(), 1);
+/// let pool = ringmem::slab::Pool::new();
+/// let one = pool.alloc(1u8);
+/// let stats = pool.stats();
+/// assert_eq!((stats.used, stats.free), (1, 62));
+/// let (used, free): (usize, usize) = pool.stats().into();
+/// assert_eq!(used + free, pool.capacity());
+/// # drop(one);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AllocError {
-    /// Bytes asked of the system allocator.
-    pub requested: usize,
-    /// Alignment asked for.
-    pub align: usize,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// Slots holding a live value (what `len()` returns), and slots other threads keep
+    /// in their magazines.
+    pub used: usize,
+    /// Slots ready for a new value, without a new page.
+    pub free: usize,
 }
 
-impl AllocError {
-    /// The layout that could not be allocated, for
-    /// [`handle_alloc_error`](alloc::alloc::handle_alloc_error).
+impl From<PoolStats> for (usize, usize) {
+    /// `(used, free)`, the shape of `shared_arena`'s `stats()`.
     ///
     /// ```
-    /// let e = ringmem::slab::AllocError { requested: 4096, align: 64 };
-    /// assert_eq!(e.layout().size(), 4096);
+    /// let pool = ringmem::slab::Pool::<u8>::with_capacity(1);
+    /// assert_eq!(<(usize, usize)>::from(pool.stats()), (0, 63));
     /// ```
-    pub fn layout(&self) -> Layout {
-        Layout::from_size_align(self.requested, self.align).unwrap_or(Layout::new::<u8>())
+    fn from(s: PoolStats) -> Self {
+        (s.used, s.free)
     }
 }
-
-impl fmt::Display for AllocError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "could not allocate a pool page of {} bytes aligned to {}",
-            self.requested, self.align
-        )
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for AllocError {}
 
 /// The value of `r`, or the standard out-of-memory handler.
 #[inline(always)]
 fn or_oom<S>(r: Result<S, AllocError>) -> S {
     match r {
         Ok(s) => s,
-        Err(e) => alloc::alloc::handle_alloc_error(e.layout()),
+        Err(e) => oom(e),
     }
+}
+
+/// The standard out-of-memory handler, told the size that was refused (the alignment
+/// is not kept in [`AllocError`]); out of line, so the allocating paths stay small.
+#[cold]
+#[inline(never)]
+fn oom(e: AllocError) -> ! {
+    alloc::alloc::handle_alloc_error(
+        Layout::from_size_align(e.requested, 1).unwrap_or(Layout::new::<u8>()),
+    )
 }

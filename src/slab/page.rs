@@ -22,15 +22,13 @@
 //! atomic instructions), `AtomicU64` for [`Arena`](super::Arena) and
 //! [`SharedArena`](super::SharedArena) pages (handles may be released on any thread).
 
-use alloc::alloc::Layout;
-// Under loom, pages come from loom's allocator, which fails a model that leaks a page or
-// frees one twice.
-#[cfg(not(loom))]
-use alloc::alloc::{alloc, dealloc};
+use core::alloc::Layout;
 use core::mem::{align_of, size_of, MaybeUninit};
 use core::ptr::{self, addr_of, addr_of_mut, NonNull};
-#[cfg(loom)]
-use loom::alloc::{alloc, dealloc};
+
+// Pages come from the crate's one door to the allocator (under loom, loom's tracking
+// allocator, which fails a model that leaks a page or frees one twice).
+use crate::raw;
 
 use crate::sync::{AtomicU64, Cell, Ordering, UnsafeCell};
 
@@ -280,13 +278,13 @@ impl<T, W: Word> Page<T, W> {
     /// indices. This and [`Page::dealloc`] are the only places pages are made and freed.
     pub(crate) fn alloc(free: u64) -> Result<NonNull<Self>, AllocError> {
         let layout = Layout::new::<Self>();
-        // SAFETY: the layout is not zero-sized: it holds at least the free word, which is
-        // never zero-sized (8 bytes, or a loom handle).
-        let raw = unsafe { alloc(layout) }.cast::<Self>();
-        let page = NonNull::new(raw).ok_or(AllocError {
-            requested: layout.size(),
-            align: layout.align(),
-        })?;
+        // Never zero-sized: the page holds at least the free word (8 bytes, or a loom
+        // handle), so `raw::alloc`'s `None` is always the allocator's refusal.
+        let page = raw::alloc(layout)
+            .ok_or(AllocError {
+                requested: layout.size(),
+            })?
+            .cast::<Self>();
         let p = page.as_ptr();
         // SAFETY: `p` is valid for writes of `Self` (just allocated with its layout);
         // `addr_of_mut!` projects to the fields without making references to
@@ -324,11 +322,11 @@ impl<T, W: Word> Page<T, W> {
         );
         // SAFETY: every word of the page was initialised by `alloc`; the values are
         // `MaybeUninit`, so only the words are dropped. The caller guarantees the page is
-        // live and unused, and it was allocated with this same layout.
-        unsafe {
-            ptr::drop_in_place(p);
-            dealloc(p.cast::<u8>(), Layout::new::<Self>());
-        }
+        // live and unused.
+        unsafe { ptr::drop_in_place(p) };
+        // SAFETY: the page came from `raw::alloc` with this same layout (`Page::alloc`),
+        // is not freed yet, and nobody touches it again (the caller's contract).
+        unsafe { raw::dealloc(page.cast::<u8>(), Layout::new::<Self>()) };
     }
 
     /// The free word of `page`, without making a reference to the rest of the page
@@ -377,24 +375,18 @@ impl<T, W: Word> Page<T, W> {
         (page, idx)
     }
 
-    /// Marks `slot` free: into this thread's magazine if it holds the slot's page (a plain
-    /// `or`, see `magazine.rs`), else one `Release` RMW on the page word.
-    /// If the pool is gone and this was the last slot in use, frees the page.
+    /// Marks slot `idx` of `page` free with one `Release` RMW on the page word. If the
+    /// pool is gone and this was the last slot in use, frees the page. (A handle's drop
+    /// first offers the slot to its thread's magazine: `handles::release`.)
     ///
     /// # Safety
-    /// - `slot` belongs to a live page, its value is dropped or was never initialised,
-    ///   and no handle will use it again (each allocation is released exactly once).
+    /// - `page` is live and `idx < SLOTS`;
+    /// - the slot's value is dropped or was never initialised, and no handle will use
+    ///   it again (each allocation is released exactly once).
     #[inline(always)]
-    pub(crate) unsafe fn release(slot: NonNull<Slot<T, W>>) {
-        // SAFETY: forwarded from the caller.
-        let (page, idx) = unsafe { Self::of(slot) };
+    pub(crate) unsafe fn release(page: NonNull<Self>, idx: usize) {
+        debug_assert!(idx < SLOTS, "slot index {idx} out of page {page:p}");
         let bit = 1u64 << idx;
-        // SAFETY: `W::ATOMIC` pages are `Page<T, AtomicU64>`; the slot is released (its
-        // value gone) and the caller gives it up.
-        #[cfg(all(feature = "std", not(loom)))]
-        if W::ATOMIC && unsafe { super::magazine::keep(page.cast(), bit) } {
-            return;
-        }
         // SAFETY: the page is live: this slot is still in use, and an orphaned page is
         // only freed once every slot has been released.
         let old = unsafe { Self::word(page) }.or_release(bit);

@@ -5,9 +5,9 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use super::heap::Heap;
+use super::heap::{Heap, System};
 use super::page::{Slot, SLOTS};
-use super::{AllocError, PoolBox};
+use super::{AllocError, PoolBox, PoolStats};
 
 /// A pool for one thread: allocation and release are a few plain instructions.
 ///
@@ -22,7 +22,7 @@ use super::{AllocError, PoolBox};
 /// let a = pool.alloc(1u64);
 /// let b = pool.alloc_rc(2u64);
 /// assert_eq!(*a + *b, 3);
-/// assert_eq!(pool.stats(), (2, 61));
+/// assert_eq!(<(usize, usize)>::from(pool.stats()), (2, 61));
 /// drop(pool);
 /// assert_eq!(*a + *b, 3); // still valid
 /// ```
@@ -68,7 +68,7 @@ impl<T> Pool<T> {
     ///
     /// ```
     /// let pool = ringmem::slab::Pool::<u32>::with_capacity(2048);
-    /// assert_eq!(pool.stats(), (0, 2079));
+    /// assert_eq!(<(usize, usize)>::from(pool.stats()), (0, 2079));
     /// ```
     pub fn with_capacity(cap: usize) -> Self {
         super::or_oom(Self::try_with_capacity(cap))
@@ -101,23 +101,33 @@ impl<T> Pool<T> {
         self.heap(|h| h.take())
     }
 
+    /// [`slot`](Self::slot) or the out-of-memory handler; branches on the cached bits
+    /// before any `Result` is built, so the fast path carries no error to test.
     #[inline(always)]
     fn slot_or_oom(&self) -> NonNull<Slot<T, Cell<u64>>> {
-        super::or_oom(self.slot())
+        match self.heap(Heap::take_cached) {
+            Some(slot) => slot,
+            None => super::or_oom(self.heap(|h| h.take_slow(&System))),
+        }
     }
 
-    /// `(used, free)` slots, like `shared_arena`'s `stats`. Walks every page.
+    /// Used and free slots (`shared_arena`'s `stats` tuple, as a struct). Walks every
+    /// page.
     ///
     /// ```
     /// let pool = ringmem::slab::Pool::new();
     /// let item = pool.alloc(1);
-    /// assert_eq!(pool.stats(), (1, 62));
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.used, stats.free), (1, 62));
     /// # drop(item);
     /// ```
-    pub fn stats(&self) -> (usize, usize) {
+    pub fn stats(&self) -> PoolStats {
         self.heap(|h| {
             let free = h.free_slots();
-            (h.pages() * SLOTS - free, free)
+            PoolStats {
+                used: h.pages() * SLOTS - free,
+                free,
+            }
         })
     }
 
@@ -129,7 +139,7 @@ impl<T> Pool<T> {
     /// assert_eq!(pool.len(), 5);
     /// ```
     pub fn len(&self) -> usize {
-        self.stats().0
+        self.stats().used
     }
 
     /// Whether no value is alive in the pool.
@@ -153,21 +163,29 @@ impl<T> Pool<T> {
         self.heap(|h| h.pages() * SLOTS)
     }
 
-    /// Returns every page with no live value to the system.
+    /// Returns every page with no live value to the system; `true` if any went.
     ///
     /// ```
     /// let pool = ringmem::slab::Pool::with_capacity(2048);
     /// let _values: Vec<_> = (0..80).map(|i| pool.alloc(i)).collect();
-    /// pool.shrink_to_fit();
-    /// assert_eq!(pool.stats(), (80, 46)); // the 2 pages holding values stay
+    /// assert!(pool.shrink_to_fit());
+    /// assert_eq!(pool.stats().free, 46); // the 2 pages holding values stay
+    /// assert!(!pool.shrink_to_fit()); // nothing left to give back
     /// ```
-    pub fn shrink_to_fit(&self) {
-        self.heap(|h| h.shrink());
+    pub fn shrink_to_fit(&self) -> bool {
+        self.heap(|h| h.shrink()) > 0
     }
 }
 
 box_api!(Pool, PoolBox);
-shared_api!(Pool, ArenaRc, alloc_rc, try_alloc_rc, alloc_rc_with);
+shared_api!(
+    Pool,
+    ArenaRc,
+    alloc_rc,
+    try_alloc_rc,
+    alloc_rc_with,
+    try_alloc_rc_with
+);
 
 impl<T> Default for Pool<T> {
     /// [`Pool::new`].
@@ -183,7 +201,7 @@ impl<T> Default for Pool<T> {
 
 impl<T> fmt::Debug for Pool<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (used, free) = self.stats();
+        let PoolStats { used, free } = self.stats();
         f.debug_struct("Pool")
             .field("used", &used)
             .field("free", &free)

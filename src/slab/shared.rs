@@ -40,7 +40,7 @@ use super::heap::{Heap, PageSource, System};
 #[cfg(all(feature = "std", not(loom)))]
 use super::magazine;
 use super::page::{Page, Slot, SLOTS};
-use super::{AllocError, ArenaBox};
+use super::{AllocError, ArenaBox, PoolStats};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// A pool that many threads allocate from at once; its values may be dropped on any
@@ -388,7 +388,7 @@ impl<T> SharedArena<T> {
     ///
     /// ```
     /// let arena = ringmem::slab::SharedArena::<u32>::with_capacity(2048);
-    /// assert_eq!(arena.stats(), (0, 2079));
+    /// assert_eq!(arena.stats().free, 2079);
     /// ```
     pub fn with_capacity(cap: usize) -> Self {
         super::or_oom(Self::with_shards(cap, shard_count(true)))
@@ -421,7 +421,6 @@ impl<T> SharedArena<T> {
             .try_reserve_exact(count)
             .map_err(|_| AllocError {
                 requested: count.saturating_mul(core::mem::size_of::<usize>()),
-                align: core::mem::align_of::<usize>(),
             })?;
         // Made straight into the reserve, so the pages made so far are freed (by its
         // `Drop`) if one fails.
@@ -433,7 +432,6 @@ impl<T> SharedArena<T> {
         let mut shards = Vec::new();
         shards.try_reserve_exact(n).map_err(|_| AllocError {
             requested: n.saturating_mul(core::mem::size_of::<Shard<T>>()),
-            align: core::mem::align_of::<Shard<T>>(),
         })?;
         let mut seed_page = None;
         for i in 0..n {
@@ -631,7 +629,7 @@ impl<T> SharedArena<T> {
         }
     }
 
-    /// `(used, free)` slots, like `shared_arena`'s `stats`: a snapshot, since other
+    /// Used and free slots (`shared_arena`'s `stats` tuple, as a struct): a snapshot, since other
     /// threads may allocate and release meanwhile. Visits every page. Slots that other
     /// threads hold in their magazines for their next allocations (at most 63 per
     /// thread) count as used; the calling thread's are given back first.
@@ -639,10 +637,11 @@ impl<T> SharedArena<T> {
     /// ```
     /// let arena = ringmem::slab::SharedArena::new();
     /// let item = arena.alloc(1);
-    /// assert_eq!(arena.stats(), (1, 62));
+    /// let stats = arena.stats();
+    /// assert_eq!((stats.used, stats.free), (1, 62));
     /// # drop(item);
     /// ```
-    pub fn stats(&self) -> (usize, usize) {
+    pub fn stats(&self) -> PoolStats {
         self.flush_magazine();
         let (mut pages, mut free) = (0, 0);
         self.each_heap(|h| {
@@ -650,7 +649,10 @@ impl<T> SharedArena<T> {
             free += h.free_slots();
         });
         let reserved = self.reserve.unclaimed() * SLOTS;
-        (pages * SLOTS - free, free + reserved)
+        PoolStats {
+            used: pages * SLOTS - free,
+            free: free + reserved,
+        }
     }
 
     /// Values alive in the arena (a snapshot). Visits every page.
@@ -661,7 +663,7 @@ impl<T> SharedArena<T> {
     /// assert_eq!(arena.len(), 5);
     /// ```
     pub fn len(&self) -> usize {
-        self.stats().0
+        self.stats().used
     }
 
     /// Whether no value is alive in the arena (a snapshot).
@@ -697,7 +699,7 @@ impl<T> SharedArena<T> {
     /// let arena = ringmem::slab::SharedArena::with_capacity(2048);
     /// let values: Vec<_> = (0..10).map(|i| arena.alloc(i)).collect();
     /// assert!(arena.shrink_to_fit());
-    /// assert_eq!(arena.stats().0, 10);
+    /// assert_eq!(arena.stats().used, 10);
     /// assert!(arena.capacity() < 2048);
     /// drop(values);
     /// arena.shrink_to_fit();
@@ -718,13 +720,21 @@ impl<T> SharedArena<T> {
 }
 
 box_api!(SharedArena, ArenaBox);
-shared_api!(SharedArena, ArenaRc, alloc_rc, try_alloc_rc, alloc_rc_with);
+shared_api!(
+    SharedArena,
+    ArenaRc,
+    alloc_rc,
+    try_alloc_rc,
+    alloc_rc_with,
+    try_alloc_rc_with
+);
 shared_api!(
     SharedArena,
     ArenaArc,
     alloc_arc,
     try_alloc_arc,
-    alloc_arc_with
+    alloc_arc_with,
+    try_alloc_arc_with
 );
 
 impl<T> Drop for SharedArena<T> {
@@ -750,7 +760,7 @@ impl<T> Default for SharedArena<T> {
 
 impl<T> fmt::Debug for SharedArena<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (used, free) = self.stats();
+        let PoolStats { used, free } = self.stats();
         f.debug_struct("SharedArena")
             .field("shards", &self.shards.len())
             .field("used", &used)

@@ -191,7 +191,7 @@ fn tls_closures_that_panic() {
                 // from the heap or a new block, or refused under `Fail`).
                 for n in [600, 3000] {
                     let p = catch(|| {
-                        tls::extendable::<()>(0, |mut ext| {
+                        tls::extendable_with::<()>(0, |mut ext| {
                             let grown = ext.try_extend_from_slice(&ZEROS[..n]).is_ok();
                             assert_eq!(grown, n < CAP || policy != WhenFull::Fail);
                             panic!("fault_sweep: in extendable");
@@ -206,7 +206,7 @@ fn tls_closures_that_panic() {
                 drop(tls::fixed(600).expect("the released region serves again"));
                 // A panic after `finalize`: the finished buffer is released on the way out.
                 let p = catch(|| {
-                    tls::extendable::<()>(0, |mut ext| {
+                    tls::extendable_with::<()>(0, |mut ext| {
                         ext.extend_from_slice(b"finished");
                         let _done = ext.finalize();
                         panic!("fault_sweep: after finalize");
@@ -229,7 +229,7 @@ fn tls_closures_that_panic() {
                             };
                             assert!(v.push(b).is_ok());
                         }
-                        tls::extendable::<()>(8, |mut ext| {
+                        tls::extendable_with::<()>(8, |mut ext| {
                             ext.extend_from_slice(b"nested");
                             panic!("fault_sweep: nested");
                         })
