@@ -13,6 +13,7 @@
 mod buffer_sv2;
 mod buffers;
 mod charts;
+mod ext_check;
 mod harness;
 mod many_threads;
 mod ring_alloc;

@@ -238,6 +238,7 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
         .into());
     }
     if extendable {
+        notes.push(crate::ext_check::note());
         notes.push(match variant {
             Variant::Restart => "Restart: each message starts from `extendable(0)` / `Vec::new()` / `BytesMut::new()` and is written with \
                  `io::Write::write_all` in 64-byte chunks; when a write fails, the partial buffer is dropped, the producer waits once \
