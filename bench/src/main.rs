@@ -17,6 +17,7 @@ mod ext_check;
 mod harness;
 mod many_threads;
 mod ring_alloc;
+mod ring_sizes;
 mod ringal_ext;
 mod ringal_fixed;
 mod shared_arena;

@@ -264,12 +264,16 @@ fn variants(extendable: bool) -> &'static [Variant] {
     }
 }
 
-/// Scenario 1 or 2: the tables of every variant, then peak RSS.
+/// Scenario 1 or 2: the tables of every variant, the fixed one's capacity sweep,
+/// then peak RSS.
 pub fn scenario(cfg: &Config, extendable: bool) -> Vec<Table> {
     let mut t: Vec<Table> = variants(extendable)
         .iter()
         .map(|&v| ringal_table(cfg, extendable, v))
         .collect();
+    if !extendable {
+        t.push(crate::ring_sizes::table(cfg));
+    }
     t.extend(rss_table(cfg, extendable));
     t
 }
