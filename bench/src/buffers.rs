@@ -24,8 +24,15 @@ pub trait ByteBufs {
     /// A buffer of capacity >= `size` holding `data` (written through `io::Write`).
     fn fixed(&mut self, size: usize, data: &[u8], waits: &mut u64) -> Self::Buf;
     /// A buffer grown from empty by writing `data` in `chunk`-byte pieces; a piece that
-    /// does not fit is retried, holding the partial buffer, until it does.
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf;
+    /// does not fit is retried, holding the partial buffer, until it does (a ring that
+    /// cannot wait that way counts in `restarts` each time it starts over instead).
+    fn chunked(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf;
     /// A buffer grown from empty by `write_all` of `data` in `chunk`-byte pieces; when a
     /// write fails, the partial buffer is dropped and the message starts over (counted
     /// in `restarts`). Buffers that never fail write as [`chunked`](ByteBufs::chunked).
@@ -37,8 +44,7 @@ pub trait ByteBufs {
         waits: &mut u64,
         restarts: &mut u64,
     ) -> Self::Buf {
-        let _ = restarts;
-        self.chunked(data, chunk, waits)
+        self.chunked(data, chunk, waits, restarts)
     }
 }
 
@@ -79,7 +85,7 @@ impl ByteBufs for SysVec {
         v
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Vec<u8> {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Vec<u8> {
         let mut v = Vec::new();
         for c in data.chunks(chunk) {
             v.write_all(c).unwrap();
@@ -103,7 +109,7 @@ impl ByteBufs for MiVec {
         v
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         let mut v = allocator_api2_02::vec::Vec::new_in(Mi);
         for c in data.chunks(chunk) {
             v.write_all(c).unwrap();
@@ -128,7 +134,7 @@ impl ByteBufs for Bytes {
         w.into_inner()
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         use bytes::BufMut;
         let mut w = bytes::BytesMut::new().writer();
         for c in data.chunks(chunk) {
@@ -158,7 +164,7 @@ impl ByteBufs for Ringal {
         b
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
         let mut e = loop {
             match self.0.extendable(0) {
                 Some(e) => break e,
@@ -228,7 +234,7 @@ impl ByteBufs for Control {
         (at as u32, data.len() as u32)
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         let at = self.slot * self.size;
         self.slot = (self.slot + 1) % self.slots;
         let mut w = &mut self.block[at..at + self.size];
@@ -266,7 +272,7 @@ impl ByteBufs for Ringmem {
         b
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
         let mut e = loop {
             match self.0.extendable(0) {
                 Some(e) => break e,
@@ -332,8 +338,14 @@ impl ByteBufs for RingmemWait {
     ///
     /// [`restarting`]: RingmemWait::restarting
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf {
-        self.restarting(data, chunk, waits, &mut 0)
+    fn chunked(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf {
+        self.restarting(data, chunk, waits, restarts)
     }
     /// Starts with `extendable_wait(0)`; after a failed write, drops the partial buffer
     /// and waits with `extendable_wait(data.len())` for room for the whole message.
@@ -467,7 +479,7 @@ pub fn produce<B: ByteBufs>(
         let data = &data[..len];
         let b = match (shape.extendable, shape.variant) {
             (true, Variant::Restart) => bufs.restarting(data, CHUNK, &mut waits, &mut restarts),
-            (true, _) => bufs.chunked(data, CHUNK, &mut waits),
+            (true, _) => bufs.chunked(data, CHUNK, &mut waits, &mut restarts),
             (false, _) => bufs.fixed(shape.size, data, &mut waits),
         };
         tx.send(b).unwrap();

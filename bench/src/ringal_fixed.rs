@@ -176,9 +176,12 @@ pub fn ringal_table(cfg: &Config, extendable: bool, variant: Variant) -> Table {
             .collect()
     };
     table.wait_columns = ring_columns(&["ringal", "ringmem"]);
-    if extendable {
-        table.restart_columns = ring_columns(&["ringal", "ringmem", "ringmem (wait)"]);
-    }
+    // Only `ringmem (wait)` restarts in the loops that hold a partial buffer.
+    table.restart_columns = match (extendable, variant) {
+        (false, _) => Vec::new(),
+        (true, Variant::Restart) => ring_columns(&["ringal", "ringmem", "ringmem (wait)"]),
+        (true, _) => ring_columns(&["ringmem (wait)"]),
+    };
     for row in 0..ROWS.len() {
         let shape = variant_shape(cfg, row, extendable, variant);
         eprintln!(
