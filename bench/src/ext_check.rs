@@ -5,6 +5,8 @@
 
 use std::io::Write;
 
+use crate::harness::thousands;
+
 /// Ring capacity: 2 × 64 buffers × 64 B, the first row of ringal's table.
 const CAPACITY: usize = 8192;
 /// Bytes written into each buffer.
@@ -73,7 +75,7 @@ pub fn note() -> String {
         CAPACITY / 1024,
         a.held,
         if a.held == MAX_HELD { " before the check stopped" } else { "" },
-        a.held * LEN,
+        thousands(a.held * LEN),
         a.wrong
     );
     #[cfg(feature = "ringmem-rows")]
@@ -82,7 +84,7 @@ pub fn note() -> String {
         s.push_str(&format!(
             "; ringmem handed out {} ({} B), {} wrong",
             m.held,
-            m.held * LEN,
+            thousands(m.held * LEN),
             m.wrong
         ));
     }

@@ -12,6 +12,17 @@ const SWEPT_ROWS: [usize; 2] = [0, 1];
 /// Ring capacities, in units of max buffers × size (ringal's benchmark uses 2).
 const FACTORS: [usize; 3] = [2, 4, 8];
 
+/// The sweep runs the published iterations divided by this (the main job's time).
+const DIVISOR: usize = 2;
+
+/// Row `row` of ringal's fixed table with a ring of `factor` × max buffers × size.
+fn swept(cfg: &Config, row: usize, factor: usize) -> Shape {
+    let mut s = variant_shape(cfg, row, false, buffers::Variant::Published);
+    s.iterations = (s.iterations / DIVISOR).max(1000);
+    s.ring_factor = factor;
+    s
+}
+
 fn runner<'a, B: ByteBufs + 'a>(name: &str, shape: Shape, data: &'a [u8]) -> Runner<'a> {
     (
         name.to_string(),
@@ -35,11 +46,11 @@ fn runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
 /// The capacity sweep's table.
 pub fn table(cfg: &Config) -> Table {
     let data = random_bytes(ROWS[1].1);
-    let shape0 = variant_shape(cfg, 0, false, buffers::Variant::Published);
+    let shape0 = swept(cfg, 0, FACTORS[0]);
     let columns: Vec<String> = runners(shape0, &data).into_iter().map(|r| r.0).collect();
     let mut t = Table::new(
         format!(
-            "ringal fixed: ring capacity sweep (iterations × {})",
+            "ringal fixed: ring capacity sweep (iterations × {} / {DIVISOR})",
             cfg.factor()
         ),
         &["Buffer Size", "Max Buffers", "Ring"],
@@ -53,8 +64,7 @@ pub fn table(cfg: &Config) -> Table {
         .collect();
     for row in SWEPT_ROWS {
         for factor in FACTORS {
-            let mut shape = variant_shape(cfg, row, false, buffers::Variant::Published);
-            shape.ring_factor = factor;
+            let shape = swept(cfg, row, factor);
             eprintln!(
                 "  ring capacity sweep: {} B, {} held, ring {factor}×",
                 shape.size, shape.max_buffers
