@@ -3,7 +3,7 @@
 //! run and speed-up against `Vec`/`Box` on the system allocator).
 //!
 //! ```text
-//! cargo run --release -p ringmem-bench                 # --quick: ~2 minutes, sizes scaled down
+//! cargo run --release -p ringmem-bench                 # --quick: a few minutes, sizes scaled down
 //! cargo run --release -p ringmem-bench -- --full       # the peers' published sizes
 //! cargo run --release -p ringmem-bench -- --only ringal-fixed --reps 5
 //! ```
@@ -293,7 +293,7 @@ fn main() {
     }
 }
 
-/// Iteration scale of `--quick`, chosen so the whole run takes about 2 minutes on 2 cores.
+/// Iteration scale of `--quick`: the whole run takes a few minutes on 2 cores.
 const QUICK_SCALE: f64 = 1.0 / 20.0;
 
 /// The workspace's target directory (`CARGO_TARGET_DIR`, else next to the workspace root).
