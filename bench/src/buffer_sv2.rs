@@ -286,7 +286,11 @@ fn run_loop<C: Codec>(sink: Sink, input: &[u8]) -> Sample {
     for h in handles {
         h.join().unwrap();
     }
-    Sample { time, waits }
+    Sample {
+        time,
+        waits,
+        restarts: 0,
+    }
 }
 
 /// buffer_sv2's "without pool threaded" as published: writes go into a pool `P`,
@@ -320,7 +324,7 @@ fn published_without_pool<P: Codec, E: Codec>(
     for h in handles {
         h.join().unwrap();
     }
-    Sample { time, waits: 0 }
+    Sample::timed(time)
 }
 
 /// The competitor columns, in order.

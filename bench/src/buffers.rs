@@ -3,8 +3,9 @@
 //!
 //! Every competitor implements [`ByteBufs`]: make a buffer of at least `size`
 //! bytes and fill it through `std::io::Write` (fixed), or start from an empty
-//! growable buffer and write 64-byte chunks (extendable). The loop in
-//! [`pipeline`] is the same code for all of them.
+//! growable buffer and write 64-byte chunks (extendable), holding a partial buffer
+//! while the ring is full or dropping it and starting over ([`Variant`]). The loop
+//! in [`pipeline`] is the same code for all of them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,8 +23,35 @@ pub trait ByteBufs {
     fn with_capacity(capacity: usize, size: usize) -> Self;
     /// A buffer of capacity >= `size` holding `data` (written through `io::Write`).
     fn fixed(&mut self, size: usize, data: &[u8], waits: &mut u64) -> Self::Buf;
-    /// A buffer grown from empty by writing `data` in `chunk`-byte pieces.
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf;
+    /// A buffer grown from empty by writing `data` in `chunk`-byte pieces; a piece that
+    /// does not fit is retried, holding the partial buffer, until it does (a ring that
+    /// cannot wait that way counts in `restarts` each time it starts over instead).
+    fn chunked(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf;
+    /// A buffer grown from empty by `write_all` of `data` in `chunk`-byte pieces; when a
+    /// write fails, the partial buffer is dropped and the message starts over (counted
+    /// in `restarts`). Buffers that never fail write as [`chunked`](ByteBufs::chunked).
+    #[inline]
+    fn restarting(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf {
+        self.chunked(data, chunk, waits, restarts)
+    }
+}
+
+/// Writes `data` into `w` in `chunk`-byte `write_all` calls; false at the first failure.
+#[inline]
+fn write_chunks(w: &mut impl Write, data: &[u8], chunk: usize) -> bool {
+    data.chunks(chunk).all(|c| w.write_all(c).is_ok())
 }
 
 /// Waits for a full ring, the same way for every ring: a spin of 8 pauses (the consumer
@@ -57,7 +85,7 @@ impl ByteBufs for SysVec {
         v
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Vec<u8> {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Vec<u8> {
         let mut v = Vec::new();
         for c in data.chunks(chunk) {
             v.write_all(c).unwrap();
@@ -81,7 +109,7 @@ impl ByteBufs for MiVec {
         v
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         let mut v = allocator_api2_02::vec::Vec::new_in(Mi);
         for c in data.chunks(chunk) {
             v.write_all(c).unwrap();
@@ -106,7 +134,7 @@ impl ByteBufs for Bytes {
         w.into_inner()
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         use bytes::BufMut;
         let mut w = bytes::BytesMut::new().writer();
         for c in data.chunks(chunk) {
@@ -136,7 +164,7 @@ impl ByteBufs for Ringal {
         b
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
         let mut e = loop {
             match self.0.extendable(0) {
                 Some(e) => break e,
@@ -151,6 +179,29 @@ impl ByteBufs for Ringal {
             }
         }
         e.finalize()
+    }
+    #[inline]
+    fn restarting(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf {
+        loop {
+            let mut e = loop {
+                match self.0.extendable(0) {
+                    Some(e) => break e,
+                    None => wait(waits),
+                }
+            };
+            if write_chunks(&mut e, data, chunk) {
+                return e.finalize();
+            }
+            drop(e);
+            *restarts += 1;
+            wait(waits);
+        }
     }
 }
 
@@ -183,7 +234,7 @@ impl ByteBufs for Control {
         (at as u32, data.len() as u32)
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         let at = self.slot * self.size;
         self.slot = (self.slot + 1) % self.slots;
         let mut w = &mut self.block[at..at + self.size];
@@ -221,7 +272,7 @@ impl ByteBufs for Ringmem {
         b
     }
     #[inline]
-    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64) -> Self::Buf {
+    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
         let mut e = loop {
             match self.0.extendable(0) {
                 Some(e) => break e,
@@ -237,6 +288,121 @@ impl ByteBufs for Ringmem {
         }
         e.finalize()
     }
+    #[inline]
+    fn restarting(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf {
+        loop {
+            let mut e = loop {
+                match self.0.extendable(0) {
+                    Some(e) => break e,
+                    None => wait(waits),
+                }
+            };
+            if write_chunks(&mut e, data, chunk) {
+                return e.finalize();
+            }
+            drop(e);
+            *restarts += 1;
+            wait(waits);
+        }
+    }
+}
+
+/// ringmem's `Ring` (`WhenFull::Fail`) with its built-in wait: `fixed_wait` and
+/// `extendable_wait` park the producer until the consumer's releases make room.
+#[cfg(feature = "ringmem-rows")]
+pub struct RingmemWait(ringmem::Ring);
+
+#[cfg(feature = "ringmem-rows")]
+impl ByteBufs for RingmemWait {
+    type Buf = ringmem::FixedBufMut;
+    fn with_capacity(capacity: usize, size: usize) -> Self {
+        RingmemWait(Ringmem::with_capacity(capacity, size).0)
+    }
+    #[inline]
+    fn fixed(&mut self, size: usize, data: &[u8], _: &mut u64) -> Self::Buf {
+        let mut b = self
+            .0
+            .fixed_wait(size)
+            .expect("a buffer fits a ring of 2 × max buffers × size");
+        b.write_all(data).unwrap();
+        b
+    }
+    /// There is no waiting for an existing buffer to grow, so a user holding a partial
+    /// buffer would drop it and wait for the whole message: see [`restarting`].
+    ///
+    /// [`restarting`]: RingmemWait::restarting
+    #[inline]
+    fn chunked(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        waits: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf {
+        self.restarting(data, chunk, waits, restarts)
+    }
+    /// Starts with `extendable_wait(0)`; after a failed write, drops the partial buffer
+    /// and waits with `extendable_wait(data.len())` for room for the whole message.
+    #[inline]
+    fn restarting(
+        &mut self,
+        data: &[u8],
+        chunk: usize,
+        _: &mut u64,
+        restarts: &mut u64,
+    ) -> Self::Buf {
+        let mut want = 0;
+        loop {
+            let mut e = self
+                .0
+                .extendable_wait(want)
+                .expect("a message fits a ring of 2 × max buffers × size");
+            if write_chunks(&mut e, data, chunk) {
+                return e.finalize();
+            }
+            drop(e);
+            *restarts += 1;
+            want = data.len();
+        }
+    }
+}
+
+/// Which loop the producer runs around the buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// ringal's published loop: random lengths in `1..=size`; a full ring is waited
+    /// out holding the partial buffer.
+    Published,
+    /// Every message at the full buffer size; waits as [`Variant::Published`].
+    FullSize,
+    /// Extendable only: the full size in 64-byte `write_all` calls; a failed write
+    /// drops the partial buffer and starts the message over.
+    Restart,
+}
+
+impl Variant {
+    /// Its name on the `ringmem-bench-mimalloc` command line.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Variant::Published => "published",
+            Variant::FullSize => "full",
+            Variant::Restart => "restart",
+        }
+    }
+
+    /// The variant named `arg` (see [`Variant::arg`]).
+    #[allow(dead_code)] // read by the `ringmem-bench-mimalloc` child only
+    pub fn from_arg(arg: &str) -> Option<Self> {
+        [Variant::Published, Variant::FullSize, Variant::Restart]
+            .into_iter()
+            .find(|v| v.arg() == arg)
+    }
 }
 
 /// Shape of one producer/consumer run.
@@ -250,6 +416,29 @@ pub struct Shape {
     pub max_buffers: usize,
     /// Grow from empty in 64-byte chunks instead of a fixed capacity.
     pub extendable: bool,
+    /// The producer's loop.
+    pub variant: Variant,
+    /// Ring capacity in units of max buffers × size (ringal's benchmark: 2).
+    pub ring_factor: usize,
+}
+
+impl Shape {
+    /// ringal's published loop and ring size.
+    pub fn published(iterations: usize, size: usize, max_buffers: usize, extendable: bool) -> Self {
+        Shape {
+            iterations,
+            size,
+            max_buffers,
+            extendable,
+            variant: Variant::Published,
+            ring_factor: 2,
+        }
+    }
+
+    /// Bytes of the ring (or the control's block).
+    pub fn capacity(&self) -> usize {
+        self.ring_factor * self.max_buffers * self.size
+    }
 }
 
 /// Chunk size of the extendable scenario (ringal's README).
@@ -271,42 +460,51 @@ pub fn consume<T: Send + 'static>(
     })
 }
 
-/// The producer loop: random lengths in `1..=size`, same seed for every competitor.
+/// The producer loop: random lengths in `1..=size` (same seed for every competitor)
+/// or the full size, as `shape.variant` says. Returns (waits, restarts).
 pub fn produce<B: ByteBufs>(
     bufs: &mut B,
     shape: Shape,
     data: &[u8],
     seed: u64,
     tx: &mpsc::Sender<B::Buf>,
-) -> u64 {
+) -> (u64, u64) {
     let mut rng = Rng::new(seed);
-    let mut waits = 0;
+    let (mut waits, mut restarts) = (0, 0);
     for _ in 0..shape.iterations {
-        let len = rng.range(1, shape.size);
-        let b = if shape.extendable {
-            bufs.chunked(&data[..len], CHUNK, &mut waits)
-        } else {
-            bufs.fixed(shape.size, &data[..len], &mut waits)
+        let len = match shape.variant {
+            Variant::Published => rng.range(1, shape.size),
+            Variant::FullSize | Variant::Restart => shape.size,
+        };
+        let data = &data[..len];
+        let b = match (shape.extendable, shape.variant) {
+            (true, Variant::Restart) => bufs.restarting(data, CHUNK, &mut waits, &mut restarts),
+            (true, _) => bufs.chunked(data, CHUNK, &mut waits, &mut restarts),
+            (false, _) => bufs.fixed(shape.size, data, &mut waits),
         };
         tx.send(b).unwrap();
     }
-    waits
+    (waits, restarts)
 }
 
-/// One run of ringal's scenario: set up (ring of 2 × max_buffers × size), produce,
+/// One run of ringal's scenario: set up (ring of `shape.capacity()`), produce,
 /// consume on another thread over an unbounded `std::sync::mpsc` channel, join.
 /// The clock stops before the allocator itself is dropped.
 pub fn pipeline<B: ByteBufs>(shape: Shape, data: &[u8]) -> Sample {
     let start = Instant::now();
-    let mut bufs = B::with_capacity(2 * shape.max_buffers * shape.size, shape.size);
+    let mut bufs = B::with_capacity(shape.capacity(), shape.size);
     let (tx, rx) = mpsc::channel();
     let consumer = consume(rx, shape.max_buffers);
-    let waits = produce(&mut bufs, shape, data, 0xC0FFEE, &tx);
+    let (waits, restarts) = produce(&mut bufs, shape, data, 0xC0FFEE, &tx);
     drop(tx);
     consumer.join().unwrap();
     let time = start.elapsed();
     drop(bufs);
-    Sample { time, waits }
+    Sample {
+        time,
+        waits,
+        restarts,
+    }
 }
 
 /// `threads` producers, each with its own allocator and its own consumer thread.
@@ -314,11 +512,11 @@ pub fn pipeline<B: ByteBufs>(shape: Shape, data: &[u8]) -> Sample {
 /// allocators are dropped (as in [`pipeline`]).
 pub fn pipelines<B: ByteBufs>(threads: usize, shape: Shape, data: &[u8]) -> Sample {
     let start = Instant::now();
-    let (end, waits) = thread::scope(|s| {
+    let (end, (waits, restarts)) = thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || {
-                    let mut bufs = B::with_capacity(2 * shape.max_buffers * shape.size, shape.size);
+                    let mut bufs = B::with_capacity(shape.capacity(), shape.size);
                     let (tx, rx) = mpsc::channel();
                     let consumer = consume(rx, shape.max_buffers);
                     let w = produce(&mut bufs, shape, data, 0xC0FFEE + t as u64, &tx);
@@ -332,11 +530,14 @@ pub fn pipelines<B: ByteBufs>(threads: usize, shape: Shape, data: &[u8]) -> Samp
             .collect();
         hs.into_iter()
             .map(|h| h.join().unwrap())
-            .fold((start, 0), |(e, w), (e2, w2)| (e.max(e2), w + w2))
+            .fold((start, (0, 0)), |(e, (w, r)), (e2, (w2, r2))| {
+                (e.max(e2), (w + w2, r + r2))
+            })
     });
     Sample {
         time: end - start,
         waits,
+        restarts,
     }
 }
 
@@ -468,6 +669,8 @@ pub fn mimalloc_child(threads: usize, shape: Shape) -> Option<Sample> {
             shape.size.to_string(),
             shape.max_buffers.to_string(),
             if shape.extendable { "ext" } else { "fixed" }.to_string(),
+            shape.variant.arg().to_string(),
+            shape.ring_factor.to_string(),
         ])
         .output()
         .ok()?;
@@ -475,8 +678,10 @@ pub fn mimalloc_child(threads: usize, shape: Shape) -> Option<Sample> {
     let mut f = line.split_whitespace();
     let secs: f64 = f.next()?.parse().ok()?;
     let waits: u64 = f.next()?.parse().ok()?;
+    let restarts: u64 = f.next()?.parse().ok()?;
     Some(Sample {
         time: std::time::Duration::from_secs_f64(secs),
         waits,
+        restarts,
     })
 }

@@ -81,6 +81,18 @@ pub struct Sample {
     pub time: Duration,
     /// Times the producer found its ring full and yielded.
     pub waits: u64,
+    /// Times the producer dropped a partial buffer and started its message over.
+    pub restarts: u64,
+}
+
+impl Sample {
+    /// A run that never waited nor restarted.
+    pub fn timed(time: Duration) -> Self {
+        Sample {
+            time,
+            ..Sample::default()
+        }
+    }
 }
 
 /// Median and spread of the repetitions of one competitor, per operation.
@@ -94,6 +106,8 @@ pub struct Stats {
     pub max: f64,
     /// Median of the waits counted per run.
     pub waits: u64,
+    /// Median of the restarts counted per run.
+    pub restarts: u64,
 }
 
 /// A competitor: its column name and one run of the scenario's loop.
@@ -116,12 +130,21 @@ pub fn measure(reps: usize, per: f64, runners: &mut [Runner<'_>]) -> Vec<Option<
     samples
         .into_iter()
         .map(|v| {
-            let mut waits: Vec<u64> = v.iter().map(|s| s.waits).collect();
-            waits.sort_unstable();
             let secs = v.iter().map(|s| s.time.as_secs_f64() / per).collect();
-            Stats::of(secs, waits.get(waits.len() / 2).copied().unwrap_or(0))
+            let st = Stats::of(secs, median_count(v.iter().map(|s| s.waits)))?;
+            Some(Stats {
+                restarts: median_count(v.iter().map(|s| s.restarts)),
+                ..st
+            })
         })
         .collect()
+}
+
+/// The median of some counts (the upper one of an even number), 0 for none.
+fn median_count(counts: impl Iterator<Item = u64>) -> u64 {
+    let mut v: Vec<u64> = counts.collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
 impl Stats {
@@ -137,6 +160,7 @@ impl Stats {
             min: secs[0],
             max: secs[secs.len() - 1],
             waits,
+            restarts: 0,
         })
     }
 }
@@ -180,8 +204,8 @@ fn child_time(cfg: &Config, scenario: &str, row: usize, col: usize) -> Option<f6
 }
 
 /// What the child running row `row`, column `col` of `scenario` (with `extra`
-/// arguments) printed, if it succeeded.
-fn child_output(
+/// arguments) printed on stdout, if it succeeded.
+pub fn child_output(
     cfg: &Config,
     scenario: &str,
     row: usize,
@@ -255,6 +279,8 @@ pub struct Table {
     pub wait_columns: Vec<usize>,
     /// Heading of that trailing column (`waits` unless set).
     pub wait_label: String,
+    /// Columns whose restart counts are printed in a second trailing column.
+    pub restart_columns: Vec<usize>,
     /// Notes printed under the table.
     pub notes: Vec<String>,
 }
@@ -271,6 +297,7 @@ impl Table {
             rows: Vec::new(),
             wait_columns: Vec::new(),
             wait_label: "waits".into(),
+            restart_columns: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -315,13 +342,9 @@ impl Table {
         for c in &self.columns {
             head.push(format!("{}{}", c, self.head_suffix()));
         }
-        if !self.wait_columns.is_empty() {
-            let names: Vec<&str> = self
-                .wait_columns
-                .iter()
-                .map(|&i| self.columns[i].as_str())
-                .collect();
-            head.push(format!("{} ({})", self.wait_label, names.join(" / ")));
+        for (label, cols, _) in self.count_columns() {
+            let names: Vec<&str> = cols.iter().map(|&i| self.columns[i].as_str()).collect();
+            head.push(format!("{label} ({})", names.join(" / ")));
         }
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(
@@ -368,11 +391,10 @@ impl Table {
                     }
                 });
             }
-            if !self.wait_columns.is_empty() {
-                let w: Vec<String> = self
-                    .wait_columns
+            for (_, cols, count) in self.count_columns() {
+                let w: Vec<String> = cols
                     .iter()
-                    .map(|&i| row.cells[i].map_or("–".into(), |st| st.waits.to_string()))
+                    .map(|&i| row.cells[i].map_or("–".into(), |st| count(st).to_string()))
                     .collect();
                 cells.push(w.join(" / "));
             }
@@ -385,6 +407,21 @@ impl Table {
             }
         }
         s
+    }
+
+    /// The trailing count columns that have competitors: heading, their columns, and
+    /// the count each shows.
+    #[allow(clippy::type_complexity)]
+    fn count_columns(&self) -> Vec<(&str, &[usize], fn(Stats) -> u64)> {
+        let waits: fn(Stats) -> u64 = |st| st.waits;
+        let restarts: fn(Stats) -> u64 = |st| st.restarts;
+        [
+            (self.wait_label.as_str(), &self.wait_columns[..], waits),
+            ("restarts", &self.restart_columns[..], restarts),
+        ]
+        .into_iter()
+        .filter(|c| !c.1.is_empty())
+        .collect()
     }
 
     /// Who was fastest, in words, from this run's medians: per row the competitor with
@@ -628,5 +665,6 @@ fn mib_stats(m: f64) -> Stats {
         min: m,
         max: m,
         waits: 0,
+        restarts: 0,
     }
 }

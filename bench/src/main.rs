@@ -3,7 +3,7 @@
 //! run and speed-up against `Vec`/`Box` on the system allocator).
 //!
 //! ```text
-//! cargo run --release -p ringmem-bench                 # --quick: ~2 minutes, sizes scaled down
+//! cargo run --release -p ringmem-bench                 # --quick: a few minutes, sizes scaled down
 //! cargo run --release -p ringmem-bench -- --full       # the peers' published sizes
 //! cargo run --release -p ringmem-bench -- --only ringal-fixed --reps 5
 //! ```
@@ -13,9 +13,12 @@
 mod buffer_sv2;
 mod buffers;
 mod charts;
+mod ext_check;
+mod grow_spike;
 mod harness;
 mod many_threads;
 mod ring_alloc;
+mod ring_sizes;
 mod ringal_ext;
 mod ringal_fixed;
 mod shared_arena;
@@ -30,13 +33,14 @@ use harness::{Config, Table};
 type Scenario = fn(&Config) -> Vec<Table>;
 
 /// The scenarios in run order: id (for `--only`) and entry point.
-const SCENARIOS: [(&str, Scenario); 6] = [
+const SCENARIOS: [(&str, Scenario); 7] = [
     ("ringal-fixed", ringal_fixed::run),
     ("ringal-ext", ringal_ext::run),
     ("shared-arena", shared_arena::run),
     ("buffer-sv2", buffer_sv2::run),
     ("ring-alloc", ring_alloc::run),
     ("many-threads", |c| vec![many_threads::run(c)]),
+    ("grow-spike", grow_spike::run),
 ];
 
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
@@ -46,12 +50,13 @@ const MIMALLOC_CHILD_SCENARIOS: [&str; 3] = ["ringal-fixed", "ringal-ext", "many
 type Child = fn(&Config, usize, usize) -> Option<harness::Sample>;
 
 /// The scenarios that have peak-RSS tables.
-const CHILDREN: [(&str, Child); 5] = [
+const CHILDREN: [(&str, Child); 6] = [
     ("ringal-fixed", ringal_fixed::child_fixed),
     ("ringal-ext", ringal_fixed::child_ext),
     ("buffer-sv2", buffer_sv2::child),
     ("ring-alloc", ring_alloc::child),
     ("shared-arena", shared_arena::child),
+    ("grow-spike", grow_spike::child),
 ];
 
 /// `--rss-child SCENARIO ROW COL MODE [--warm]`: runs one case once (twice with `--warm`,
@@ -288,7 +293,7 @@ fn main() {
     }
 }
 
-/// Iteration scale of `--quick`, chosen so the whole run takes about 2 minutes on 2 cores.
+/// Iteration scale of `--quick`: the whole run takes a few minutes on 2 cores.
 const QUICK_SCALE: f64 = 1.0 / 20.0;
 
 /// The workspace's target directory (`CARGO_TARGET_DIR`, else next to the workspace root).

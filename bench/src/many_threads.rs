@@ -52,12 +52,7 @@ pub fn run(cfg: &Config) -> Table {
     counts.sort_unstable();
     counts.dedup();
     for n in counts {
-        let shape = Shape {
-            iterations,
-            size: 1024,
-            max_buffers: 64,
-            extendable: false,
-        };
+        let shape = Shape::published(iterations, 1024, 64, false);
         eprintln!("  many threads: {n} producers");
         let d = &data[..];
         let mut r: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", n, shape, d)];

@@ -75,7 +75,7 @@ macro_rules! loops {
                     Case::Reserve(n, k) => reserve(s, n, k),
                     Case::FreeInOrder(k) => free_in_order(s, k, ptrs),
                 };
-                Sample { time, waits: 0 }
+                Sample::timed(time)
             }
 
             /// The warm-up's allocations: [`WARM_UP`] `u32`s, their pointers in `ptrs`.

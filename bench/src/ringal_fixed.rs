@@ -3,8 +3,12 @@
 //! size) through `io::Write`, send it over an unbounded channel to a consumer
 //! thread that drops its buffers in batches of max buffers. Ring capacity is
 //! 2 × max buffers × buffer size.
+//!
+//! Besides the published loop, the loops users write ([`Variant`]): every message
+//! at the full size, and (extendable) `write_all` that drops and restarts on failure;
+//! ringmem runs both with a hand-rolled spin and with its built-in wait.
 
-use crate::buffers::{self, ByteBufs, Shape};
+use crate::buffers::{self, ByteBufs, Shape, Variant};
 use crate::harness::{measure, random_bytes, thousands, Config, Row, Runner, Table, Unit};
 
 /// ringal's five published rows: (iterations, buffer size, max buffers).
@@ -23,22 +27,35 @@ fn runner<'a, B: ByteBufs + 'a>(name: &str, shape: Shape, data: &'a [u8]) -> Run
     )
 }
 
-/// Row `row` of the table at this scale.
+/// The variants' iterations are the published loop's divided by this, so that the
+/// main job stays within about 1.5 × the time it took with the published tables only.
+const VARIANT_DIVISOR: usize = 8;
+
+/// Row `row` of the published table at this scale.
 fn shape(cfg: &Config, row: usize, extendable: bool) -> Shape {
     let (iters, size, max_buffers) = ROWS[row];
-    Shape {
-        iterations: cfg.scaled(iters, 1000),
-        size,
-        max_buffers,
-        extendable,
+    Shape::published(cfg.scaled(iters, 1000), size, max_buffers, extendable)
+}
+
+/// Row `row` of a variant's table at this scale (fewer iterations but for the
+/// published variant: see [`VARIANT_DIVISOR`]).
+pub fn variant_shape(cfg: &Config, row: usize, extendable: bool, variant: Variant) -> Shape {
+    let mut s = shape(cfg, row, extendable);
+    s.variant = variant;
+    if variant != Variant::Published {
+        s.iterations = (s.iterations / VARIANT_DIVISOR).max(1000);
     }
+    s
 }
 
 /// The competitors of one row, in column order.
 fn row_runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
     let mut runners: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", shape, d)];
     #[cfg(feature = "ringmem-rows")]
-    runners.push(runner::<buffers::Ringmem>("ringmem", shape, d));
+    {
+        runners.push(runner::<buffers::Ringmem>("ringmem", shape, d));
+        runners.push(runner::<buffers::RingmemWait>("ringmem (wait)", shape, d));
+    }
     runners.push(runner::<buffers::SysVec>("Vec (glibc)", shape, d));
     runners.push(runner::<buffers::MiVec>("Vec (mimalloc)", shape, d));
     runners.push((
@@ -108,6 +125,7 @@ pub fn columns() -> Vec<String> {
     let mut c = vec!["ringal".to_string()];
     if cfg!(feature = "ringmem-rows") {
         c.push("ringmem".into());
+        c.push("ringmem (wait)".into());
     }
     c.extend(
         [
@@ -122,28 +140,50 @@ pub fn columns() -> Vec<String> {
     c
 }
 
-/// Runs ringal's table, fixed or extendable.
-pub fn ringal_table(cfg: &Config, extendable: bool) -> Table {
+/// The title of the fixed or extendable table of `variant` (its subject follows `: `).
+fn title(extendable: bool, variant: Variant) -> &'static str {
+    match (extendable, variant) {
+        (false, Variant::Published) => "ringal: fixed preallocated buffers",
+        (false, _) => "ringal: fixed buffers, full-size writes",
+        (true, Variant::Published) => "ringal: extendable buffers, chunked 64-byte writes",
+        (true, Variant::FullSize) => "ringal: extendable buffers, full-size chunked writes",
+        (true, Variant::Restart) => {
+            "ringal: extendable buffers, full-size write_all, restart on failure"
+        }
+    }
+}
+
+/// Runs ringal's table, fixed or extendable, in one variant.
+pub fn ringal_table(cfg: &Config, extendable: bool, variant: Variant) -> Table {
     let data = random_bytes(131_072);
-    let title = if extendable {
-        "ringal: extendable buffers, chunked 64-byte writes"
-    } else {
-        "ringal: fixed preallocated buffers"
+    let title = title(extendable, variant);
+    let columns = columns();
+    let scale = match variant {
+        Variant::Published => cfg.factor(),
+        _ => format!("{} / {VARIANT_DIVISOR}", cfg.factor()),
     };
     let mut table = Table::new(
-        format!("{title} (iterations × {})", cfg.factor()),
+        format!("{title} (iterations × {scale})"),
         &["Iterations", "Buffer Size", "Max Buffers"],
-        &columns(),
+        &columns,
         Unit::Ms,
     )
     .baseline("Vec (glibc)");
-    table.wait_columns = if cfg!(feature = "ringmem-rows") {
-        vec![0, 1]
-    } else {
-        vec![0]
+    let ring_columns = |names: &[&str]| -> Vec<usize> {
+        names
+            .iter()
+            .filter_map(|n| columns.iter().position(|c| c == n))
+            .collect()
+    };
+    table.wait_columns = ring_columns(&["ringal", "ringmem"]);
+    // Only `ringmem (wait)` restarts in the loops that hold a partial buffer.
+    table.restart_columns = match (extendable, variant) {
+        (false, _) => Vec::new(),
+        (true, Variant::Restart) => ring_columns(&["ringal", "ringmem", "ringmem (wait)"]),
+        (true, _) => ring_columns(&["ringmem (wait)"]),
     };
     for row in 0..ROWS.len() {
-        let shape = shape(cfg, row, extendable);
+        let shape = variant_shape(cfg, row, extendable, variant);
         eprintln!(
             "  {title}: {} × {} B, {} held",
             thousands(shape.iterations),
@@ -160,13 +200,23 @@ pub fn ringal_table(cfg: &Config, extendable: bool) -> Table {
             cells: stats,
         });
     }
-    table.notes = vec![
+    table.notes = notes(extendable, variant);
+    table
+}
+
+/// The notes under a ringal table.
+fn notes(extendable: bool, variant: Variant) -> Vec<String> {
+    let mut notes: Vec<String> = vec![
         "Time per run in ms: median of the repetitions, speed-up against `Vec (glibc)` in bold (italic = slower), min–max in small print. \
          A run includes creating the ring (ringal's numbers are whole-process hyperfine runs) but not dropping it."
             .into(),
-        "Lengths are uniform in 1..=buffer size, the same stream for every column; `std::sync::mpsc` unbounded channel \
-         (ringal's benchmark code is not published; its README says \"unbounded channel\" and ringal has no dependencies)."
-            .into(),
+        match variant {
+            Variant::Published => "Lengths are uniform in 1..=buffer size, the same stream for every column; `std::sync::mpsc` unbounded channel \
+                 (ringal's benchmark code is not published; its README says \"unbounded channel\" and ringal has no dependencies).",
+            _ => "Every message is written at the full buffer size (the published loop writes half of it on average); \
+                 `std::sync::mpsc` unbounded channel, as in the published table.",
+        }
+        .into(),
         "`Vec (mimalloc)` is allocator-api2's `Vec<u8, Mi>` whose allocator calls `mimalloc::MiMalloc`'s `GlobalAlloc` \
          methods directly, in this process; the channel's own nodes use the system allocator in every column. \
          `Vec (mimalloc global)` runs the same loop in a child process (`ringmem-bench-mimalloc`, built alongside) whose \
@@ -175,24 +225,63 @@ pub fn ringal_table(cfg: &Config, extendable: bool) -> Table {
         "`control` writes into slots of one preallocated block of the ring's size and sends (slot, length): no allocation, no release. \
          On 2 cores it is not a strict floor: the channel and thread hand-off dominate the small rows."
             .into(),
-        "waits: median number of times the producer found its ring full (`None`) and yielded.".into(),
+        "waits: median number of times the producer found its ring full (`None`) and yielded (the hand-rolled spin: \
+         8 pause instructions, a yield every 8th time)."
+            .into(),
     ];
-    if extendable {
-        table.notes.push(
-            "Extendable: start from `extendable(0)` / `Vec::new()` / `BytesMut::new()` and write the random length in 64-byte chunks; \
-             the control writes the chunks into its slot. A failed ring grow is retried after a yield (counted as a wait). \
-             Each chunk goes in with the buffer's own append: ringal's `io::Write::write_all`, ringmem's `try_extend_from_slice` \
-             (all or nothing: a `write_all` that fails half-way leaves part of the chunk written, and the retry would write it twice), \
-             `io::Write::write_all` for `Vec`, `BytesMut` (its writer) and the control."
-                .into(),
-        );
+    if cfg!(feature = "ringmem-rows") {
+        notes.push(if extendable {
+            "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `extendable_wait(0)`, the chunks written with `write_all`; \
+             when a write fails (the ring is full), the partial buffer is dropped and `extendable_wait(message length)` parks until there is \
+             room for the whole message, which is then written again (counted as a restart). It never holds a partial buffer while waiting."
+        } else {
+            "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `fixed_wait(size)` spins briefly, then parks \
+             until the consumer's release makes room."
+        }
+        .into());
     }
-    table
+    if extendable {
+        notes.push(crate::ext_check::note());
+        notes.push(match variant {
+            Variant::Restart => "Restart: each message starts from `extendable(0)` / `Vec::new()` / `BytesMut::new()` and is written with \
+                 `io::Write::write_all` in 64-byte chunks; when a write fails, the partial buffer is dropped, the producer waits once \
+                 (the spin above) and starts the message over. restarts: median number of dropped partial buffers per run \
+                 (`Vec`, `BytesMut` and the control never fail).",
+            _ => "Extendable: start from `extendable(0)` / `Vec::new()` / `BytesMut::new()` and write the length in 64-byte chunks; \
+                 the control writes the chunks into its slot. A failed ring grow is retried after a yield (counted as a wait), \
+                 holding the partial buffer. Each chunk goes in with the buffer's own append: ringal's `io::Write::write_all`, \
+                 ringmem's `try_extend_from_slice` (all or nothing: a `write_all` that fails half-way leaves part of the chunk \
+                 written, and the retry would write it twice), `io::Write::write_all` for `Vec`, `BytesMut` (its writer) and the control.",
+        }
+        .into());
+    }
+    notes
+}
+
+/// The variants of the fixed or extendable scenario, published first.
+fn variants(extendable: bool) -> &'static [Variant] {
+    if extendable {
+        &[Variant::Published, Variant::FullSize, Variant::Restart]
+    } else {
+        &[Variant::Published, Variant::FullSize]
+    }
+}
+
+/// Scenario 1 or 2: the tables of every variant, the fixed one's capacity sweep,
+/// then peak RSS.
+pub fn scenario(cfg: &Config, extendable: bool) -> Vec<Table> {
+    let mut t: Vec<Table> = variants(extendable)
+        .iter()
+        .map(|&v| ringal_table(cfg, extendable, v))
+        .collect();
+    if !extendable {
+        t.push(crate::ring_sizes::table(cfg));
+    }
+    t.extend(rss_table(cfg, extendable));
+    t
 }
 
 /// Scenario 1.
 pub fn run(cfg: &Config) -> Vec<Table> {
-    let mut t = vec![ringal_table(cfg, false)];
-    t.extend(rss_table(cfg, false));
-    t
+    scenario(cfg, false)
 }

@@ -194,7 +194,7 @@ fn run_case<A: Objs>(a: &A, case: Case, held: &mut Vec<A::H>) -> Sample {
             }
             let t = start.elapsed();
             held.clear();
-            Sample { time: t, waits: 0 }
+            Sample::timed(t)
         }
         Case::AllocDrop(k) => {
             let start = Instant::now();
@@ -203,10 +203,7 @@ fn run_case<A: Objs>(a: &A, case: Case, held: &mut Vec<A::H>) -> Sample {
                 black_box(&h);
                 drop(h);
             }
-            Sample {
-                time: start.elapsed(),
-                waits: 0,
-            }
+            Sample::timed(start.elapsed())
         }
         Case::Fresh(n) => {
             // Small n: time `m` fresh allocators back to back (all created before the
@@ -223,7 +220,7 @@ fn run_case<A: Objs>(a: &A, case: Case, held: &mut Vec<A::H>) -> Sample {
             let t = start.elapsed() / m as u32;
             drop(v);
             drop(fresh);
-            Sample { time: t, waits: 0 }
+            Sample::timed(t)
         }
         Case::Churn(k) => {
             held.clear();
@@ -238,7 +235,7 @@ fn run_case<A: Objs>(a: &A, case: Case, held: &mut Vec<A::H>) -> Sample {
             }
             let t = start.elapsed();
             held.clear();
-            Sample { time: t, waits: 0 }
+            Sample::timed(t)
         }
     }
 }

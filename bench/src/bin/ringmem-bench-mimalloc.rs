@@ -4,10 +4,10 @@
 //! `ringmem-bench` runs it once per repetition:
 //!
 //! ```text
-//! ringmem-bench-mimalloc THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext
+//! ringmem-bench-mimalloc THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext [published|full|restart [RING_FACTOR]]
 //! ```
 //!
-//! It prints `seconds waits peak_rss_mib` on one line.
+//! It prints `seconds waits restarts peak_rss_mib` on one line.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -19,20 +19,25 @@ mod buffers;
 #[path = "../harness.rs"]
 mod harness;
 
+const USAGE: &str =
+    "usage: THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext [published|full|restart [RING_FACTOR]]";
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let num = |i: usize| -> usize {
-        args.get(i)
-            .and_then(|s| s.parse().ok())
-            .expect("usage: THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext")
-    };
+    let num = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).expect(USAGE) };
     let threads = num(0);
-    let shape = buffers::Shape {
-        iterations: num(1),
-        size: num(2),
-        max_buffers: num(3),
-        extendable: args.get(4).is_some_and(|s| s == "ext"),
-    };
+    let mut shape = buffers::Shape::published(
+        num(1),
+        num(2),
+        num(3),
+        args.get(4).is_some_and(|s| s == "ext"),
+    );
+    if let Some(v) = args.get(5) {
+        shape.variant = buffers::Variant::from_arg(v).expect(USAGE);
+    }
+    if args.len() > 6 {
+        shape.ring_factor = num(6);
+    }
     let data = harness::random_bytes(shape.size);
     let s = if threads == 0 {
         buffers::pipeline::<buffers::SysVec>(shape, &data)
@@ -40,9 +45,10 @@ fn main() {
         buffers::pipelines::<buffers::SysVec>(threads, shape, &data)
     };
     println!(
-        "{} {} {:.1}",
+        "{} {} {} {:.1}",
         s.time.as_secs_f64(),
         s.waits,
+        s.restarts,
         harness::peak_rss_mib().unwrap_or(0.0)
     );
 }
