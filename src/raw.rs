@@ -17,7 +17,7 @@ mod sys {
 
 #[cfg(loom)]
 mod sys {
-    pub(super) use loom::alloc::{alloc, dealloc};
+    pub(super) use crate::sync::heap::{alloc, dealloc};
 
     /// `realloc` through loom's tracked `alloc` and `dealloc` (loom has none).
     ///

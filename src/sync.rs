@@ -1,9 +1,13 @@
-//! The one place that names atomics and cells.
+//! The one place that names atomics, cells, locks and loom.
 //!
 //! Normal builds re-export `core`'s atomics; `--cfg loom` builds re-export loom's, so
-//! the code the loom models check is the code that ships. `Cell` is re-exported from
-//! here too: it only ever holds state of the thread that owns a [`Ring`](crate::Ring),
-//! so loom has nothing to check in it, but every cell still enters through this door.
+//! the code the loom models check is the code that ships. The same goes for the locks
+//! of the waiters, the cell that a lock guards ([`CheckedCell`]), process-wide statics
+//! ([`global!`](crate::sync::global)), a yield inside spin loops ([`model_yield`]) and
+//! the tracked heap ([`heap`]). `Cell` and `UnsafeCell` are re-exported from here too:
+//! they only ever hold state of the thread that owns a ring or a pool, so loom has
+//! nothing to check in them, but every cell still enters through this door. No other
+//! module names `loom`.
 #![allow(unused_imports)]
 
 pub(crate) use core::cell::{Cell, UnsafeCell};
@@ -23,6 +27,89 @@ pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(all(feature = "std", loom))]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+
+/// The heap that loom tracks, so a model fails when a block is leaked or freed twice
+/// (`raw.rs` is its only user).
+#[cfg(loom)]
+pub(crate) use loom::alloc as heap;
+
+/// A process-wide `static`: a plain one, or loom's lazily built one (fresh for each
+/// execution of a model) under `cfg(loom)`. The initialiser must be a constant
+/// expression outside loom.
+macro_rules! global {
+    ($(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr;) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        static $name: $ty = $init;
+        #[cfg(loom)]
+        loom::lazy_static! {
+            $(#[$attr])*
+            static ref $name: $ty = $init;
+        }
+    };
+}
+pub(crate) use global;
+
+/// Lets loom run another thread inside a spin loop (a model would otherwise spin for
+/// ever); nothing in normal builds, where the loop's own back-off decides.
+#[inline(always)]
+pub(crate) fn model_yield() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+/// An `UnsafeCell` shared between threads under a lock of the caller's: `core`'s, or
+/// loom's under `cfg(loom)`, so the models check that the lock really gives exclusive
+/// access.
+pub(crate) struct CheckedCell<T>(
+    #[cfg(not(loom))] core::cell::UnsafeCell<T>,
+    #[cfg(loom)] loom::cell::UnsafeCell<T>,
+);
+
+impl<T> CheckedCell<T> {
+    /// A cell holding `value`.
+    pub(crate) fn new(value: T) -> Self {
+        #[cfg(not(loom))]
+        return CheckedCell(core::cell::UnsafeCell::new(value));
+        #[cfg(loom)]
+        return CheckedCell(loom::cell::UnsafeCell::new(value));
+    }
+
+    /// Runs `f` on a pointer to the value; the caller holds the lock that makes the
+    /// access exclusive.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        return f(self.0.get());
+        #[cfg(loom)]
+        return self.0.with_mut(f);
+    }
+}
+
+/// The `Acquire` side of a count that `Release` read-modify-writes bring down, for the
+/// thread whose RMW found the last owner (as `Arc`'s drop): an `Acquire` *load* of the
+/// word, not `fence(Acquire)`. It reads that RMW's value or a later one, which lies in
+/// the release sequence of every `Release` RMW before it, so it synchronises with all of
+/// them, as the fence would; ThreadSanitizer, which does not model fences, can check it
+/// (`std`'s `Arc` makes the same substitution under TSan). On x86 it is a plain `mov`.
+pub(crate) trait AcquireCount {
+    /// See the trait.
+    fn acquire_count(&self);
+}
+
+impl AcquireCount for AtomicU64 {
+    #[inline(always)]
+    fn acquire_count(&self) {
+        self.load(Ordering::Acquire);
+    }
+}
+
+impl AcquireCount for AtomicUsize {
+    #[inline(always)]
+    fn acquire_count(&self) {
+        self.load(Ordering::Acquire);
+    }
+}
 
 /// `r` itself, through a pointer whose origin the compiler cannot see.
 ///

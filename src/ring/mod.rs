@@ -19,7 +19,7 @@ pub(crate) use header::{round_up, Header, HDR, WORD};
 #[cfg(feature = "allocator-api2")]
 pub(crate) use heap::{claim as heap_claim, resize as heap_resize};
 
-use crate::sync::{Cell, Ordering, UnsafeCell};
+use crate::sync::{AcquireCount, Cell, Ordering, UnsafeCell};
 
 /// What a [`Ring`] does when no free region fits a request.
 ///
@@ -744,11 +744,8 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
         if prev & HEAP == 0 {
             orphan::after_release(hdr);
         } else {
-            // Acquire: pairs with the other handles' Release decrements, as in `Arc`.
-            // A load rather than `fence(Acquire)`: it reads our own decrement, the end
-            // of their release sequence, so it synchronises with all of them just the
-            // same, and ThreadSanitizer (which does not model fences) can check it.
-            let _ = header.0.load(Ordering::Acquire);
+            // Pairs with the other handles' Release decrements, as in `Arc`.
+            header.0.acquire_count();
             // SAFETY: the last handle of a heap region is gone.
             unsafe { heap::free(hdr, prev & !COUNT_MASK, align) };
         }

@@ -100,12 +100,8 @@ impl Orphans {
     }
 }
 
-#[cfg(not(loom))]
-static ORPHANS: Orphans = Orphans::new();
-
-#[cfg(loom)]
-loom::lazy_static! {
-    static ref ORPHANS: Orphans = Orphans::new();
+crate::sync::global! {
+    static ORPHANS: Orphans = Orphans::new();
 }
 
 /// The table slot of a blocker's header address (headers are word-aligned).

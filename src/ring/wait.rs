@@ -47,17 +47,13 @@ const NOBODY: Waiters = Waiters {
     next_id: 0,
 };
 
-#[cfg(not(loom))]
-static WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
+crate::sync::global! {
+    static WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
+}
 
-/// Blocked threads sleep here.
-#[cfg(not(loom))]
-static WOKEN: Condvar = Condvar::new();
-
-#[cfg(loom)]
-loom::lazy_static! {
-    static ref WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
-    static ref WOKEN: Condvar = Condvar::new();
+crate::sync::global! {
+    /// Blocked threads sleep here.
+    static WOKEN: Condvar = Condvar::new();
 }
 
 fn lock() -> MutexGuard<'static, Waiters> {

@@ -30,7 +30,7 @@ use core::ptr::{self, addr_of, addr_of_mut, NonNull};
 // allocator, which fails a model that leaks a page or frees one twice).
 use crate::raw;
 
-use crate::sync::{AtomicU64, Cell, Ordering, UnsafeCell};
+use crate::sync::{AcquireCount, AtomicU64, Cell, Ordering, UnsafeCell};
 
 use super::AllocError;
 
@@ -93,12 +93,8 @@ pub(crate) trait Word {
     /// Subtracts `v`, returns the old word; `Release`, like `Arc`'s drop: the last
     /// owner's [`Word::acquire`] then sees every other owner's use of the value.
     fn sub_release(&self, v: u64) -> u64;
-    /// An `Acquire` load of the word, after this thread's `Release` read-modify-write on
-    /// it found the last owner: it reads that RMW's value or a later one, which lies in
-    /// the release sequence of every `Release` RMW before it, so it synchronises with
-    /// all of them. (A load, not an `Acquire` fence as in `Arc`: ThreadSanitizer does
-    /// not model fences and reports the page's free as a race; `std`'s `Arc` makes the
-    /// same substitution under TSan. On x86 both are a plain `mov` or nothing.)
+    /// After this thread's `Release` read-modify-write found the last owner: the
+    /// `Acquire` side (`sync::AcquireCount`; nothing for a plain cell).
     fn acquire(&self);
 }
 
@@ -209,9 +205,7 @@ impl Word for AtomicU64 {
     }
     #[inline(always)]
     fn acquire(&self) {
-        // Pairs with the `Release` RMWs before it in the word's modification order:
-        // their release sequences continue through every later RMW, ours included.
-        self.load(Ordering::Acquire);
+        self.acquire_count();
     }
 }
 

@@ -41,7 +41,7 @@ use super::heap::{Heap, PageSource, System};
 use super::magazine;
 use super::page::{Page, Slot, SLOTS};
 use super::{AllocError, ArenaBox, PoolStats};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, CheckedCell, Ordering};
 
 /// A pool that many threads allocate from at once; its values may be dropped on any
 /// thread.
@@ -208,7 +208,7 @@ unsafe impl<T: Send> Sync for SharedArena<T> {}
 #[repr(C)]
 struct Shard<T> {
     locked: AtomicBool,
-    heap: LockCell<Heap<T, AtomicU64>>,
+    heap: CheckedCell<Heap<T, AtomicU64>>,
     _pad: [u8; SHARD_PAD],
 }
 
@@ -291,8 +291,7 @@ impl<T> Drop for Locked<'_, T> {
 /// Waits a little: a CPU hint, a scheduler yield after a while, a loom yield in models.
 fn spin(spins: &mut u32) {
     *spins += 1;
-    #[cfg(loom)]
-    loom::thread::yield_now();
+    crate::sync::model_yield();
     #[cfg(all(not(loom), feature = "std"))]
     if *spins > 64 {
         std::thread::yield_now();
@@ -451,7 +450,7 @@ impl<T> SharedArena<T> {
             }
             shards.push(Shard {
                 locked: AtomicBool::new(false),
-                heap: LockCell::new(heap),
+                heap: CheckedCell::new(heap),
                 _pad: [0; SHARD_PAD],
             });
         }
@@ -766,32 +765,6 @@ impl<T> fmt::Debug for SharedArena<T> {
             .field("used", &used)
             .field("free", &free)
             .finish()
-    }
-}
-
-/// The shards' cell: `core`'s `UnsafeCell`, or loom's under `cfg(loom)` so the models
-/// check that the shard lock really gives exclusive access. (Kept here, mirroring
-/// `crate::sync`, until `sync` exports an `UnsafeCell`.)
-#[cfg(not(loom))]
-struct LockCell<T>(core::cell::UnsafeCell<T>);
-
-#[cfg(loom)]
-struct LockCell<T>(loom::cell::UnsafeCell<T>);
-
-impl<T> LockCell<T> {
-    fn new(value: T) -> Self {
-        #[cfg(not(loom))]
-        return LockCell(core::cell::UnsafeCell::new(value));
-        #[cfg(loom)]
-        return LockCell(loom::cell::UnsafeCell::new(value));
-    }
-
-    #[inline(always)]
-    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-        #[cfg(not(loom))]
-        return f(self.0.get());
-        #[cfg(loom)]
-        return self.0.with_mut(f);
     }
 }
 
