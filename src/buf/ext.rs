@@ -7,6 +7,7 @@ use core::ptr::{self, NonNull};
 
 use super::{AllocError, FixedBufMut};
 use crate::ring::{self, round_up, BlockCtl, Claim, Header, Ring, HDR, WORD};
+use crate::WhenFull;
 
 /// A byte buffer in ring memory that grows as it is written, like `Vec<u8>`.
 ///
@@ -232,8 +233,12 @@ impl<'r> ExtBuf<'r> {
         self.grow(additional)
     }
 
-    /// The growing part of [`try_reserve`](Self::try_reserve), out of line: in place
-    /// (from the window, or over free successors), else into a new region.
+    /// The growing part of [`try_reserve`](Self::try_reserve), out of line. Never by
+    /// doubling into space it cannot get: in place from the window (to twice the
+    /// capacity, or to all the window holds if that is enough), or over free
+    /// successors; else it moves to the first place, in the order a claim walks, where
+    /// the new length fits, its own region counted free (see `BlockCtl::relocate`): so
+    /// a buffer that would fit as a fixed one of its new length grows.
     #[inline(never)]
     fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
         let err = AllocError {
@@ -245,21 +250,31 @@ impl<'r> ExtBuf<'r> {
             // SAFETY: the block holds our live region, so the ring keeps it alive; we are
             // on the ring's thread (the buffer borrows the ring, which is not Sync).
             let block = unsafe { block.as_ref() };
-            for target in [want, min] {
-                if target > block.len() {
-                    continue;
-                }
-                if let Some(span) = block.grow_in_place(self.hdr, HDR + round_up(target, WORD)) {
+            if min <= block.len() {
+                let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
+                let grown = block
+                    .grow_latest_upto(self.hdr, lo, hi.min(block.len()))
+                    .or_else(|| block.grow_in_place(self.hdr, lo));
+                if let Some(span) = grown {
                     self.cap = span - HDR;
                     return Ok(());
                 }
+                // SAFETY: our unique handle, on the ring's thread; a ring region's data
+                // follows its header (claimed with alignment WORD), `len <= min`; on
+                // success the old region is given up (replaced below).
+                if let Some(c) = unsafe { block.relocate(self.hdr, self.len, min) } {
+                    self.hdr = c.hdr;
+                    self.ptr = c.data;
+                    self.cap = c.cap;
+                    return Ok(());
+                }
+                if self.ring.when_full() == WhenFull::Fail {
+                    // The walk above saw every place a claim could use.
+                    return Err(err);
+                }
             }
         }
-        let c = self
-            .ring
-            .claim(want, WORD, 1)
-            .or_else(|| self.ring.claim(min, WORD, 1))
-            .ok_or(err)?;
+        let c = self.ring.claim(min, WORD, 1).ok_or(err)?;
         // SAFETY: the new region is live and distinct from ours (ours is live too), and
         // holds at least `min >= len` bytes.
         unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr(), c.data.as_ptr(), self.len) };
@@ -360,8 +375,17 @@ impl<'r> ExtBuf<'r> {
     }
 }
 
+/// A dropped buffer that is the latest region of its block goes back to the window, so
+/// a message started over after a failed write reuses the same bytes.
 impl Drop for ExtBuf<'_> {
     fn drop(&mut self) {
+        if let Some(block) = self.block {
+            // SAFETY: the block holds our live region, so it is alive; this handle is
+            // the region's only one, on the ring's thread, and is going away.
+            if unsafe { block.as_ref().give_back(self.hdr) } {
+                return;
+            }
+        }
         // SAFETY: this handle is the region's only one and is going away.
         unsafe { ring::release_unique(self.hdr, WORD) }
     }
