@@ -448,8 +448,35 @@ impl std::io::Write for ExtBuf<'_> {
         Ok(n)
     }
 
+    /// All of `buf` or an error: the all-or-nothing append
+    /// ([`try_extend_from_slice`](ExtBuf::try_extend_from_slice)) when the buffer can
+    /// grow, so a write costs what that does; when it cannot, what still fits is
+    /// written before the error, as the default `write_all` would.
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if self.try_extend_from_slice(buf).is_ok() {
+            return Ok(());
+        }
+        self.write_rest(buf)
+    }
+
     #[inline]
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(feature = "std")]
+impl ExtBuf<'_> {
+    /// The failing end of `io::Write::write_all`, out of line: writes what fits of
+    /// `buf` (which the buffer could not grow for), then reports the ring full.
+    #[cold]
+    #[inline(never)]
+    fn write_rest(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let n = buf.len().min(self.cap - self.len);
+        // SAFETY: `n <= cap - len`; the bytes belong to this handle.
+        unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };
+        self.len += n;
+        Err(std::io::ErrorKind::OutOfMemory.into())
     }
 }
