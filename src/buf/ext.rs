@@ -12,8 +12,13 @@ use crate::WhenFull;
 /// A byte buffer in ring memory that grows as it is written, like `Vec<u8>`.
 ///
 /// It grows in place when the regions after it are free, and otherwise moves to a new
-/// region of the same ring (or follows the ring's [`WhenFull`](crate::WhenFull)
-/// policy). It borrows the ring, so it stays on the ring's thread, and while it lives
+/// region of the same ring, wherever a fixed buffer of its new length would fit (the
+/// space around its own region included), or follows the ring's
+/// [`WhenFull`](crate::WhenFull) policy. So a message that would fit as
+/// [`Ring::fixed`] of its final size also fits when written piece by piece from
+/// [`Ring::extendable`]`(0)` (from 64 bytes up: an extendable buffer starts with room
+/// for 64). Dropped while it is the ring's latest allocation, it gives its bytes back
+/// for the next one, as a message started over after a failed write. It borrows the ring, so it stays on the ring's thread, and while it lives
 /// the ring keeps serving other buffers. [`finalize`](Self::finalize) turns it into a
 /// `Send` [`FixedBufMut`] and gives the unused capacity back to the ring.
 ///
