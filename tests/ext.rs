@@ -202,3 +202,20 @@ fn grows_under_every_policy() {
         assert!(ext[..100].iter().all(|&b| b == 1));
     }
 }
+
+/// A buffer that is not the latest region grows over the free regions after it.
+#[test]
+fn grows_in_place_over_released_successors() {
+    let ring = Ring::new(8192);
+    let mut ext = ring.extendable(0).unwrap();
+    ext.write_all(&[1; 64]).unwrap();
+    let at = ext.as_ptr();
+    let after = ring.fixed(3000).unwrap();
+    let _later = ring.fixed(100).unwrap(); // the window is past `after`
+    drop(after);
+    for _ in 0..40 {
+        ext.write_all(&[2; 64]).unwrap();
+    }
+    assert_eq!(ext.as_ptr(), at);
+    assert_eq!(ext.len(), 41 * 64);
+}

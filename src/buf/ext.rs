@@ -259,6 +259,13 @@ impl<'r> ExtBuf<'r> {
                 let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
                 let grown = block
                     .grow_latest_upto(self.hdr, lo, hi.min(block.len()))
+                    // Not the latest region: over free successors, doubling if they
+                    // allow it (so the next writes do not walk them again).
+                    .or_else(|| {
+                        (hi > lo && hi <= block.len())
+                            .then(|| block.grow_in_place(self.hdr, hi))
+                            .flatten()
+                    })
                     .or_else(|| block.grow_in_place(self.hdr, lo));
                 if let Some(span) = grown {
                     self.cap = span - HDR;
