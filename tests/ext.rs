@@ -219,3 +219,24 @@ fn grows_in_place_over_released_successors() {
     assert_eq!(ext.as_ptr(), at);
     assert_eq!(ext.len(), 41 * 64);
 }
+
+/// A write retried on a full ring (the buffer held) looks only right after the buffer
+/// for a few retries, then walks again and finds space released anywhere else.
+#[test]
+fn a_held_buffer_retried_on_a_full_ring_finds_released_space() {
+    let ring = Ring::new(4096);
+    let a = ring.fixed(2000).unwrap(); // [0, 2008)
+    let b = ring.fixed(500).unwrap(); // [2008, 2520)
+    let mut ext = ring.extendable(0).unwrap(); // from 2520, to the block end
+    assert!(ext.try_extend_from_slice(&[1; 1568]).is_ok());
+    assert!(ext.try_extend_from_slice(&[2; 64]).is_err());
+    assert!(ext.try_extend_from_slice(&[2; 64]).is_err());
+    // Released space that is not right after the buffer (which ends at the block
+    // end): found by a walk, at the latest after the retries that look only there.
+    drop(a);
+    assert!((0..=16).any(|_| ext.try_extend_from_slice(&[2; 64]).is_ok()));
+    assert!(ext[..1568].iter().all(|&x| x == 1));
+    assert_eq!(&ext[1568..], &[2; 64]);
+    drop(ext);
+    drop(b);
+}

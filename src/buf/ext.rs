@@ -48,7 +48,16 @@ pub struct ExtBuf<'r> {
     len: usize,
     cap: usize,
     block: Option<NonNull<BlockCtl>>,
+    /// Growths left that look only at the regions right after this one (the oldest,
+    /// so the next to be released) before walking the block again, after a walk found
+    /// no room for it: a caller retrying a failed write on a full ring costs a header
+    /// load or two per retry, not a lap (as the ring's claims, see `Ring`). Per buffer,
+    /// so a fresh buffer always walks: it grows wherever a fixed one would fit.
+    stuck: u32,
 }
+
+/// Growths of a buffer that look only at its successors after a walk found no room.
+const RETRIES_AFTER_WALK: u32 = 16;
 
 /// An [`ExtBuf`] without its ring borrow: the region stays held (count 1) and is
 /// released only by an `ExtBuf` rebuilt with [`ExtBuf::from_parts`]. Dropping the parts
@@ -78,6 +87,7 @@ impl<'r> ExtBuf<'r> {
             len: 0,
             cap: c.cap,
             block: c.block,
+            stuck: 0,
         }
     }
 
@@ -123,6 +133,7 @@ impl<'r> ExtBuf<'r> {
             len,
             cap,
             block,
+            stuck: 0,
         }
     }
 
@@ -269,7 +280,12 @@ impl<'r> ExtBuf<'r> {
                     .or_else(|| block.grow_in_place(self.hdr, lo));
                 if let Some(span) = grown {
                     self.cap = span - HDR;
+                    self.stuck = 0;
                     return Ok(());
+                }
+                if self.stuck != 0 {
+                    self.stuck -= 1;
+                    return Err(err);
                 }
                 // SAFETY: our unique handle, on the ring's thread; a ring region's data
                 // follows its header (claimed with alignment WORD), `len <= min`; on
@@ -282,6 +298,7 @@ impl<'r> ExtBuf<'r> {
                 }
                 if self.ring.when_full() == WhenFull::Fail {
                     // The walk above saw every place a claim could use.
+                    self.stuck = RETRIES_AFTER_WALK;
                     return Err(err);
                 }
             }
