@@ -254,7 +254,8 @@ impl<'r> ExtBuf<'r> {
     /// capacity, or to all the window holds if that is enough), or over free
     /// successors; else it moves to the first place, in the order a claim walks, where
     /// the new length fits, its own region counted free (see `BlockCtl::relocate`): so
-    /// a buffer that would fit as a fixed one of its new length grows.
+    /// a buffer that would fit as a fixed one of its new length grows. After that walk
+    /// finds no room, the next growths look only at the successors (see `stuck`).
     #[inline(never)]
     fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
         let err = AllocError {
