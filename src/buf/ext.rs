@@ -14,7 +14,7 @@ use crate::WhenFull;
 /// It grows in place when the regions after it are free, and otherwise moves to a new
 /// region of the same ring, wherever a fixed buffer of its new length would fit (the
 /// space around its own region included), or follows the ring's
-/// [`WhenFull`](crate::WhenFull) policy. So a message that would fit as
+/// [`WhenFull`] policy. So a message that would fit as
 /// [`Ring::fixed`] of its final size also fits when written piece by piece from
 /// [`Ring::extendable`]`(0)` (from 64 bytes up: an extendable buffer starts with room
 /// for 64). Dropped while it is the ring's latest allocation, it gives its bytes back
