@@ -104,6 +104,26 @@ fn ring_only(c: &mut Criterion) {
             black_box(ext.finalize());
         })
     });
+    // Issue 22: `write_all` through `io::Write` should cost what the fallible append
+    // does, for the 1 KiB messages of ringal's extendable rows.
+    g.bench_function("extendable 0 -> 1 KiB in 64 B write_all", |b| {
+        b.iter(|| {
+            let mut ext = ring.extendable(0).unwrap();
+            for _ in 0..16 {
+                ext.write_all(black_box(&[2; 64])).unwrap();
+            }
+            black_box(ext.finalize());
+        })
+    });
+    g.bench_function("extendable 0 -> 1 KiB in 64 B try_extend_from_slice", |b| {
+        b.iter(|| {
+            let mut ext = ring.extendable(0).unwrap();
+            for _ in 0..16 {
+                ext.try_extend_from_slice(black_box(&[2; 64])).unwrap();
+            }
+            black_box(ext.finalize());
+        })
+    });
     g.bench_function("Vec 0 -> 4 KiB in 64 B writes", |b| {
         b.iter(|| {
             let mut v = Vec::new();

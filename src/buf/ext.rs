@@ -7,12 +7,18 @@ use core::ptr::{self, NonNull};
 
 use super::{AllocError, FixedBufMut};
 use crate::ring::{self, round_up, BlockCtl, Claim, Header, Ring, HDR, WORD};
+use crate::WhenFull;
 
 /// A byte buffer in ring memory that grows as it is written, like `Vec<u8>`.
 ///
 /// It grows in place when the regions after it are free, and otherwise moves to a new
-/// region of the same ring (or follows the ring's [`WhenFull`](crate::WhenFull)
-/// policy). It borrows the ring, so it stays on the ring's thread, and while it lives
+/// region of the same ring, wherever a fixed buffer of its new length would fit (the
+/// space around its own region included), or follows the ring's
+/// [`WhenFull`] policy. So a message that would fit as
+/// [`Ring::fixed`] of its final size also fits when written piece by piece from
+/// [`Ring::extendable`]`(0)` (from 64 bytes up: an extendable buffer starts with room
+/// for 64). Dropped while it is the ring's latest allocation, it gives its bytes back
+/// for the next one, as a message started over after a failed write. It borrows the ring, so it stays on the ring's thread, and while it lives
 /// the ring keeps serving other buffers. [`finalize`](Self::finalize) turns it into a
 /// `Send` [`FixedBufMut`] and gives the unused capacity back to the ring.
 ///
@@ -42,7 +48,16 @@ pub struct ExtBuf<'r> {
     len: usize,
     cap: usize,
     block: Option<NonNull<BlockCtl>>,
+    /// Growths left that look only at the regions right after this one (the oldest,
+    /// so the next to be released) before walking the block again, after a walk found
+    /// no room for it: a caller retrying a failed write on a full ring costs a header
+    /// load or two per retry, not a lap (as the ring's claims, see `Ring`). Per buffer,
+    /// so a fresh buffer always walks: it grows wherever a fixed one would fit.
+    stuck: u32,
 }
+
+/// Growths of a buffer that look only at its successors after a walk found no room.
+const RETRIES_AFTER_WALK: u32 = 16;
 
 /// An [`ExtBuf`] without its ring borrow: the region stays held (count 1) and is
 /// released only by an `ExtBuf` rebuilt with [`ExtBuf::from_parts`]. Dropping the parts
@@ -72,6 +87,7 @@ impl<'r> ExtBuf<'r> {
             len: 0,
             cap: c.cap,
             block: c.block,
+            stuck: 0,
         }
     }
 
@@ -117,6 +133,7 @@ impl<'r> ExtBuf<'r> {
             len,
             cap,
             block,
+            stuck: 0,
         }
     }
 
@@ -232,8 +249,13 @@ impl<'r> ExtBuf<'r> {
         self.grow(additional)
     }
 
-    /// The growing part of [`try_reserve`](Self::try_reserve), out of line: in place
-    /// (from the window, or over free successors), else into a new region.
+    /// The growing part of [`try_reserve`](Self::try_reserve), out of line. Never by
+    /// doubling into space it cannot get: in place from the window (to twice the
+    /// capacity, or to all the window holds if that is enough), or over free
+    /// successors; else it moves to the first place, in the order a claim walks, where
+    /// the new length fits, its own region counted free (see `BlockCtl::relocate`): so
+    /// a buffer that would fit as a fixed one of its new length grows. After that walk
+    /// finds no room, the next growths look only at the successors (see `stuck`).
     #[inline(never)]
     fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
         let err = AllocError {
@@ -245,21 +267,44 @@ impl<'r> ExtBuf<'r> {
             // SAFETY: the block holds our live region, so the ring keeps it alive; we are
             // on the ring's thread (the buffer borrows the ring, which is not Sync).
             let block = unsafe { block.as_ref() };
-            for target in [want, min] {
-                if target > block.len() {
-                    continue;
-                }
-                if let Some(span) = block.grow_in_place(self.hdr, HDR + round_up(target, WORD)) {
+            if min <= block.len() {
+                let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
+                let grown = block
+                    .grow_latest_upto(self.hdr, lo, hi.min(block.len()))
+                    // Not the latest region: over free successors, doubling if they
+                    // allow it (so the next writes do not walk them again).
+                    .or_else(|| {
+                        (hi > lo && hi <= block.len())
+                            .then(|| block.grow_in_place(self.hdr, hi))
+                            .flatten()
+                    })
+                    .or_else(|| block.grow_in_place(self.hdr, lo));
+                if let Some(span) = grown {
                     self.cap = span - HDR;
+                    self.stuck = 0;
                     return Ok(());
+                }
+                if self.stuck != 0 {
+                    self.stuck -= 1;
+                    return Err(err);
+                }
+                // SAFETY: our unique handle, on the ring's thread; a ring region's data
+                // follows its header (claimed with alignment WORD), `len <= min`; on
+                // success the old region is given up (replaced below).
+                if let Some(c) = unsafe { block.relocate(self.hdr, self.len, min) } {
+                    self.hdr = c.hdr;
+                    self.ptr = c.data;
+                    self.cap = c.cap;
+                    return Ok(());
+                }
+                if self.ring.when_full() == WhenFull::Fail {
+                    // The walk above saw every place a claim could use.
+                    self.stuck = RETRIES_AFTER_WALK;
+                    return Err(err);
                 }
             }
         }
-        let c = self
-            .ring
-            .claim(want, WORD, 1)
-            .or_else(|| self.ring.claim(min, WORD, 1))
-            .ok_or(err)?;
+        let c = self.ring.claim(min, WORD, 1).ok_or(err)?;
         // SAFETY: the new region is live and distinct from ours (ours is live too), and
         // holds at least `min >= len` bytes.
         unsafe { ptr::copy_nonoverlapping(self.ptr.as_ptr(), c.data.as_ptr(), self.len) };
@@ -360,8 +405,17 @@ impl<'r> ExtBuf<'r> {
     }
 }
 
+/// A dropped buffer that is the latest region of its block goes back to the window, so
+/// a message started over after a failed write reuses the same bytes.
 impl Drop for ExtBuf<'_> {
     fn drop(&mut self) {
+        if let Some(block) = self.block {
+            // SAFETY: the block holds our live region, so it is alive; this handle is
+            // the region's only one, on the ring's thread, and is going away.
+            if unsafe { block.as_ref().give_back(self.hdr) } {
+                return;
+            }
+        }
         // SAFETY: this handle is the region's only one and is going away.
         unsafe { ring::release_unique(self.hdr, WORD) }
     }
@@ -424,8 +478,35 @@ impl std::io::Write for ExtBuf<'_> {
         Ok(n)
     }
 
+    /// All of `buf` or an error: the all-or-nothing append
+    /// ([`try_extend_from_slice`](ExtBuf::try_extend_from_slice)) when the buffer can
+    /// grow, so a write costs what that does; when it cannot, what still fits is
+    /// written before the error, as the default `write_all` would.
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if self.try_extend_from_slice(buf).is_ok() {
+            return Ok(());
+        }
+        self.write_rest(buf)
+    }
+
     #[inline]
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(feature = "std")]
+impl ExtBuf<'_> {
+    /// The failing end of `io::Write::write_all`, out of line: writes what fits of
+    /// `buf` (which the buffer could not grow for), then reports the ring full.
+    #[cold]
+    #[inline(never)]
+    fn write_rest(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let n = buf.len().min(self.cap - self.len);
+        // SAFETY: `n <= cap - len`; the bytes belong to this handle.
+        unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };
+        self.len += n;
+        Err(std::io::ErrorKind::OutOfMemory.into())
     }
 }

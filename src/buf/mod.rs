@@ -21,7 +21,10 @@ pub(crate) use wait::{hopeless, typed_bytes};
 #[cfg(feature = "std")]
 pub use wait::{Wait, WaitError};
 
-use crate::ring::{Ring, MAX_ALIGN, WORD};
+use crate::ring::{Ring, HDR, MAX_ALIGN, WORD};
+
+/// The capacity an extendable buffer starts with at least (see [`Ring::extendable`]).
+const EXT_START: usize = 64;
 
 /// A write did not fit in a fixed-capacity buffer.
 ///
@@ -99,17 +102,25 @@ impl Ring {
     }
 
     /// A growable buffer with room for `n` bytes to start with (0 is fine), or `None`
-    /// when the ring cannot serve it.
+    /// when the ring cannot serve it. It starts with room for at least 64 bytes (when
+    /// the ring's blocks hold that much), so that a first small write does not move it,
+    /// and a ring without room for 64 bytes says so at once rather than at that write.
     ///
     /// ```
     /// use std::io::Write;
     /// let ring = ringmem::Ring::new(4096);
     /// let mut ext = ring.extendable(0).unwrap();
+    /// assert_eq!(ext.capacity(), 64);
     /// ext.write_all(&[7; 300]).unwrap();
     /// assert_eq!(ext.len(), 300);
     /// ```
     #[inline]
     pub fn extendable(&self, n: usize) -> Option<ExtBuf<'_>> {
+        let n = if n < EXT_START && HDR + EXT_START <= self.block_len() {
+            EXT_START
+        } else {
+            n
+        };
         let c = self.claim(n, WORD, 1)?;
         Some(ExtBuf::from_claim(self, c))
     }

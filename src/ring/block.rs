@@ -565,6 +565,174 @@ impl BlockCtl {
         Some(new_span)
     }
 
+    /// Grows the latest region, led by `hdr` (held by a unique handle of this thread),
+    /// from the front of the window: to `want` bytes, or to all the window holds if that
+    /// is less but at least `min` (both multiples of [`WORD`]). Returns the new span, or
+    /// `None` (nothing changed): not the latest region, or the window is too small.
+    #[inline]
+    pub(crate) fn grow_latest_upto(
+        &self,
+        hdr: NonNull<Header>,
+        min: usize,
+        want: usize,
+    ) -> Option<usize> {
+        let off = self.offset_of(hdr);
+        // SAFETY: `hdr` leads a live region of this block, held by this thread.
+        // Relaxed: only this thread changes the header of a uniquely held region.
+        let h = unsafe { self.hdr(off) }.load(Ordering::Relaxed);
+        let have = span(h);
+        if off + have != self.head.get() {
+            return None;
+        }
+        // No underflow: the region ends at `head <= limit`.
+        let room = self.limit.get() - off;
+        if room < min {
+            return None;
+        }
+        let new = want.min(room).max(have);
+        // SAFETY: `hdr` is ours and `[off, off + new)` is the region and the window's
+        // front, both ours; the count (a unique handle) stays, so the region stays
+        // locked while it grows.
+        unsafe { self.hdr(off) }.store(pack(new, count(h)), Ordering::Relaxed);
+        self.head.set(off + new);
+        Some(new)
+    }
+
+    /// Moves the live region led by `hdr` (held by a unique handle of this thread, its
+    /// data right after the header) to the first place, walking from the head as a
+    /// claim does, where `bytes` data bytes fit, counting the region's own span as
+    /// free: so it finds every place a fresh claim of `bytes` would, and also the free
+    /// space around the region itself (which a claim made while the region is held
+    /// cannot use). The first `len` data bytes move with it. Returns the new region
+    /// (one handle), or `None` with nothing changed but the window closed.
+    ///
+    /// # Safety
+    /// - the caller holds the unique handle of the region led by `hdr`, on the owning
+    ///   thread, and on success uses neither it nor the old data again;
+    /// - the region was claimed with alignment at most [`WORD`] (data at `hdr + HDR`),
+    ///   and `len` is at most its data bytes and at most `bytes`.
+    pub(crate) unsafe fn relocate(
+        &self,
+        hdr: NonNull<Header>,
+        len: usize,
+        bytes: usize,
+    ) -> Option<Claim> {
+        debug_assert!(len <= bytes, "moving {len} bytes into {bytes}");
+        let need = HDR + round_up(bytes, WORD);
+        if need > self.len {
+            return None;
+        }
+        self.close();
+        let ours = self.offset_of(hdr);
+        // SAFETY: `hdr` leads our live region (contract).
+        // Relaxed: only this thread changes the header of a uniquely held region.
+        let ours_span = span(unsafe { self.hdr(ours) }.load(Ordering::Relaxed));
+        let len_total = self.len;
+        let start = self.head.get();
+        let (mut off, mut wrapped) = (start, false);
+        let found = loop {
+            // Acquire: pairs with the release of whichever thread released the
+            // region, so its last writes happen before our reuse (as in `walk`).
+            // SAFETY: `off` is a header offset: `head` always is, and the walk moves
+            // from header to header by their spans.
+            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+            let mut have = span(h);
+            if count(h) == 0 || off == ours {
+                // A run of free regions (ours among them, counted free): no header is
+                // merged, as a merge over our region would free it before the move.
+                while have < need && off + have < len_total {
+                    let end = off + have;
+                    // SAFETY: the boundary after a region is a header offset.
+                    // Acquire: as above.
+                    let n = unsafe { self.hdr(end) }.load(Ordering::Acquire);
+                    if count(n) != 0 && end != ours {
+                        break;
+                    }
+                    have += span(n);
+                }
+                if have >= need {
+                    break Some((off, have));
+                }
+            }
+            off += have;
+            if off == len_total {
+                if wrapped {
+                    break None;
+                }
+                off = 0;
+                wrapped = true;
+            }
+            if wrapped && off >= start {
+                break None;
+            }
+        };
+        let (at, have) = found?;
+        let used = if have - need >= HDR { need } else { have };
+        let dst = self.hdr_ptr(at).cast::<u8>();
+        let src = hdr.as_ptr().cast::<u8>();
+        let covers_ours = at <= ours && ours < at + have;
+        // SAFETY: both ranges lie in this block: ours holds `len` data bytes after its
+        // header (contract), and the new region `need > HDR + len` bytes. They overlap
+        // only when the run holds our region (`ptr::copy` is a memmove).
+        unsafe { core::ptr::copy(src.add(HDR), dst.add(HDR), len) };
+        if used != have {
+            // SAFETY: `at + need` lies inside the free run, past the moved bytes, on a
+            // word boundary; it becomes a free region's header.
+            unsafe {
+                self.hdr_ptr(at + need)
+                    .write(Header::new(pack(have - need, 0)))
+            };
+        }
+        if !covers_ours {
+            // SAFETY: our region, which nobody else touches, is given up here.
+            // Relaxed: the bytes are reused by this thread only.
+            unsafe { self.hdr(ours) }.store(pack(ours_span, 0), Ordering::Relaxed);
+        }
+        // SAFETY: `at` leads the free run we just took (our old region, if inside it, is
+        // given up by this store). Relaxed: as in `take`.
+        unsafe { self.hdr_ptr(at).write(Header::new(pack(used, 1))) };
+        let next = at + used;
+        self.set_head(if next == self.len { 0 } else { next });
+        self.stuck.set(0);
+        self.open();
+        Some(Claim {
+            // SAFETY: derived from the block pointer, which is non-null.
+            hdr: unsafe { NonNull::new_unchecked(dst.cast()) },
+            // SAFETY: `HDR < used`: the data starts inside the new region.
+            data: unsafe { NonNull::new_unchecked(dst.add(HDR)) },
+            cap: used - HDR,
+            block: Some(NonNull::from(self)),
+        })
+    }
+
+    /// Gives the latest region, led by `hdr`, back to the window: it ends where the
+    /// window starts, or at the block end while the window is closed at the block
+    /// start (as a failed walk leaves it). Returns whether it did; `false`: nothing
+    /// changed, and the caller releases the region as usual.
+    ///
+    /// # Safety
+    /// The caller holds the unique handle of the region led by `hdr`, a region of this
+    /// block, on the owning thread, and gives it up if this returns `true`.
+    #[inline]
+    pub(crate) unsafe fn give_back(&self, hdr: NonNull<Header>) -> bool {
+        let off = self.offset_of(hdr);
+        // SAFETY: `hdr` leads a live region of this block (contract).
+        // Relaxed: only this thread changes the header of a uniquely held region.
+        let end = off + span(unsafe { self.hdr(off) }.load(Ordering::Relaxed));
+        if end == self.head.get() {
+            self.head.set(off);
+            return true;
+        }
+        if end == self.len && self.head.get() == 0 && self.limit.get() == 0 {
+            // The window opens over the region: `[off, len)` is ours, the region
+            // headers before it tile `[0, off)`.
+            self.head.set(off);
+            self.limit.set(self.len);
+            return true;
+        }
+        false
+    }
+
     /// Shrinks the live region led by `hdr` to `keep` bytes (a multiple of [`WORD`], at
     /// least the header), returning the tail to the ring as a free region.
     pub(crate) fn trim(&self, hdr: NonNull<Header>, keep: usize) {

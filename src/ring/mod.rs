@@ -359,7 +359,6 @@ impl Ring {
 
     /// Bytes per block (headers included), as the builder's `capacity` set it; blocks
     /// added for larger requests may be longer.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[inline]
     pub(crate) fn block_len(&self) -> usize {
         self.block_len
