@@ -66,10 +66,12 @@
 //! the threshold) they allocate, copy and release the old region.
 
 mod chunk;
-// Used by `OneRingAlloc` (std only) and the loom model.
-#[cfg_attr(not(feature = "std"), allow(dead_code))]
+// `ChunkCount`: `OneRingAlloc`'s (std, not loom) and its loom models' (`count.rs`).
+#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
 mod count;
-#[cfg(feature = "std")]
+// On the thread-local ring, which loom builds leave out (its chunk count is modelled
+// in `count.rs`).
+#[cfg(all(feature = "std", not(loom)))]
 mod global;
 mod local;
 
@@ -78,7 +80,7 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", not(loom)))]
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
 
@@ -271,7 +273,7 @@ pub(crate) struct Source<'r> {
 
 impl<'r> Source<'r> {
     /// Every request from the global allocator (a thread whose ring is gone).
-    #[cfg(feature = "std")]
+    #[cfg(all(feature = "std", not(loom)))]
     pub(crate) const HEAP: Source<'static> = Source {
         ring: None,
         threshold: 0,
