@@ -140,16 +140,17 @@ pub(crate) struct Head<C> {
 const NO_CHUNK: *mut u8 = NonNull::<u8>::dangling().as_ptr();
 
 /// A chunked allocator's current chunk, which it fills in order. Freeing the latest
-/// block moves the cursor back and growing it moves it on; another block of this chunk
-/// freed by its owner joins `unused`, a plain cell (no atomic instruction even for a
-/// shared count); a block of any other chunk is the front end's to count down.
+/// block moves the cursor back and growing it moves it on; with an atomic count,
+/// another block of this chunk freed by its owner joins `unused`, a plain cell (no
+/// atomic instruction); any other block is the front end's to count down.
 ///
 /// Invariants: `end` is 0 exactly when `chunk` is null, and then `cursor` is
 /// [`NO_CHUNK`], or null for good when the allocator does not use chunks (so a free
 /// tells the two apart from the cursor it loads anyway). Otherwise `chunk` is live,
 /// current (its count not retired) and hands out its bytes from `chunk + HEAD` to
-/// `cursor`, of which `unused` are in no block: padding skipped to align a block, and
-/// blocks freed out of order. A null `chunk` matches no block's chunk: no allocation
+/// `cursor`, of which `unused` are in no block and not subtracted from the count:
+/// padding skipped to align a block, and (for an atomic count) blocks freed out of
+/// order by the owner. A null `chunk` matches no block's chunk: no allocation
 /// lies in the first `CHUNK` bytes of the address space.
 pub(crate) struct Current<C> {
     cursor: Cell<*mut u8>,
@@ -270,14 +271,15 @@ impl<C: Count> Current<C> {
     /// `CHUNK`-aligned stretch, and a live block's chunk is not released, so no later
     /// chunk can sit at its address.
     #[inline(always)]
-    pub(crate) fn holds(&self, p: *mut u8) -> bool {
+    fn holds(&self, p: *mut u8) -> bool {
         p as usize & !(CHUNK - 1) == self.chunk.get() as usize
     }
 
     /// Frees `len` bytes at `p`, the end of a small block (the whole block, or the tail
-    /// a shrink gives up), if they are of the current chunk: the latest block's go back
-    /// to the cursor, others join `unused`. `false`: they are of another chunk, for the
-    /// caller to count down.
+    /// a shrink gives up), if the count need not see them: the latest block's go back
+    /// to the cursor, others of the current chunk join `unused` when the count is
+    /// atomic. `false`: the caller counts them down (a plain count takes a free of the
+    /// current chunk as cheaply as `unused`, and one test fewer finds other chunks).
     ///
     /// Only the latest block of the current chunk ends at the cursor (every size that
     /// fits a block rounds to its length): other chunks lie elsewhere, and no chunk's
@@ -289,7 +291,7 @@ impl<C: Count> Current<C> {
             // `cur - len` is `p`; computed from the cursor, the new cursor does not
             // wait for wherever `p` came from.
             self.cursor.set(cur.wrapping_sub(len));
-        } else if self.holds(p) {
+        } else if C::ATOMIC && self.holds(p) {
             self.unused.set(self.unused.get() + len);
         } else {
             return false;
@@ -300,7 +302,7 @@ impl<C: Count> Current<C> {
     /// A small block resized to a small size in place: the latest block of the current
     /// chunk grows or shrinks at the cursor, any other shrinks where it is (the tail's
     /// bytes freed as by [`free`](Self::free)). With the block, the bytes of its tail
-    /// that lie in another chunk, for the caller to count down (0: none). `None` when
+    /// that `free` left for the caller to count down (0: none). `None` when
     /// neither applies (or without chunks); nothing changed then.
     ///
     /// # Safety

@@ -20,6 +20,11 @@ use crate::sync::{AcquireCount, AtomicUsize, Cell, Ordering};
 /// others:        free(n): word -= n   ...                          -> 0? release
 /// ```
 pub(crate) trait Count {
+    /// Whether other threads may count the chunk down (the operations are atomic): the
+    /// owner then keeps its own frees of its current chunk in a plain cell (`Current`'s
+    /// `unused`) rather than pay an atomic subtraction for each.
+    const ATOMIC: bool;
+
     /// A current chunk with nothing freed.
     fn new() -> Self;
 
@@ -52,6 +57,8 @@ pub(crate) const LIVE: usize = 1 << (usize::BITS - 2);
 /// One thread's count (`RingAlloc` is not `Send`): a load, a subtraction and a store,
 /// tested for 0 in the same instruction.
 impl Count for Cell<usize> {
+    const ATOMIC: bool = false;
+
     #[inline(always)]
     fn new() -> Self {
         Cell::new(LIVE)
@@ -90,6 +97,8 @@ impl ChunkCount {
 }
 
 impl Count for ChunkCount {
+    const ATOMIC: bool = true;
+
     #[inline]
     fn new() -> Self {
         ChunkCount(AtomicUsize::new(LIVE))

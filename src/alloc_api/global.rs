@@ -109,7 +109,10 @@ impl Held {
 ///   caller's to give up.
 unsafe fn subtract((chunk, bytes): (*mut Chunk, usize)) {
     // SAFETY: forwarded from this function's contract.
-    release_chunk(unsafe { count_down(chunk, bytes) });
+    let emptied = unsafe { count_down(chunk, bytes) };
+    if emptied.is_some() {
+        release_chunk(emptied);
+    }
 }
 
 /// Gives back the bytes this thread holds back, if any.

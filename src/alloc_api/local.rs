@@ -395,10 +395,10 @@ impl RingAlloc {
         self.allocate_small(layout)
     }
 
-    /// Releases a small allocation. The latest one gives its bytes back to the cursor,
-    /// another of the current chunk to its unused bytes (the chunk starts over when it
-    /// is next full and found empty); any other subtracts them from its chunk's count,
-    /// and an emptied chunk is released. Without chunks, the ring's release.
+    /// Releases a small allocation. The latest one gives its bytes back to the cursor;
+    /// any other subtracts them from its chunk's count, and an emptied chunk is released
+    /// if it is no longer current (the current one starts over when it is next full and
+    /// found empty). Without chunks, the ring's release.
     ///
     /// # Safety
     /// - `ptr` was handed out by this handle or a clone for `layout` (or a layout that
@@ -419,8 +419,8 @@ impl RingAlloc {
         unsafe { self.give_back(ptr.as_ptr(), len) };
     }
 
-    /// Subtracts `bytes` from the chunk holding `p` (not the current one), and releases
-    /// it if that emptied it.
+    /// Subtracts `bytes` from the chunk holding `p`, and releases it if that emptied it
+    /// (only a retired chunk can reach 0).
     ///
     /// # Safety
     /// - `p` lies in a live chunk of this handle's ring, and `bytes` of its blocks
@@ -512,8 +512,8 @@ impl RingAlloc {
         // SAFETY: forwarded from this function's contract.
         let (block, elsewhere) = unsafe { self.shared().chunks.resize(ptr, old, new, zeroed) }?;
         if elsewhere != 0 {
-            // SAFETY: the tail of a live block of another chunk (`resize` is `None`
-            // without chunks), given up by the caller.
+            // SAFETY: the tail of a live block of a chunk (`resize` is `None` without
+            // chunks), given up by the caller.
             unsafe { self.give_back(ptr.as_ptr(), elsewhere) };
         }
         Some(block)
