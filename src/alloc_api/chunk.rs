@@ -134,6 +134,19 @@ pub(crate) struct Head<C> {
     pub(crate) count: C,
 }
 
+/// A chunk that is retired and empty: nothing refers to it any more, and its region
+/// (from [`claim`]) is its holder's to release, once. Made only in this module, by the
+/// call that found the chunk empty.
+#[must_use]
+pub(crate) struct Emptied(NonNull<u8>);
+
+impl Emptied {
+    /// The chunk's region, an allocation of this module with [`CHUNK_LAYOUT`].
+    pub(crate) fn region(self) -> NonNull<u8> {
+        self.0
+    }
+}
+
 /// The cursor of a chunked allocator with no current chunk: not null, and no block
 /// ends there (a block's end is past its non-null start); with `end` 0 every small
 /// request misses and takes the slow path.
@@ -237,8 +250,7 @@ impl<C: Count> Current<C> {
     /// releases it. Forgotten at once, before anything can fail: a retired chunk left
     /// current would keep handing out blocks that its count no longer covers. Returns
     /// the chunk if nothing in it is in use: the caller releases it.
-    #[must_use]
-    pub(crate) fn retire(&self) -> Option<NonNull<u8>> {
+    pub(crate) fn retire(&self) -> Option<Emptied> {
         let chunk = self.chunk.get();
         if chunk.is_null() {
             return None;
@@ -250,15 +262,14 @@ impl<C: Count> Current<C> {
         self.unused.set(0);
         // SAFETY: the current chunk is live until retired, here, once.
         if unsafe { (*chunk).count.retire(used) } {
-            return NonNull::new(chunk.cast());
+            return NonNull::new(chunk.cast()).map(Emptied);
         }
         None
     }
 
     /// Retires the current chunk if every block came back, and returns it for the
     /// caller to release (`flush`).
-    #[must_use]
-    pub(crate) fn flush(&self) -> Option<NonNull<u8>> {
+    pub(crate) fn flush(&self) -> Option<Emptied> {
         let chunk = self.chunk.get();
         // SAFETY: the current chunk is live (invariant).
         if chunk.is_null() || !unsafe { (*chunk).count.all_back(self.used(chunk)) } {
@@ -352,14 +363,10 @@ impl<C: Count> Current<C> {
 /// - `chunk` is live and `bytes` of its blocks (handed out, and not yet counted as
 ///   freed) are the caller's to give up.
 #[inline(always)]
-#[must_use]
-pub(crate) unsafe fn count_down<C: Count>(
-    chunk: *mut Head<C>,
-    bytes: usize,
-) -> Option<NonNull<u8>> {
+pub(crate) unsafe fn count_down<C: Count>(chunk: *mut Head<C>, bytes: usize) -> Option<Emptied> {
     // SAFETY: the chunk is live (contract).
     if unsafe { (*chunk).count.give_back(bytes) } {
-        return NonNull::new(chunk.cast());
+        return NonNull::new(chunk.cast()).map(Emptied);
     }
     None
 }

@@ -6,8 +6,8 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{self, chunk_of, count_down, is_small, Current, Head, CHUNK, CHUNK_LAYOUT};
-use super::chunk::{GRAIN, SMALL_MAX};
+use super::chunk::{self, chunk_of, count_down, is_small, Current, Emptied, Head, CHUNK};
+use super::chunk::{CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::count::{ChunkCount, Count};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::round_up;
@@ -171,12 +171,12 @@ impl Drop for RetireAtExit {
 /// Gives a chunk's region back to its ring (or the heap), from any thread, if there is
 /// one to release.
 #[inline(never)]
-fn release_chunk(chunk: Option<NonNull<u8>>) {
+fn release_chunk(chunk: Option<Emptied>) {
     if let Some(chunk) = chunk {
-        // SAFETY: `Current` and `count_down` hand out a chunk only when it is retired
-        // and empty: a region allocated with `CHUNK_LAYOUT` by `Source::allocate` or
-        // claimed at the window (same header), held by no one else.
-        unsafe { super::deallocate(chunk, CHUNK_LAYOUT) }
+        // SAFETY: a retired, empty chunk (`Emptied`): a region allocated with
+        // `CHUNK_LAYOUT` by `Source::allocate` or claimed at the window (same header),
+        // held by no one else, released once, here.
+        unsafe { super::deallocate(chunk.region(), CHUNK_LAYOUT) }
     }
 }
 

@@ -8,7 +8,7 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{self, is_small, Current, Head, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::chunk::{self, is_small, Current, Emptied, Head, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::raw;
 use crate::ring::{round_up, MAX_ALIGN};
@@ -127,12 +127,12 @@ impl Shared {
 
     /// Gives a chunk's region back to the ring, if there is one to release.
     #[inline(never)]
-    fn release_chunk(&self, chunk: Option<NonNull<u8>>) {
+    fn release_chunk(&self, chunk: Option<Emptied>) {
         if let Some(chunk) = chunk {
-            // SAFETY: `Current` and `count_down` hand out a chunk only when it is
-            // retired and empty: a region of this module with `CHUNK_LAYOUT` that
-            // nothing refers to any more, released on the ring's thread.
-            unsafe { self.source().deallocate(chunk, CHUNK_LAYOUT) };
+            // SAFETY: a retired, empty chunk (`Emptied`): a region of this module with
+            // `CHUNK_LAYOUT` that nothing refers to any more, released once, here, on
+            // the ring's thread.
+            unsafe { self.source().deallocate(chunk.region(), CHUNK_LAYOUT) };
         }
     }
 }

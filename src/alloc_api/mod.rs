@@ -7,8 +7,9 @@
 //!
 //! [`RingAlloc`] and [`OneRingAlloc`] serve small layouts (1 to 256 bytes, alignment up
 //! to a word) from *chunks* instead: 4 KiB ring regions filled in order, with no header
-//! per allocation (`chunk.rs`). `RingAlloc` (one thread, like its ring) counts a chunk's
-//! freed bytes in a plain word (`local.rs`); `OneRingAlloc` keeps each thread's chunk in
+//! per allocation, by one chunk allocator generic over its chunks' count (`chunk.rs`,
+//! `count.rs`). `RingAlloc` (one thread, like its ring) keeps it in the handles' shared
+//! state and counts in a plain word (`local.rs`); `OneRingAlloc` keeps one per thread in
 //! a thread-local and counts down one atomic word per chunk, so its small blocks may be
 //! freed on any thread; a thread adds up its frees of one chunk's blocks and subtracts
 //! them in one step (`global.rs`). Everything else goes the way described here.
