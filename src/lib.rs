@@ -11,16 +11,8 @@
 
 extern crate alloc;
 
-#[cfg(all(feature = "allocator-api2", not(loom)))]
+#[cfg(feature = "allocator-api2")]
 mod alloc_api;
-// `OneRingAlloc`'s chunk count alone, for its loom model (`tests/loom.rs`): the rest of
-// `alloc_api` sits on the thread-local ring, which loom builds leave out.
-#[cfg(all(feature = "allocator-api2", loom))]
-#[path = "alloc_api/count.rs"]
-mod chunk_count;
-#[cfg(all(feature = "allocator-api2", loom))]
-#[doc(hidden)]
-pub use chunk_count::ChunkCount;
 mod buf;
 #[cfg(feature = "bytes")]
 mod bytes_impl;
@@ -36,7 +28,7 @@ pub mod tls;
 
 #[cfg(all(feature = "allocator-api2", feature = "std", not(loom)))]
 pub use alloc_api::OneRingAlloc;
-#[cfg(all(feature = "allocator-api2", not(loom)))]
+#[cfg(feature = "allocator-api2")]
 pub use alloc_api::RingAlloc;
 pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 #[cfg(feature = "std")]

@@ -111,6 +111,34 @@ impl AcquireCount for AtomicUsize {
     }
 }
 
+/// What the crate's own loom models need (`cargo test --lib` under `--cfg loom`): loom's
+/// threads, and [`run_model`](model::run_model).
+#[cfg(all(test, loom))]
+pub(crate) mod model {
+    pub(crate) use loom::thread;
+
+    /// Runs one model with the preemption bound from `LOOM_MAX_PREEMPTIONS` (2 unless
+    /// set) and prints how many interleavings it explored.
+    pub(crate) fn run_model(name: &str, f: impl Fn() + Send + Sync + 'static) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        let runs = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        builder.check(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            f();
+        });
+        std::println!(
+            "loom model {name}: {} interleavings (preemption bound {:?})",
+            runs.load(Ordering::Relaxed),
+            builder.preemption_bound
+        );
+    }
+}
+
 /// `r` itself, through a pointer whose origin the compiler cannot see.
 ///
 /// For thread-local state that every call updates (`OneRingAlloc`'s chunk cursor). On

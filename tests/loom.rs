@@ -1,9 +1,10 @@
 //! Every interleaving (to the preemption bound) of the ring's cross-thread protocols:
 //! release vs reuse of a region, the frozen count, dropping the ring while buffers live,
-//! and `ExtBuf` growth over a neighbour another thread releases.
+//! and `ExtBuf` growth over a neighbour another thread releases. The models of crate
+//! internals (`OneRingAlloc`'s chunk count) sit next to their code, run by `--lib`.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom -- --nocapture
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --lib --test loom -- --nocapture
 //! ```
 //!
 //! Blocks come from loom's tracked allocator under `cfg(loom)` (`src/raw.rs`), so a
@@ -313,139 +314,6 @@ fn ext_grows_over_a_neighbour_released_elsewhere() {
         t.join().unwrap();
         drop(done);
         assert_eq!(ring.stats().live_buffers, 0);
-    });
-}
-
-/// A `OneRingAlloc` chunk of two blocks in a model: its count, and a shadow byte per
-/// block that the block's user writes before freeing it and whoever releases the chunk
-/// reads.
-#[cfg(feature = "allocator-api2")]
-struct TwoBlockChunk {
-    count: ringmem::ChunkCount,
-    blocks: [UnsafeCell<u8>; 2],
-}
-
-// SAFETY: each block's shadow is used by its holder only, and by the releaser after
-// every free (what the models check).
-#[cfg(feature = "allocator-api2")]
-unsafe impl Sync for TwoBlockChunk {}
-
-#[cfg(feature = "allocator-api2")]
-impl TwoBlockChunk {
-    fn new() -> Arc<Self> {
-        Arc::new(TwoBlockChunk {
-            count: ringmem::ChunkCount::new(),
-            blocks: [UnsafeCell::new(0), UnsafeCell::new(0)],
-        })
-    }
-
-    /// The release: reads every block's shadow, which must hold one of `users`' marks.
-    fn release(&self, users: &[u8]) -> bool {
-        for b in &self.blocks {
-            // SAFETY: the chunk is empty: no holder uses a block any more.
-            b.with(|p| unsafe { assert!(users.contains(&*p), "block still in use") });
-        }
-        true
-    }
-}
-
-/// `OneRingAlloc`'s chunk count: the owner hands out two blocks, frees one and retires
-/// the chunk while another thread frees the other. Exactly one of the three calls
-/// finds the chunk empty and releases it, and the release happens after both blocks'
-/// last use (the shadow of each block is written by its user before its free and read
-/// by whoever releases; without the `Release`/`Acquire` pairing loom reports the race).
-#[cfg(feature = "allocator-api2")]
-#[test]
-fn one_ring_chunk_released_once_after_every_free() {
-    run_model("one_ring_chunk_released_once_after_every_free", || {
-        let chunk = TwoBlockChunk::new();
-        let release = |c: &TwoBlockChunk| c.release(&[1, 2]);
-        let other = chunk.clone();
-        let far = thread::spawn(move || {
-            // SAFETY: block 1 is this thread's until it frees it.
-            other.blocks[1].with_mut(|p| unsafe { *p = 2 });
-            other.count.give_back(12) && release(&other)
-        });
-        // SAFETY: block 0 is the owner's until it frees it.
-        chunk.blocks[0].with_mut(|p| unsafe { *p = 1 });
-        let mut released = chunk.count.give_back(8) && release(&chunk);
-        released |= chunk.count.retire(8 + 12) && release(&chunk);
-        let far_released = far.join().unwrap();
-        assert!(released != far_released, "released exactly once");
-    });
-}
-
-/// A thread that frees blocks of a chunk it does not own holds their bytes back and
-/// gives them back in one subtraction: as soon as the count says they are all it waits
-/// for (a `Relaxed` hint), else at its exit. The owner retires the chunk meanwhile. The
-/// chunk is still released exactly once, after every use of every block.
-#[cfg(feature = "allocator-api2")]
-#[test]
-fn one_ring_chunk_released_once_with_frees_held_back() {
-    run_model("one_ring_chunk_released_once_with_frees_held_back", || {
-        let chunk = TwoBlockChunk::new();
-        let release = |c: &TwoBlockChunk| c.release(&[2]);
-        let other = chunk.clone();
-        let far = thread::spawn(move || {
-            let mut held = 0;
-            for (i, b) in other.blocks.iter().enumerate() {
-                // SAFETY: the blocks are this thread's until it frees them.
-                b.with_mut(|p| unsafe { *p = 2 });
-                held += 4 * (i + 1);
-                if other.count.is_only(held) {
-                    return other.count.give_back(held) && release(&other);
-                }
-            }
-            // The thread exits: it gives back what it held.
-            other.count.give_back(held) && release(&other)
-        });
-        // The owner's own block was freed into the chunk's unused bytes: it retires the
-        // chunk with the far thread's 4 + 8 bytes in use.
-        let released = chunk.count.retire(12) && release(&chunk);
-        let far_released = far.join().unwrap();
-        assert!(released != far_released, "released exactly once");
-    });
-}
-
-/// The owner of the current chunk starts it over once every block came back: its
-/// `Acquire` check orders the other thread's use of a block before the owner hands the
-/// bytes out again.
-#[cfg(feature = "allocator-api2")]
-#[test]
-fn one_ring_chunk_restarts_after_a_free_elsewhere() {
-    use ringmem::ChunkCount;
-    run_model("one_ring_chunk_restarts_after_a_free_elsewhere", || {
-        struct Chunk {
-            count: ChunkCount,
-            block: UnsafeCell<u8>,
-        }
-        // SAFETY: the block's shadow is used by its holder, then by the owner once the
-        // count says it came back (what the model checks).
-        unsafe impl Sync for Chunk {}
-        let chunk = Arc::new(Chunk {
-            count: ChunkCount::new(),
-            block: UnsafeCell::new(0),
-        });
-        let other = chunk.clone();
-        let far = thread::spawn(move || {
-            // SAFETY: the block is this thread's until it frees it.
-            other.block.with_mut(|p| unsafe { *p = 2 });
-            assert!(!other.count.give_back(16), "current: not released");
-        });
-        loop {
-            if chunk.count.all_back(16) {
-                chunk.count.restart();
-                // SAFETY: every block came back: the bytes are the owner's again.
-                chunk.block.with_mut(|p| unsafe { *p = 1 });
-                break;
-            }
-            thread::yield_now();
-        }
-        far.join().unwrap();
-        assert!(
-            chunk.count.retire(0),
-            "an empty retired chunk is released at once"
-        );
     });
 }
 

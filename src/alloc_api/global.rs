@@ -6,8 +6,9 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{self, bump, chunk_of, is_small, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
-use super::count::ChunkCount;
+use super::chunk::{self, chunk_of, count_down, is_small, Current, Emptied, Head, CHUNK};
+use super::chunk::{CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::count::{ChunkCount, Count};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::round_up;
 use crate::sync::{plain_ref, Cell};
@@ -18,12 +19,9 @@ std::thread_local! {
     static THRESHOLD: Cell<usize> = const { Cell::new(DEFAULT_HEAP_THRESHOLD) };
     /// This thread's current chunk. No destructor, so an access is a plain thread-local
     /// address (no state check) and works until the thread is gone.
-    static CURRENT: Current = const {
-        Current {
-            cursor: Cell::new(ptr::null_mut()),
-            end: Cell::new(0),
-            chunk: Cell::new(ptr::null_mut()),
-            unused: Cell::new(0),
+    static CURRENT: Local = const {
+        Local {
+            chunks: Current::new(true),
             exiting: Cell::new(false),
         }
     };
@@ -37,6 +35,9 @@ std::thread_local! {
         }
     };
 }
+
+/// The head of a chunk of `OneRingAlloc`: its count may be brought down on any thread.
+type Chunk = Head<ChunkCount>;
 
 /// Freed bytes of one chunk (not this thread's current one) that this thread has not yet
 /// subtracted from the chunk's count. Blocks of a queue are freed in the order they were
@@ -53,7 +54,7 @@ std::thread_local! {
 /// its count still includes `bytes`, so it cannot be released before they are given
 /// back.
 struct Held {
-    chunk: Cell<*mut OneChunk>,
+    chunk: Cell<*mut Chunk>,
     bytes: Cell<usize>,
 }
 
@@ -64,10 +65,10 @@ impl Held {
     /// give them back), else those held of the chunk this free moves away from.
     ///
     /// # Safety
-    /// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
-    ///   caller gives up.
+    /// - `p` is a live small block of a chunk, `bytes` of which (handed out, and not yet
+    ///   counted as freed) the caller gives up.
     #[inline(always)]
-    unsafe fn add(&self, p: *mut u8, bytes: usize) -> Option<(*mut OneChunk, usize)> {
+    unsafe fn add(&self, p: *mut u8, bytes: usize) -> Option<(*mut Chunk, usize)> {
         let held = self.chunk.get();
         // A chunk spans one `CHUNK`-aligned stretch, and the held one is live, so no
         // other chunk can sit at its address.
@@ -81,10 +82,10 @@ impl Held {
             self.bytes.set(sum);
             return None;
         }
-        let chunk: *mut OneChunk = chunk_of(p);
+        let chunk: *mut Chunk = chunk_of(p);
         // Held bytes need the thread's exit to give them back.
         // SAFETY: `p` is in a live chunk (contract), so its head is live.
-        if unsafe { (*chunk).count.is_only(bytes) } || !with_current(Current::exit_armed) {
+        if unsafe { (*chunk).count.is_only(bytes) } || !with_current(Local::exit_armed) {
             return Some((chunk, bytes));
         }
         let old = (held, self.bytes.replace(bytes));
@@ -93,7 +94,7 @@ impl Held {
     }
 
     /// Takes everything held: the chunk and its bytes, if any.
-    fn take(&self) -> Option<(*mut OneChunk, usize)> {
+    fn take(&self) -> Option<(*mut Chunk, usize)> {
         let chunk = self.chunk.replace(ptr::null_mut());
         let bytes = self.bytes.replace(0);
         (!chunk.is_null()).then_some((chunk, bytes))
@@ -104,12 +105,13 @@ impl Held {
 /// after its retirement.
 ///
 /// # Safety
-/// - `chunk` is live and `bytes` of it (counted in `used`) are the caller's to give up.
-unsafe fn subtract((chunk, bytes): (*mut OneChunk, usize)) {
-    // SAFETY: the chunk is live (contract).
-    if unsafe { (*chunk).count.give_back(bytes) } {
-        // SAFETY: retired and empty: this call was the last to touch it.
-        unsafe { release_chunk(chunk) };
+/// - `chunk` is live and `bytes` of it (handed out, not yet counted as freed) are the
+///   caller's to give up.
+unsafe fn subtract((chunk, bytes): (*mut Chunk, usize)) {
+    // SAFETY: forwarded from this function's contract.
+    let emptied = unsafe { count_down(chunk, bytes) };
+    if emptied.is_some() {
+        release_chunk(emptied);
     }
 }
 
@@ -121,49 +123,25 @@ fn give_back_held() {
     }
 }
 
-/// Runs `f` on this thread's [`Current`], reached through a plain pointer
+/// Runs `f` on this thread's [`Local`], reached through a plain pointer
 /// ([`plain_ref`], which says why: every small allocation and free updates it).
 #[inline(always)]
-fn with_current<R>(f: impl FnOnce(&Current) -> R) -> R {
+fn with_current<R>(f: impl FnOnce(&Local) -> R) -> R {
     CURRENT.with(|c| f(plain_ref(c)))
 }
 
-/// The head of a chunk of `OneRingAlloc`, in its first bytes.
-#[repr(C)]
-struct OneChunk {
-    /// When the chunk is empty (see [`ChunkCount`]).
-    count: ChunkCount,
-}
-
-/// Bytes at the start of a chunk before its first block (a word multiple).
-const ONE_HEAD: usize = core::mem::size_of::<OneChunk>();
-
 /// Where this thread's small allocations come from: a chunk it fills in order, as
 /// `RingAlloc` does, whose blocks any thread may free (they then count down the chunk's
-/// [`ChunkCount`]; the latest block, freed on this thread, moves the cursor back).
-///
-/// Invariants: `end` is 0 exactly when `chunk` is null (then `cursor` is null too);
-/// otherwise `chunk` is live, current (its count not retired) and hands out its bytes
-/// from `chunk + ONE_HEAD` to `cursor`, of which `unused` are in no block: padding, and
-/// blocks this thread freed out of order (counted here instead of in the atomic count).
-struct Current {
-    cursor: Cell<*mut u8>,
-    end: Cell<usize>,
-    chunk: Cell<*mut OneChunk>,
-    unused: Cell<usize>,
+/// [`ChunkCount`]; those freed on this thread go back to the chunk's cursor or unused
+/// bytes, see [`Current`]).
+struct Local {
+    chunks: Current<ChunkCount>,
     /// The thread's exit retired its chunk: each later small allocation on this thread
     /// gets a chunk of its own, retired at once (thread teardown only).
     exiting: Cell<bool>,
 }
 
-impl Current {
-    /// Bytes of the current chunk `chunk` handed out to blocks and not freed on this
-    /// thread (padding not counted).
-    #[inline(always)]
-    fn used(&self, chunk: *mut OneChunk) -> usize {
-        self.cursor.get() as usize - (chunk as usize + ONE_HEAD) - self.unused.get()
-    }
-
+impl Local {
     /// Whether this thread's exit will still retire its chunk and give back the bytes it
     /// holds: the thread-local that does both is armed (this arms it) and has not run.
     /// Once it has, `exiting` says so from then on.
@@ -173,25 +151,6 @@ impl Current {
             return false;
         }
         true
-    }
-
-    /// Retires the current chunk, if any, and forgets it: the free that empties it
-    /// releases it (or this call, if nothing is in use).
-    fn retire(&self) {
-        let chunk = self.chunk.get();
-        if chunk.is_null() {
-            return;
-        }
-        let used = self.used(chunk);
-        self.chunk.set(ptr::null_mut());
-        self.cursor.set(ptr::null_mut());
-        self.end.set(0);
-        self.unused.set(0);
-        // SAFETY: the current chunk is live until retired, here, once.
-        if unsafe { (*chunk).count.retire(used) } {
-            // SAFETY: retired and empty: nothing refers to it any more.
-            unsafe { release_chunk(chunk) };
-        }
     }
 }
 
@@ -203,56 +162,42 @@ impl Drop for RetireAtExit {
     fn drop(&mut self) {
         let _ = CURRENT.try_with(|c| {
             c.exiting.set(true);
-            c.retire();
+            release_chunk(c.chunks.retire());
         });
         give_back_held();
     }
 }
 
-/// Gives a chunk's region back to its ring (or the heap), from any thread.
-///
-/// # Safety
-/// - `chunk` was made by [`new_chunk`], is retired and empty, and is not used
-///   afterwards.
+/// Gives a chunk's region back to its ring (or the heap), from any thread, if there is
+/// one to release.
 #[inline(never)]
-unsafe fn release_chunk(chunk: *mut OneChunk) {
-    // SAFETY: a region allocated with `CHUNK_LAYOUT` by `Source::allocate` or claimed
-    // at the window (same header), held by no one else (contract).
-    unsafe { super::deallocate(NonNull::new_unchecked(chunk.cast()), CHUNK_LAYOUT) }
-}
-
-/// A new chunk, current for no one yet: from this thread's ring (tiling the block when
-/// the window's front allows, as `RingAlloc`'s do), or from the heap when the ring is
-/// gone or the threshold is below [`SMALL_MAX`].
-fn new_chunk() -> Result<*mut OneChunk, AllocError> {
-    let to_heap = threshold() < SMALL_MAX;
-    let chunk = match tls::with_ring(|ring| chunk::claim(Some(ring), to_heap)) {
-        Some(made) => made?,
-        None => chunk::claim(None, true)?,
+fn release_chunk(chunk: Option<Emptied>) {
+    if let Some(chunk) = chunk {
+        // SAFETY: a retired, empty chunk (`Emptied`): a region allocated with
+        // `CHUNK_LAYOUT` by `Source::allocate` or claimed at the window (same header),
+        // held by no one else, released once, here.
+        unsafe { super::deallocate(chunk.region(), CHUNK_LAYOUT) }
     }
-    .cast::<OneChunk>();
-    // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`: room for the
-    // head.
-    unsafe { ptr::addr_of_mut!((*chunk).count).write(ChunkCount::new()) };
-    Ok(chunk)
 }
 
-/// A small allocation from this thread's chunk: its size rounded up to a [`GRAIN`], at
-/// its alignment (see `RingAlloc`'s, the same in a thread-local).
+/// A new chunk's region, current for no one yet: from this thread's ring (tiling the
+/// block when the window's front allows, as `RingAlloc`'s do), or from the heap when
+/// the ring is gone or the threshold is below [`SMALL_MAX`].
+fn new_chunk() -> Result<*mut u8, AllocError> {
+    let to_heap = threshold() < SMALL_MAX;
+    match tls::with_ring(|ring| chunk::claim(Some(ring), to_heap)) {
+        Some(made) => made,
+        None => chunk::claim(None, true),
+    }
+}
+
+/// A small allocation from this thread's chunk ([`Current::bump`]).
 #[inline(always)]
 fn allocate_small(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-    with_current(|c| {
-        let Some((p, len, pad)) = bump(c.cursor.get(), c.end.get(), layout) else {
-            return allocate_small_slow(layout);
-        };
-        if pad != 0 {
-            c.unused.set(c.unused.get() + pad);
-        }
-        c.cursor.set(p.wrapping_add(len));
-        // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
-        let p = unsafe { NonNull::new_unchecked(p) };
-        Ok(NonNull::slice_from_raw_parts(p, len))
-    })
+    match with_current(|c| c.chunks.bump(layout)) {
+        Some(block) => Ok(block),
+        None => allocate_small_slow(layout),
+    }
 }
 
 /// A small allocation when the current chunk is full (or there is none): the chunk
@@ -262,27 +207,14 @@ fn allocate_small(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
 #[inline(never)]
 fn allocate_small_slow(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
     with_current(|c| {
-        let chunk = c.chunk.get();
-        if !chunk.is_null() {
-            // SAFETY: the current chunk is live.
-            if unsafe { (*chunk).count.all_back(c.used(chunk)) } {
-                // SAFETY: as above; no block is live, so no other thread touches it.
-                unsafe { (*chunk).count.restart() };
-                c.cursor.set(chunk.cast::<u8>().wrapping_add(ONE_HEAD));
-                c.unused.set(0);
-                // An empty chunk holds any small layout: this does not come back here.
-                return allocate_small(layout);
+        if !c.chunks.restart() {
+            release_chunk(c.chunks.retire());
+            if !c.exit_armed() {
+                return allocate_alone(layout);
             }
-            c.retire();
+            c.chunks.start(new_chunk()?);
         }
-        if !c.exit_armed() {
-            return allocate_alone(layout);
-        }
-        let chunk = new_chunk()?;
-        c.chunk.set(chunk);
-        c.cursor.set(chunk.cast::<u8>().wrapping_add(ONE_HEAD));
-        c.end.set(chunk as usize + CHUNK_LAYOUT.size());
-        c.unused.set(0);
+        // An empty chunk holds any small layout: this does not come back here.
         allocate_small(layout)
     })
 }
@@ -290,10 +222,15 @@ fn allocate_small_slow(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
 /// A small allocation during thread teardown, after the thread's chunk was retired: a
 /// chunk of its own, retired at once, so that its free releases it.
 fn allocate_alone(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-    let chunk = new_chunk()?;
+    let chunk = new_chunk()?.cast::<Chunk>();
     let len = round_up(layout.size(), GRAIN);
+    // SAFETY: a fresh block of `CHUNK - HDR` bytes, aligned to `CHUNK`: room for the
+    // head.
+    unsafe { ptr::addr_of_mut!((*chunk).count).write(ChunkCount::new()) };
     // The first block follows the head, a word multiple: no padding.
-    let p = chunk.cast::<u8>().wrapping_add(ONE_HEAD);
+    let p = chunk
+        .cast::<u8>()
+        .wrapping_add(core::mem::size_of::<Chunk>());
     // SAFETY: the chunk is live; it hands out `len > 0` bytes, so it is not empty.
     let released = unsafe { (*chunk).count.retire(len) };
     debug_assert!(!released);
@@ -302,35 +239,17 @@ fn allocate_alone(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
     Ok(NonNull::slice_from_raw_parts(p, len))
 }
 
-/// Releases a small block, on any thread: the latest block of this thread's chunk moves
-/// the cursor back, another block of it joins the chunk's unused bytes (both without an
-/// atomic instruction); a block of any other chunk counts it down.
+/// Releases a small block, on any thread: a block of this thread's chunk goes back to
+/// it ([`Current::free`], no atomic instruction); a block of any other chunk counts it
+/// down.
 ///
 /// # Safety
 /// - `ptr` was handed out by `OneRingAlloc` (any thread) for `layout` or a layout that
 ///   fits it, `layout` is small, and `ptr` is not used afterwards.
 #[inline(always)]
 unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
-    let p = ptr.as_ptr();
-    let len = round_up(layout.size(), GRAIN);
-    // Only the latest block of this thread's current chunk ends at its cursor: another
-    // thread's chunks lie elsewhere, and no chunk's blocks end where another's begin.
-    // A chunk spans one `CHUNK`-aligned stretch, so a block lies in the current chunk
-    // exactly when rounding its address down gives the chunk (a live block's chunk is
-    // not released, so no later chunk can sit at that address).
-    let kept = with_current(|c| {
-        let cur = c.cursor.get();
-        if p as usize + len == cur as usize {
-            c.cursor.set(cur.wrapping_sub(len));
-            true
-        } else if p as usize & !(CHUNK - 1) == c.chunk.get() as usize {
-            c.unused.set(c.unused.get() + len);
-            true
-        } else {
-            false
-        }
-    });
-    if !kept {
+    let (p, len) = (ptr.as_ptr(), round_up(layout.size(), GRAIN));
+    if !with_current(|c| c.chunks.free(p, len)) {
         // SAFETY: forwarded from this function's contract.
         unsafe { give_back(p, len) }
     }
@@ -341,8 +260,8 @@ unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
 /// chunk if that emptied it after its retirement.
 ///
 /// # Safety
-/// - `p` is a live small block of a chunk, `bytes` of which (counted in `used`) the
-///   caller gives up.
+/// - `p` is a live small block of a chunk other than this thread's current one, `bytes`
+///   of which (handed out, not yet counted as freed) the caller gives up.
 ///
 /// Not kept out of line: freeing a queue in order comes here for nearly every block,
 /// and a call would be a large share of each such free.
@@ -355,9 +274,8 @@ unsafe fn give_back(p: *mut u8, bytes: usize) {
     }
 }
 
-/// `grow`, `grow_zeroed` and `shrink` of a small block to a small size, in place: the
-/// latest block of this thread's chunk grows or shrinks at the cursor, any other shrinks
-/// where it is. `None` when neither applies; nothing changed then.
+/// `grow`, `grow_zeroed` and `shrink` of a small block to a small size, in place
+/// ([`Current::resize`]).
 ///
 /// # Safety
 /// The `Allocator::grow` (`shrink`) contract; both layouts are small.
@@ -368,36 +286,17 @@ unsafe fn resize_small(
     new: Layout,
     zeroed: bool,
 ) -> Option<NonNull<[u8]>> {
-    let p = ptr.as_ptr() as usize;
-    if p & (new.align() - 1) != 0 {
-        return None;
+    // Through a pointer, outside `LocalKey::with`: in it, the resize's code made `with`
+    // too large for the compiler to inline into a `Vec`'s growth.
+    let c = with_current(|c| c as *const Local);
+    // SAFETY: forwarded from this function's contract. `c` is this thread's `Local`,
+    // alive until the thread exits (it has no destructor), so for this whole call.
+    let (block, elsewhere) = unsafe { (*c).chunks.resize(ptr, old, new, zeroed) }?;
+    if elsewhere != 0 {
+        // SAFETY: the tail of a live block of another chunk, given up by the caller.
+        unsafe { give_back(ptr.as_ptr(), elsewhere) };
     }
-    let (had, want) = (round_up(old.size(), GRAIN), round_up(new.size(), GRAIN));
-    let latest = with_current(|c| {
-        let cur = c.cursor.get();
-        // No overflow: both at most `SMALL_MAX`, `p` inside a block.
-        let latest = p + had == cur as usize && p + want <= c.end.get();
-        if latest {
-            c.cursor.set(ptr.as_ptr().wrapping_add(want));
-        }
-        latest
-    });
-    if !latest {
-        if want > had {
-            return None;
-        }
-        if want < had {
-            // SAFETY: a block of a chunk whose last `had - want` bytes the caller gives
-            // up.
-            unsafe { give_back(ptr.as_ptr(), had - want) };
-        }
-    }
-    if zeroed {
-        // SAFETY: the block holds `want >= new.size()` bytes from `ptr`, ours;
-        // `grow_zeroed` has `new.size() >= old.size()`.
-        unsafe { ptr::write_bytes(ptr.as_ptr().add(old.size()), 0, want - old.size()) };
-    }
-    Some(NonNull::slice_from_raw_parts(ptr, want))
+    Some(block)
 }
 
 /// `grow`, `grow_zeroed` or `shrink` where either layout is small: in place in the chunk
@@ -668,13 +567,7 @@ impl OneRingAlloc {
     /// ```
     pub fn flush(&self) {
         give_back_held();
-        let _ = CURRENT.try_with(|c| {
-            let chunk = c.chunk.get();
-            // SAFETY: the current chunk is live.
-            if !chunk.is_null() && unsafe { (*chunk).count.all_back(c.used(chunk)) } {
-                c.retire();
-            }
-        });
+        let _ = CURRENT.try_with(|c| release_chunk(c.chunks.flush()));
     }
 
     /// Allocates a block for `layout` from this thread's ring (as

@@ -8,7 +8,7 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-use super::chunk::{self, is_small, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::chunk::{self, is_small, Current, Emptied, Head, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::raw;
 use crate::ring::{round_up, MAX_ALIGN};
@@ -103,51 +103,14 @@ struct Shared {
     /// Made by `RingAlloc::new`: on drop, the ring may become this thread's spare.
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     recyclable: bool,
-    /// The current chunk's next free byte; [`NO_CHUNK`] when there is no current
-    /// chunk, and null for good when small allocations do not share chunks (the ring's
-    /// blocks are too short, see [`CHUNKED_MIN_BLOCK`]): then every allocation is a
-    /// ring region. So the free of a small block tells the two apart from the cursor it
-    /// has already loaded for its latest-block test, with no flag to read.
-    cursor: Cell<*mut u8>,
-    /// The address just past the current chunk's last usable byte; 0 before the first
-    /// chunk, so that every small request misses and takes the slow path.
-    end: Cell<usize>,
-    /// The current chunk (see [`ChunkHead`]); null before the first chunk and after
-    /// [`RingAlloc::flush`].
-    chunk: Cell<*mut ChunkHead>,
+    /// Where small allocations come from; not chunked when the ring's blocks are too
+    /// short (see [`CHUNKED_MIN_BLOCK`]): then every allocation is a ring region.
+    chunks: Current<Cell<usize>>,
 }
-
-/// What a chunk knows about itself, in its first bytes. A chunk hands out its bytes in
-/// order from after this head, each block its size rounded up to a [`GRAIN`] at its
-/// alignment. Its bytes in use are those handed out (up to the cursor while it is
-/// current) minus those freed: blocks released out of order (the latest block goes back
-/// to the cursor instead), the bytes a block gave up shrinking in place, and the padding
-/// skipped to align a block to a word.
-#[repr(C)]
-struct ChunkHead {
-    /// Once the chunk is retired (no longer current), its bytes in use: each free
-    /// subtracts its bytes, and the one that brings it to 0 releases the chunk. While
-    /// it is current, [`OPEN`] minus the bytes freed so far, never 0. One word that a
-    /// free decrements and tests in one instruction, where a freed count compared with
-    /// a used count took a load and a comparison more on every free.
-    left: usize,
-}
-
-/// A current chunk's [`ChunkHead::left`] before any free: more than a chunk's bytes, so
-/// that frees never bring it to 0.
-const OPEN: usize = usize::MAX / 2;
-
-/// Bytes at the start of a chunk before its first block.
-const CHUNK_HEAD: usize = core::mem::size_of::<ChunkHead>();
 
 /// Chunks are used when the ring's blocks hold at least this many bytes (eight chunks),
 /// so that a chunk pinned by one live allocation is a small part of a block.
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
-
-/// The cursor of a chunked allocator with no current chunk: not null, and no block
-/// ends there (a block's end is past its non-null start), and with `end` 0 every
-/// small request misses and takes the slow path.
-const NO_CHUNK: *mut u8 = NonNull::<u8>::dangling().as_ptr();
 
 #[cfg(feature = "std")]
 std::thread_local! {
@@ -162,98 +125,24 @@ impl Shared {
         Source::new(&self.ring, self.threshold.get())
     }
 
-    /// Whether small allocations share chunks (see `cursor`).
-    #[inline(always)]
-    fn chunked(&self) -> bool {
-        !self.cursor.get().is_null()
-    }
-
-    /// The bytes the current chunk `chunk` has handed out: from its first block to the
-    /// cursor.
-    #[inline(always)]
-    fn handed_out(&self, chunk: *mut ChunkHead) -> usize {
-        self.cursor.get() as usize - (chunk as usize + CHUNK_HEAD)
-    }
-
-    /// The bytes of the current chunk handed out and still in use (`chunk` not null).
-    ///
-    /// # Safety
-    /// - The current chunk is not null.
-    #[inline(always)]
-    unsafe fn in_use(&self, chunk: *mut ChunkHead) -> usize {
-        let handed_out = self.handed_out(chunk);
-        // SAFETY: the current chunk is live: it is released only by `flush` or, once
-        // it is no longer current, by the deallocation that empties it. Its head is
-        // touched on this thread only (`RingAlloc` is not `Send`).
-        let left = unsafe { (*chunk).left };
-        // `OPEN - left` bytes were freed, at most those handed out (a chunk's bytes):
-        // no overflow.
-        handed_out + left - OPEN
-    }
-
-    /// Releases the current chunk if it holds no allocation, and forgets it.
-    fn flush(&self) {
-        let chunk = self.chunk.get();
-        // SAFETY: not null.
-        if chunk.is_null() || unsafe { self.in_use(chunk) } != 0 {
-            return;
-        }
-        self.forget();
-        // SAFETY: the chunk was allocated by this module with `CHUNK_LAYOUT` and holds
-        // no allocation; nothing refers to it any more.
-        unsafe { self.release_chunk(chunk) };
-    }
-
-    /// Leaves the allocator with no current chunk: the next small request takes the
-    /// slow path.
-    fn forget(&self) {
-        self.chunk.set(ptr::null_mut());
-        self.cursor.set(NO_CHUNK);
-        self.end.set(0);
-    }
-
-    /// Writes into the current chunk (if any, and not empty) its bytes in use, and
-    /// forgets it: from now on the deallocation that empties it releases it. Forgotten
-    /// at once, before anything can fail: a retired chunk left current would keep
-    /// handing out blocks that its count no longer covers, and be released under them.
-    fn retire(&self) {
-        let chunk = self.chunk.get();
-        if !chunk.is_null() {
-            // SAFETY: the current chunk, not null.
-            let in_use = unsafe { self.in_use(chunk) };
-            debug_assert_ne!(
-                in_use, 0,
-                "an empty chunk is reused or released, not retired"
-            );
-            self.forget();
-            // SAFETY: the chunk is live (a block in it is); its head is touched on this
-            // thread only.
-            unsafe { (*chunk).left = in_use };
-        }
-    }
-
-    /// Gives a chunk's region back to the ring.
-    ///
-    /// # Safety
-    /// - `chunk` was allocated with `CHUNK_LAYOUT` by this module, holds no allocation,
-    ///   and is not used afterwards.
+    /// Gives a chunk's region back to the ring, if there is one to release.
     #[inline(never)]
-    unsafe fn release_chunk(&self, chunk: *mut ChunkHead) {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            self.source()
-                .deallocate(NonNull::new_unchecked(chunk.cast()), CHUNK_LAYOUT)
-        };
+    fn release_chunk(&self, chunk: Option<Emptied>) {
+        if let Some(chunk) = chunk {
+            // SAFETY: a retired, empty chunk (`Emptied`): a region of this module with
+            // `CHUNK_LAYOUT` that nothing refers to any more, released once, here, on
+            // the ring's thread.
+            unsafe { self.source().deallocate(chunk.region(), CHUNK_LAYOUT) };
+        }
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // A current chunk that still holds allocations is retired: the deallocation
-        // that empties it (through another handle on this ring, see
-        // `RingAlloc::new`'s spare ring) releases it.
-        self.flush();
-        self.retire();
+        // The current chunk is released if empty, else retired: the deallocation that
+        // empties it (through another handle on this ring, see `RingAlloc::new`'s
+        // spare ring) releases it.
+        self.release_chunk(self.chunks.retire());
         // SAFETY: `ring` is taken exactly once, here, and not used afterwards.
         let ring = unsafe { ManuallyDrop::take(&mut self.ring) };
         #[cfg(feature = "std")]
@@ -353,16 +242,10 @@ impl RingAlloc {
         unsafe {
             shared.as_ptr().write(Shared {
                 handles: Cell::new(1),
-                cursor: Cell::new(if ring.block_len() >= CHUNKED_MIN_BLOCK {
-                    NO_CHUNK
-                } else {
-                    ptr::null_mut()
-                }),
+                chunks: Current::new(ring.block_len() >= CHUNKED_MIN_BLOCK),
                 ring: ManuallyDrop::new(ring),
                 threshold: Cell::new(DEFAULT_HEAP_THRESHOLD),
                 recyclable,
-                end: Cell::new(0),
-                chunk: Cell::new(ptr::null_mut()),
             })
         };
         Ok(RingAlloc { shared })
@@ -479,29 +362,17 @@ impl RingAlloc {
     /// assert_eq!(a.ring().stats().live_buffers, 0);
     /// ```
     pub fn flush(&self) {
-        self.shared().flush();
+        let s = self.shared();
+        s.release_chunk(s.chunks.flush());
     }
 
-    /// A small allocation from the current chunk: its size rounded up to a [`GRAIN`]
-    /// (the cursor stays aligned to it, which serves alignments up to a grain with no
-    /// padding; a word-aligned layout may skip a grain first). No count is kept per
-    /// block: a chunk's bytes in use follow from its cursor (see [`ChunkHead`]), and a
-    /// grain skipped counts as freed at once.
+    /// A small allocation from the current chunk ([`Current::bump`]).
     #[inline(always)]
     fn allocate_small(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        let s = self.shared();
-        let Some((p, len, pad)) = chunk::bump(s.cursor.get(), s.end.get(), layout) else {
-            return self.allocate_small_slow(layout);
-        };
-        if pad != 0 {
-            // SAFETY: `end` is not 0, so there is a current chunk, live and touched on
-            // this thread only.
-            unsafe { (*s.chunk.get()).left -= pad };
+        match self.shared().chunks.bump(layout) {
+            Some(block) => Ok(block),
+            None => self.allocate_small_slow(layout),
         }
-        s.cursor.set(p.wrapping_add(len));
-        // SAFETY: `end` is not 0, so `p` is inside the current chunk: not null.
-        let p = unsafe { NonNull::new_unchecked(p) };
-        Ok(NonNull::slice_from_raw_parts(p, len))
     }
 
     /// A small allocation when the current chunk is full (or there is none): the chunk
@@ -511,30 +382,23 @@ impl RingAlloc {
     #[inline(never)]
     fn allocate_small_slow(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         let s = self.shared();
-        if !s.chunked() {
+        if !s.chunks.chunked() {
             return self.source().allocate(layout);
         }
-        let mut chunk = s.chunk.get();
-        // SAFETY: not null.
-        if chunk.is_null() || unsafe { s.in_use(chunk) } != 0 {
+        if !s.chunks.restart() {
             // Retired and forgotten before the claim, which may fail.
-            s.retire();
-            chunk = chunk::claim(Some(&s.ring), s.threshold.get() < SMALL_MAX)?.cast();
-            s.chunk.set(chunk);
-            s.end.set(chunk as usize + CHUNK_LAYOUT.size());
+            s.release_chunk(s.chunks.retire());
+            let to_heap = s.threshold.get() < SMALL_MAX;
+            s.chunks.start(chunk::claim(Some(&s.ring), to_heap)?);
         }
-        // SAFETY: a fresh or empty chunk, its head touched on this thread only.
-        unsafe { (*chunk).left = OPEN };
-        s.cursor.set(chunk.cast::<u8>().wrapping_add(CHUNK_HEAD));
         // An empty chunk holds any small layout: this call does not come back here.
         self.allocate_small(layout)
     }
 
-    /// Releases a small allocation. The latest one gives its bytes back to the cursor
-    /// (no count to update); any other subtracts them from its chunk's count, and an
-    /// emptied chunk is released if it is no longer current (the current one starts
-    /// over when it is next full and found empty, as `OneRingAlloc`'s does). Without
-    /// chunks, the ring's release.
+    /// Releases a small allocation. The latest one gives its bytes back to the cursor;
+    /// any other subtracts them from its chunk's count, and an emptied chunk is released
+    /// if it is no longer current (the current one starts over when it is next full and
+    /// found empty). Without chunks, the ring's release.
     ///
     /// # Safety
     /// - `ptr` was handed out by this handle or a clone for `layout` (or a layout that
@@ -542,64 +406,32 @@ impl RingAlloc {
     #[inline(always)]
     unsafe fn deallocate_small(&self, ptr: NonNull<u8>, layout: Layout) {
         let s = self.shared();
-        let p = ptr.as_ptr();
         let len = round_up(layout.size(), GRAIN);
-        // Every size that fits the block rounds to its length (blocks are handed out
-        // at a grain multiple), and only the latest block of the current chunk can end
-        // at the cursor (the cursor is null without chunks). The padding before it, if
-        // any, stays counted as freed.
-        let cur = s.cursor.get();
-        if p as usize + len == cur as usize {
-            // `cur - len` is `p`; computed from the cursor, the new cursor does not
-            // wait for wherever `p` came from.
-            s.cursor.set(cur.wrapping_sub(len));
+        if s.chunks.free(ptr.as_ptr(), len) {
             return;
         }
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.deallocate_small_slow(ptr, layout) }
-    }
-
-    /// The rest of [`deallocate_small`](Self::deallocate_small). Not kept out of line:
-    /// freeing a queue in order takes this path for every block but a chunk's last, and
-    /// a call there was a large share of such a free.
-    ///
-    /// # Safety
-    /// As for [`deallocate_small`](Self::deallocate_small).
-    #[inline]
-    unsafe fn deallocate_small_slow(&self, ptr: NonNull<u8>, layout: Layout) {
-        let s = self.shared();
-        if !s.chunked() {
+        if !s.chunks.chunked() {
             // SAFETY: forwarded from this function's contract; `RingAlloc` is not
             // `Send`, so this is the ring's thread.
             return unsafe { self.source().deallocate(ptr, layout) };
         }
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.give_back(ptr.as_ptr(), round_up(layout.size(), GRAIN)) };
+        unsafe { self.give_back(ptr.as_ptr(), len) };
     }
 
     /// Subtracts `bytes` from the chunk holding `p`, and releases it if that emptied it
-    /// (only a retired chunk can reach 0, see [`ChunkHead::left`]). One subtraction and
-    /// its zero test: restarting the current chunk here as soon as it empties as well
-    /// would add a comparison to every free, and
-    /// [`allocate_small_slow`](RingAlloc::allocate_small_slow) restarts it anyway once
-    /// it is full.
+    /// (only a retired chunk can reach 0).
     ///
     /// # Safety
     /// - `p` lies in a live chunk of this handle's ring, and `bytes` of its blocks
     ///   (handed out, and not yet counted as freed) are no longer used.
     #[inline(always)]
     unsafe fn give_back(&self, p: *mut u8, bytes: usize) {
-        let s = self.shared();
-        let chunk = chunk::chunk_of::<ChunkHead>(p);
-        // SAFETY: the chunk is live while it holds `p` (contract); its head is touched
-        // on this thread only (here and below).
-        let left = unsafe { (*chunk).left } - bytes;
-        // SAFETY: as above.
-        unsafe { (*chunk).left = left };
-        if left == 0 {
-            // SAFETY: empty, and retired (a current chunk never reaches 0): nothing
-            // refers to it any more.
-            unsafe { s.release_chunk(chunk) };
+        // SAFETY: forwarded from this function's contract; the chunk's head is touched
+        // on this thread only (`RingAlloc` is not `Send`).
+        let emptied = unsafe { chunk::count_down(chunk::chunk_of::<Head<Cell<usize>>>(p), bytes) };
+        if emptied.is_some() {
+            self.shared().release_chunk(emptied);
         }
     }
 
@@ -665,9 +497,7 @@ impl RingAlloc {
         unsafe { self.resize_slow(ptr, old, new, zeroed, shrink) }
     }
 
-    /// A small block resized to a small size in place: the latest block of the current
-    /// chunk grows or shrinks at the cursor, any other shrinks where it is. `None` when
-    /// neither applies (or without chunks); nothing changed then.
+    /// A small block resized to a small size in place ([`Current::resize`]).
     ///
     /// # Safety
     /// The `Allocator::grow` (`shrink`) contract; both layouts are small.
@@ -679,35 +509,14 @@ impl RingAlloc {
         new: Layout,
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
-        let s = self.shared();
-        let p = ptr.as_ptr() as usize;
-        // Blocks are handed out at a grain multiple, which every fitting size rounds to
-        // (see `deallocate_small`).
-        let (had, want) = (round_up(old.size(), GRAIN), round_up(new.size(), GRAIN));
-        // No overflow: both are at most `SMALL_MAX`, `p` inside a block. Without
-        // chunks the cursor is null: never the latest.
-        let latest = p + had == s.cursor.get() as usize;
-        let fits = if latest {
-            p + want <= s.end.get()
-        } else {
-            want <= had && s.chunked()
-        };
-        if !fits || p & (new.align() - 1) != 0 {
-            return None;
+        // SAFETY: forwarded from this function's contract.
+        let (block, elsewhere) = unsafe { self.shared().chunks.resize(ptr, old, new, zeroed) }?;
+        if elsewhere != 0 {
+            // SAFETY: the tail of a live block of a chunk (`resize` is `None` without
+            // chunks), given up by the caller.
+            unsafe { self.give_back(ptr.as_ptr(), elsewhere) };
         }
-        if latest {
-            s.cursor.set(ptr.as_ptr().wrapping_add(want));
-        } else if want < had {
-            // SAFETY: a block of a chunk (chunked), whose last `had - want` bytes the
-            // caller gives up.
-            unsafe { self.give_back(ptr.as_ptr(), had - want) };
-        }
-        if zeroed {
-            // SAFETY: the block holds `want >= new.size()` bytes from `ptr`, ours;
-            // `grow_zeroed` has `new.size() >= old.size()`.
-            unsafe { ptr::write_bytes(ptr.as_ptr().add(old.size()), 0, want - old.size()) };
-        }
-        Some(NonNull::slice_from_raw_parts(ptr, want))
+        Some(block)
     }
 
     /// The ring's `grow` or `shrink`, for a block that is a ring (or heap) region.
@@ -746,7 +555,7 @@ impl RingAlloc {
         zeroed: bool,
         shrink: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        if !self.shared().chunked() {
+        if !self.shared().chunks.chunked() {
             // SAFETY: forwarded from this function's contract; every block is a ring
             // (or heap) region.
             return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };

@@ -7,8 +7,9 @@
 //!
 //! [`RingAlloc`] and [`OneRingAlloc`] serve small layouts (1 to 256 bytes, alignment up
 //! to a word) from *chunks* instead: 4 KiB ring regions filled in order, with no header
-//! per allocation (`chunk.rs`). `RingAlloc` (one thread, like its ring) counts a chunk's
-//! freed bytes in a plain word (`local.rs`); `OneRingAlloc` keeps each thread's chunk in
+//! per allocation, by one chunk allocator generic over its chunks' count (`chunk.rs`,
+//! `count.rs`). `RingAlloc` (one thread, like its ring) keeps it in the handles' shared
+//! state and counts in a plain word (`local.rs`); `OneRingAlloc` keeps one per thread in
 //! a thread-local and counts down one atomic word per chunk, so its small blocks may be
 //! freed on any thread; a thread adds up its frees of one chunk's blocks and subtracts
 //! them in one step (`global.rs`). Everything else goes the way described here.
@@ -66,10 +67,12 @@
 //! the threshold) they allocate, copy and release the old region.
 
 mod chunk;
-// Used by `OneRingAlloc` (std only) and the loom model.
-#[cfg_attr(not(feature = "std"), allow(dead_code))]
+// `ChunkCount`: `OneRingAlloc`'s (std, not loom) and its loom models' (`count.rs`).
+#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
 mod count;
-#[cfg(feature = "std")]
+// On the thread-local ring, which loom builds leave out (its chunk count is modelled
+// in `count.rs`).
+#[cfg(all(feature = "std", not(loom)))]
 mod global;
 mod local;
 
@@ -78,7 +81,7 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", not(loom)))]
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
 
@@ -271,7 +274,7 @@ pub(crate) struct Source<'r> {
 
 impl<'r> Source<'r> {
     /// Every request from the global allocator (a thread whose ring is gone).
-    #[cfg(feature = "std")]
+    #[cfg(all(feature = "std", not(loom)))]
     pub(crate) const HEAP: Source<'static> = Source {
         ring: None,
         threshold: 0,
