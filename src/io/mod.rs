@@ -6,7 +6,7 @@
 //! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
 //! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad
 //! input is an `io::Error` carrying a [`FrameError`]. The async reader is
-//! `AsyncFramedReader`, behind the `tokio` feature.
+//! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature.
 //!
 //! ```
 //! use ringmem::io::{FramedReader, FramedWriter, LengthDelimited};
@@ -21,11 +21,16 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+#[cfg(feature = "tokio")]
+mod async_reader;
 mod core;
 mod decoder;
 mod reader;
 mod writer;
 
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use async_reader::AsyncFramedReader;
 pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines};
 pub use reader::FramedReader;
 pub use writer::FramedWriter;
