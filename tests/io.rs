@@ -363,3 +363,33 @@ fn the_writer_refuses_what_the_header_cannot_say() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(w.get_ref().is_empty());
 }
+
+/// The fuzz target's differential check (`fuzz/framed.rs`) on random inputs.
+#[path = "../fuzz/framed.rs"]
+mod fuzz_framed;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 512 }))]
+
+    #[test]
+    fn the_fuzz_driver_agrees(
+        config in any::<u8>(),
+        sizes in prop::collection::vec(1..=255u8, 0..6),
+        stream in prop::collection::vec(
+            prop::sample::select(vec![0u8, 1, 2, 3, 10, 13, 0x0f, 0x10, 0x80, 0xff, b'a']),
+            0..3000,
+        ),
+    ) {
+        let data = [&[config][..], &sizes, &[0], &stream].concat();
+        fuzz_framed::run(&data);
+    }
+}
+
+#[test]
+fn the_fuzz_driver_on_fixed_inputs() {
+    fuzz_framed::run(&[]);
+    fuzz_framed::run(&[0b1000_0011]);
+    fuzz_framed::run(&[0b0000_0011, 1, 0, 0, 0, 0, 2, b'h', b'i']);
+    fuzz_framed::run(&[0b0110_0000, 7, 3, 0, b'a', b'\r', b'\n', b'b']);
+    fuzz_framed::run(&[0b0000_0111, 5, 0, 0xff, 0xff, 0xff, 0xff]);
+}
