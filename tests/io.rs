@@ -393,3 +393,22 @@ fn the_fuzz_driver_on_fixed_inputs() {
     fuzz_framed::run(&[0b0110_0000, 7, 3, 0, b'a', b'\r', b'\n', b'b']);
     fuzz_framed::run(&[0b0000_0111, 5, 0, 0xff, 0xff, 0xff, 0xff]);
 }
+
+/// A frame over half the ring (but within a block) while the reader still holds the
+/// region its first bytes arrived in: the reader must not wait for itself.
+#[test]
+fn a_large_frame_does_not_wait_for_its_own_region() {
+    let c = LengthDelimited::new();
+    let frames = vec![vec![1u8; 10], vec![2u8; 50_000], vec![3u8; 40_000]];
+    let wire = encode(&frames, c);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = FramedReader::with_ring(Chunked::new(&wire, vec![5000]), c, Ring::new(1 << 16))
+            .with_read_size(16 << 10);
+        let _ = tx.send(collect(r).map_err(|e| e.kind()));
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the reader is stuck waiting for room");
+    assert_eq!(got.unwrap(), frames);
+}

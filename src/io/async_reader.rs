@@ -152,6 +152,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                 if let Some(e) = hopeless(ring, Some(n)) {
                     return Poll::Ready(Err(self.core.fail_alloc(e, n)));
                 }
+                self.core.before_wait();
                 match poll_until(&mut self.slot, cx, || {
                     ring.unstick();
                     ring.fixed(n)

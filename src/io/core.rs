@@ -32,6 +32,10 @@ pub(crate) struct Core<D> {
     pending: Option<FixedBufMut>,
     /// A partial frame to copy into the next region.
     carry: Option<FixedBuf>,
+    /// The partial frame, moved to the heap before waiting for room (`spilled`): the
+    /// region it was in may be what stands in the way.
+    spill: Vec<u8>,
+    spilled: bool,
     /// Bytes `pending` must hold before decoding is worth trying again.
     need: usize,
     /// Leading bytes of `pending` known initialised (its data and zeroed spare).
@@ -47,6 +51,8 @@ impl<D: Decoder> Core<D> {
             ready: None,
             pending: None,
             carry: None,
+            spill: Vec::new(),
+            spilled: false,
             need: 1,
             init: 0,
             done: false,
@@ -88,20 +94,33 @@ impl<D: Decoder> Core<D> {
         })
     }
 
+    /// Called when the ring has no room for a `Step::Alloc` and the reader is about to
+    /// wait: the partial frame moves to the heap and its region is released, so the
+    /// reader never waits for memory it holds itself (a frame over half the ring, or a
+    /// ring cut in two by that region, could otherwise wait for ever). A heap copy only
+    /// on this path, once per wait, never per frame.
+    pub(crate) fn before_wait(&mut self) {
+        if let Some(carry) = self.carry.take() {
+            self.spill.clear();
+            self.spill.extend_from_slice(&carry);
+            self.spilled = true;
+        }
+    }
+
     /// Takes a region from a `Step::Alloc` of at least that size.
     pub(crate) fn install(&mut self, mut region: FixedBufMut) {
         debug_assert!(self.pending.is_none() && self.ready.is_none());
-        if let Some(carry) = self.carry.take() {
-            // The one copy of a partial frame: `need > carry.len()`, and the region
-            // was sized for `need`.
-            let fits = region.try_extend_from_slice(&carry);
-            debug_assert!(
-                fits.is_ok(),
-                "{} bytes carried into {:?}",
-                carry.len(),
-                region
-            );
-        }
+        // The one copy of a partial frame: `need > ` its length, and the region was
+        // sized for `need`.
+        let fits = if let Some(carry) = self.carry.take() {
+            region.try_extend_from_slice(&carry)
+        } else if self.spilled {
+            self.spilled = false;
+            region.try_extend_from_slice(&self.spill)
+        } else {
+            Ok(())
+        };
+        debug_assert!(fits.is_ok(), "a partial frame carried into {region:?}");
         self.init = region.len();
         self.pending = Some(region);
     }
@@ -160,6 +179,8 @@ impl<D: Decoder> Core<D> {
                 let p = self.pending.take().expect("checked above");
                 self.need = n.max(p.len() + 1);
                 if self.need > p.capacity() {
+                    let mut p = p;
+                    p.shrink_in(ring);
                     self.carry = Some(p.freeze());
                 } else {
                     self.pending = Some(p);
@@ -191,6 +212,8 @@ impl<D: Decoder> Core<D> {
         self.ready = None;
         self.pending = None;
         self.carry = None;
+        self.spill = Vec::new();
+        self.spilled = false;
         self.done = true;
         e
     }

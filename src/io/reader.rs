@@ -18,8 +18,10 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// Memory is bounded by the ring: when the frames still held fill it, the reader waits
 /// ([`Ring::fixed_wait`]) for a release on any thread instead of failing. A frame that
 /// could never fit one region of the ring is an error, [`FrameError::LargerThanRing`]
-/// (`InvalidData`); frames up to half the ring's capacity always make progress, as the
-/// reader may hold its previous region while it waits for the next.
+/// (`InvalidData`). Before it waits, the reader moves the partial frame it holds to the
+/// heap and releases that region, so it never waits for itself: any frame that fits a
+/// block arrives once the frames held elsewhere are released (the one heap copy outside
+/// the steady state, once per wait).
 ///
 /// After an error from the decoder (or a region that never fits) the reader has dropped
 /// every buffered byte and yields no more frames; an error from the underlying reader
@@ -126,10 +128,19 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
             match self.core.step()? {
                 Step::Frame(f) => return Ok(Some(f)),
                 Step::End => return Ok(None),
-                Step::Alloc(n) => match self.ring.fixed_wait(n) {
-                    Ok(region) => self.core.install(region),
-                    Err(e) => return Err(self.core.fail_alloc(e, n)),
-                },
+                Step::Alloc(n) => {
+                    let region = match self.ring.fixed(n) {
+                        Some(region) => region,
+                        None => {
+                            self.core.before_wait();
+                            match self.ring.fixed_wait(n) {
+                                Ok(region) => region,
+                                Err(e) => return Err(self.core.fail_alloc(e, n)),
+                            }
+                        }
+                    };
+                    self.core.install(region);
+                }
                 Step::Read => {
                     let spare = self.core.spare_init();
                     let room = spare.len();
