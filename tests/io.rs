@@ -98,8 +98,17 @@ fn collect<R: Read, D: ringmem::io::Decoder>(r: FramedReader<R, D>) -> io::Resul
     r.map(|f| f.map(|f| f.to_vec())).collect()
 }
 
+/// `cases` natively, 2 under Miri; no failure file (Miri has no file system).
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { cases },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
+    #![proptest_config(config(256))]
 
     /// Any frames, any header shape, the stream cut at any read boundaries, any ring
     /// and region size: the frames of the reference decoder, in order.
@@ -369,7 +378,7 @@ fn the_writer_refuses_what_the_header_cannot_say() {
 mod fuzz_framed;
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 512 }))]
+    #![proptest_config(config(512))]
 
     #[test]
     fn the_fuzz_driver_agrees(
