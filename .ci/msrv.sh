@@ -24,6 +24,7 @@ msrv() {
   local cargo=(cargo "+$version")
   CARGO_TARGET_DIR=target/msrv "${cargo[@]}" check --locked -p ringmem &&
     CARGO_TARGET_DIR=target/msrv "${cargo[@]}" check --locked -p ringmem --features bytes &&
+    CARGO_TARGET_DIR=target/msrv "${cargo[@]}" check --locked -p ringmem --features tokio &&
     CARGO_TARGET_DIR=target/msrv "${cargo[@]}" check --locked -p ringmem --no-default-features &&
     CARGO_TARGET_DIR=target/msrv "${cargo[@]}" check --locked -p ringmem-bench
 }

@@ -21,6 +21,9 @@ mod ring;
 mod sync;
 
 pub mod codec;
+// Frames straight off a socket; built on the waiting calls, which loom builds leave out.
+#[cfg(all(feature = "std", not(loom)))]
+pub mod io;
 pub mod slab;
 // The thread-local ring outlives a loom execution, so it is left out of loom builds.
 #[cfg(all(feature = "std", not(loom)))]

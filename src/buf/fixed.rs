@@ -120,6 +120,19 @@ impl FixedBuf {
     }
 }
 
+impl FixedBuf {
+    /// Drops the first `n` bytes from view without touching the count (the framed
+    /// reader's cursor over a region it has yielded frames from).
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) fn skip(&mut self, n: usize) {
+        assert!(n <= self.len, "skip({n}) past a view of {}", self.len);
+        // SAFETY: `n <= len`, so the pointer stays inside this view.
+        self.ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(n)) };
+        self.len -= n;
+    }
+}
+
 impl Clone for FixedBuf {
     #[inline]
     fn clone(&self) -> Self {

@@ -7,6 +7,8 @@ use core::ptr::{self, NonNull};
 
 use super::{CapacityError, FixedBuf};
 use crate::ring::{self, Claim, Header, WORD};
+#[cfg(all(feature = "std", not(loom)))]
+use crate::ring::{round_up, HDR};
 
 /// A writable buffer of fixed capacity in ring memory, like a `Vec<u8>` that never
 /// reallocates. `Send` and `Sync`; dropping it on any thread releases its region with
@@ -193,6 +195,20 @@ impl FixedBufMut {
             self.spare()
         );
         self.len += n;
+    }
+
+    /// Gives the unused capacity back to `ring` (the framed reader's regions, sized for
+    /// a read, keep only what the read brought). A region that is not one of `ring`'s
+    /// blocks (a heap fallback, another ring's) keeps its capacity.
+    #[cfg(all(feature = "std", not(loom)))]
+    pub(crate) fn shrink_in(&mut self, ring: &crate::Ring) {
+        if let Some(block) = ring.block_of(self.hdr) {
+            // `&Ring` is on the ring's own thread (it is not `Sync`), and this handle
+            // is the region's only one.
+            block.trim(self.hdr, HDR + round_up(self.len, WORD));
+            self.cap = ring::region_span(self.hdr) - HDR;
+            debug_assert!(self.len <= self.cap, "{} > {}", self.len, self.cap);
+        }
     }
 
     /// Makes the buffer read-only and shareable: a [`FixedBuf`] that clones by a count

@@ -1,0 +1,216 @@
+//! `AsyncFramedReader`: frames from a tokio `AsyncRead`, as a `Stream`.
+
+use core::fmt;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::io;
+
+use futures_core::Stream;
+use tokio::io::{AsyncRead, ReadBuf};
+
+use super::core::{Core, Step};
+use super::decoder::{Decoder, LengthDelimited};
+use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
+use crate::buf::hopeless;
+use crate::ring::wait::{poll_until, TaskSlot};
+use crate::{FixedBuf, Ring};
+
+/// [`FramedReader`](super::FramedReader) for a tokio [`AsyncRead`]: a
+/// [`Stream`] of frames, each a [`FixedBuf`] slice of the ring region it was read into.
+/// When the frames still held fill the ring, the stream waits (the task is woken by a
+/// release on any thread) instead of failing, so memory stays bounded by the ring
+/// whatever the peer sends. Errors, and what follows them, are the blocking reader's.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use std::future::poll_fn;
+/// use std::pin::Pin;
+/// use futures_core::Stream;
+/// use ringmem::io::{AsyncFramedReader, LengthDelimited};
+/// let wire: &[u8] = b"\0\0\0\x02hi\0\0\0\x03you";
+/// let mut frames = AsyncFramedReader::new(wire, LengthDelimited::new());
+/// let mut got = Vec::new();
+/// // `StreamExt::next` (futures, tokio-stream) in a real program.
+/// while let Some(frame) = poll_fn(|cx| Pin::new(&mut frames).poll_next(cx)).await {
+///     got.push(frame?);
+/// }
+/// assert_eq!((&got[0][..], &got[1][..]), (&b"hi"[..], &b"you"[..]));
+/// # Ok::<(), std::io::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct AsyncFramedReader<R, D = LengthDelimited> {
+    reader: R,
+    ring: Ring,
+    core: Core<D>,
+    /// This stream's place among the ring's waiters while it waits for room.
+    slot: TaskSlot,
+}
+
+impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
+    /// A reader on a ring of its own of 1 MiB, reading up to 64 KiB at a time.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new());
+    /// assert_eq!(r.ring().capacity(), 1 << 20);
+    /// ```
+    pub fn new(reader: R, decoder: D) -> Self {
+        Self::with_ring(reader, decoder, Ring::new(DEFAULT_RING))
+    }
+
+    /// A reader on `ring`, reading up to 64 KiB at a time (or a quarter of the ring).
+    ///
+    /// ```
+    /// use ringmem::{io::{AsyncFramedReader, Lines}, Ring};
+    /// let r = AsyncFramedReader::with_ring(tokio::io::empty(), Lines::new(), Ring::new(1 << 16));
+    /// assert_eq!(r.read_size(), 1 << 14);
+    /// ```
+    pub fn with_ring(reader: R, decoder: D, ring: Ring) -> Self {
+        let read_size = clamp_read_size(&ring, DEFAULT_READ);
+        AsyncFramedReader {
+            reader,
+            ring,
+            core: Core::new(decoder, read_size),
+            slot: TaskSlot::default(),
+        }
+    }
+
+    /// Sets the bytes of a region when no frame asks for more, at most a quarter of the
+    /// ring.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new()).with_read_size(4096);
+    /// assert_eq!(r.read_size(), 4096);
+    /// ```
+    pub fn with_read_size(mut self, bytes: usize) -> Self {
+        self.core.read_size = clamp_read_size(&self.ring, bytes);
+        self
+    }
+
+    /// The bytes of a region when no frame asks for more.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// assert_eq!(AsyncFramedReader::new(tokio::io::empty(), Lines::new()).read_size(), 64 << 10);
+    /// ```
+    pub fn read_size(&self) -> usize {
+        self.core.read_size
+    }
+
+    /// The ring the frames live in.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new());
+    /// assert_eq!(r.ring().stats().live_buffers, 0);
+    /// ```
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// The underlying reader.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let r = AsyncFramedReader::new(&b"xy"[..], Lines::new());
+    /// assert_eq!(r.get_ref().len(), 2);
+    /// ```
+    pub fn get_ref(&self) -> &R {
+        &self.reader
+    }
+
+    /// The underlying reader, mutably (reading from it directly loses the framing).
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let mut r = AsyncFramedReader::new(&b"xy"[..], Lines::new());
+    /// *r.get_mut() = &b""[..];
+    /// assert!(r.get_ref().is_empty());
+    /// ```
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.reader
+    }
+
+    /// The decoder.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::with_max_length(9));
+    /// assert_eq!(r.decoder().max_len(), 9);
+    /// ```
+    pub fn decoder(&self) -> &D {
+        &self.core.decoder
+    }
+
+    /// A region of `n` bytes, waiting for room.
+    fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
+        let ring = &self.ring;
+        let region = match ring.fixed(n) {
+            Some(region) => region,
+            None => {
+                if let Some(e) = hopeless(ring, Some(n)) {
+                    return Poll::Ready(Err(self.core.fail_alloc(e, n)));
+                }
+                self.core.before_wait();
+                match poll_until(&mut self.slot, cx, || {
+                    ring.unstick();
+                    ring.fixed(n)
+                }) {
+                    Poll::Ready(region) => region,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        };
+        self.core.install(region);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D> {
+    type Item = io::Result<FixedBuf>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            let step = match this.core.step() {
+                Ok(step) => step,
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            };
+            match step {
+                Step::Frame(f) => return Poll::Ready(Some(Ok(f))),
+                Step::End => return Poll::Ready(None),
+                Step::Alloc(n) => match this.poll_region(cx, n) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    Poll::Pending => return Poll::Pending,
+                },
+                Step::Read => {
+                    let mut buf = ReadBuf::uninit(this.core.spare());
+                    match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                    let n = buf.filled().len();
+                    if n == 0 {
+                        return Poll::Ready(this.core.eof(&this.ring).transpose());
+                    }
+                    // SAFETY: `ReadBuf` vouches that its first `n` (filled) bytes, of
+                    // the spare it was made from, are initialised.
+                    if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<R, D> fmt::Debug for AsyncFramedReader<R, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncFramedReader")
+            .field("ring", &self.ring)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,240 @@
+//! The framed reader's state machine, shared by the blocking and the async reader: they
+//! differ only in how they wait for ring room and for bytes.
+
+use core::mem::MaybeUninit;
+use std::io;
+
+use super::decoder::{Decode, Decoder, Frame, FrameError};
+use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
+
+/// What the reader must do next.
+pub(crate) enum Step {
+    /// Yield this frame.
+    Frame(FixedBuf),
+    /// Get a region of at least this many bytes and pass it to [`Core::install`].
+    Alloc(usize),
+    /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
+    Read,
+    /// The stream has ended (cleanly, or after an error that was returned).
+    End,
+}
+
+/// The buffered bytes. At most one of `ready`, `pending` holds data at a time, and
+/// `carry` only between a `Need` that outgrew its region and the next `install`.
+pub(crate) struct Core<D> {
+    pub(crate) decoder: D,
+    /// Bytes of a region when no frame asks for more.
+    pub(crate) read_size: usize,
+    /// A frozen region's bytes not yet yielded; it starts at a frame boundary and holds
+    /// at least one complete frame when it is made.
+    ready: Option<FixedBuf>,
+    /// The region being read into: a partial frame, from its first byte.
+    pending: Option<FixedBufMut>,
+    /// A partial frame to copy into the next region.
+    carry: Option<FixedBuf>,
+    /// The partial frame, moved to the heap before waiting for room (`spilled`): the
+    /// region it was in may be what stands in the way.
+    spill: Vec<u8>,
+    spilled: bool,
+    /// Bytes `pending` must hold before decoding is worth trying again.
+    need: usize,
+    /// Leading bytes of `pending` known initialised (its data and zeroed spare).
+    init: usize,
+    done: bool,
+}
+
+impl<D: Decoder> Core<D> {
+    pub(crate) fn new(decoder: D, read_size: usize) -> Self {
+        Core {
+            decoder,
+            read_size,
+            ready: None,
+            pending: None,
+            carry: None,
+            spill: Vec::new(),
+            spilled: false,
+            need: 1,
+            init: 0,
+            done: false,
+        }
+    }
+
+    /// Region bytes for a frame that needs `need` in all.
+    fn region_for(&self, need: usize) -> usize {
+        need.max(self.read_size)
+    }
+
+    pub(crate) fn step(&mut self) -> io::Result<Step> {
+        if self.done {
+            return Ok(Step::End);
+        }
+        if let Some(ready) = &mut self.ready {
+            match self.decoder.decode(ready) {
+                Ok(Decode::Frame(f)) => {
+                    check(f, ready.len());
+                    let frame = ready.slice(f.start..f.end);
+                    if f.consumed == ready.len() {
+                        self.ready = None;
+                        self.need = 1;
+                    } else {
+                        ready.skip(f.consumed);
+                    }
+                    return Ok(Step::Frame(frame));
+                }
+                Ok(Decode::Need(n)) => {
+                    self.need = n.max(ready.len() + 1);
+                    self.carry = self.ready.take();
+                }
+                Err(e) => return Err(self.fail(e)),
+            }
+        }
+        Ok(match self.pending {
+            None => Step::Alloc(self.region_for(self.need)),
+            Some(_) => Step::Read,
+        })
+    }
+
+    /// Called when the ring has no room for a `Step::Alloc` and the reader is about to
+    /// wait: the partial frame moves to the heap and its region is released, so the
+    /// reader never waits for memory it holds itself (a frame over half the ring, or a
+    /// ring cut in two by that region, could otherwise wait for ever). A heap copy only
+    /// on this path, once per wait, never per frame.
+    pub(crate) fn before_wait(&mut self) {
+        if let Some(carry) = self.carry.take() {
+            self.spill.clear();
+            self.spill.extend_from_slice(&carry);
+            self.spilled = true;
+        }
+    }
+
+    /// Takes a region from a `Step::Alloc` of at least that size.
+    pub(crate) fn install(&mut self, mut region: FixedBufMut) {
+        debug_assert!(self.pending.is_none() && self.ready.is_none());
+        // The one copy of a partial frame: `need > ` its length, and the region was
+        // sized for `need`.
+        let fits = if let Some(carry) = self.carry.take() {
+            region.try_extend_from_slice(&carry)
+        } else if self.spilled {
+            self.spilled = false;
+            region.try_extend_from_slice(&self.spill)
+        } else {
+            Ok(())
+        };
+        debug_assert!(fits.is_ok(), "a partial frame carried into {region:?}");
+        self.init = region.len();
+        self.pending = Some(region);
+    }
+
+    /// The region's unwritten bytes, for an `AsyncRead`'s `ReadBuf`.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
+        self.pending
+            .as_mut()
+            .expect("Step::Read without a region")
+            .spare_mut()
+    }
+
+    /// The region's unwritten bytes, zeroed the first time (a `std::io::Read` may only
+    /// be handed initialised memory).
+    pub(crate) fn spare_init(&mut self) -> &mut [u8] {
+        let p = self.pending.as_mut().expect("Step::Read without a region");
+        let (len, cap) = (p.len(), p.capacity());
+        let spare = p.spare_mut();
+        if self.init < cap {
+            for b in &mut spare[self.init - len..] {
+                b.write(0);
+            }
+            self.init = cap;
+        }
+        // SAFETY: every spare byte was written above or before (`init == cap`), and
+        // `u8` has no invalid values.
+        unsafe { &mut *(spare as *mut [MaybeUninit<u8>] as *mut [u8]) }
+    }
+
+    /// Records that a read wrote the first `n` (> 0) bytes of the spare.
+    ///
+    /// # Safety
+    /// - `n <= ` the spare's length;
+    /// - those bytes have been initialised.
+    pub(crate) unsafe fn filled(&mut self, n: usize, ring: &Ring) -> io::Result<()> {
+        debug_assert!(n > 0);
+        let p = self.pending.as_mut().expect("Step::Read without a region");
+        // SAFETY: the caller's contract.
+        unsafe { p.advance(n) };
+        if p.len() < self.need {
+            return Ok(());
+        }
+        match self
+            .decoder
+            .decode(self.pending.as_deref().unwrap_or_default())
+        {
+            Ok(Decode::Frame(_)) => {
+                // `step` decodes it again from `ready`: the decoder may keep state.
+                let mut p = self.pending.take().expect("checked above");
+                p.shrink_in(ring);
+                self.ready = Some(p.freeze());
+                self.need = 1;
+            }
+            Ok(Decode::Need(n)) => {
+                let p = self.pending.take().expect("checked above");
+                self.need = n.max(p.len() + 1);
+                if self.need > p.capacity() {
+                    let mut p = p;
+                    p.shrink_in(ring);
+                    self.carry = Some(p.freeze());
+                } else {
+                    self.pending = Some(p);
+                }
+            }
+            Err(e) => return Err(self.fail(e)),
+        }
+        Ok(())
+    }
+
+    /// The stream ended: the last frame, if the decoder makes one of what is left.
+    pub(crate) fn eof(&mut self, ring: &Ring) -> io::Result<Option<FixedBuf>> {
+        self.done = true;
+        let Some(mut p) = self.pending.take().filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        match self.decoder.decode_eof(&p) {
+            Ok(f) => {
+                check(f, p.len());
+                p.shrink_in(ring);
+                Ok(Some(p.freeze().slice(f.start..f.end)))
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Drops every buffered byte and ends the stream with `e`.
+    pub(crate) fn fail(&mut self, e: io::Error) -> io::Error {
+        self.ready = None;
+        self.pending = None;
+        self.carry = None;
+        self.spill = Vec::new();
+        self.spilled = false;
+        self.done = true;
+        e
+    }
+
+    /// Ends the stream with why a region of `n` bytes could not be had.
+    pub(crate) fn fail_alloc(&mut self, e: WaitError, n: usize) -> io::Error {
+        let e = match e {
+            WaitError::NeverFits { block, .. } => {
+                FrameError::LargerThanRing { needed: n, block }.into()
+            }
+            WaitError::OutOfMemory { .. } => io::Error::new(io::ErrorKind::OutOfMemory, e),
+            e => io::Error::other(e),
+        };
+        self.fail(e)
+    }
+}
+
+/// A decoder's frame must lie inside the bytes it was shown and consume some.
+fn check(f: Frame, len: usize) {
+    assert!(
+        f.start <= f.end && f.end <= f.consumed && f.consumed <= len && f.consumed > 0,
+        "a Decoder returned {f:?} for {len} buffered bytes"
+    );
+}

@@ -1,0 +1,510 @@
+//! Frame boundaries: the [`Decoder`] trait and the two built-in decoders.
+
+use core::fmt;
+use std::io;
+
+/// Where the next frame lies in the buffered bytes, as a [`Decoder`] found it.
+///
+/// ```
+/// use ringmem::io::{Decode, Decoder, Frame, LengthDelimited};
+/// let mut d = LengthDelimited::new(); // 4-byte big-endian length
+/// let found = d.decode(b"\0\0\0\x02hi+").unwrap();
+/// assert_eq!(found, Decode::Frame(Frame { start: 4, end: 6, consumed: 6 }));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Offset of the frame's first byte (after any header).
+    pub start: usize,
+    /// Offset one past the frame's last byte.
+    pub end: usize,
+    /// Bytes the frame takes in the stream, header and trailer included
+    /// (`start <= end <= consumed`).
+    pub consumed: usize,
+}
+
+/// What a [`Decoder`] made of the buffered bytes.
+///
+/// ```
+/// use ringmem::io::{Decode, Decoder, LengthDelimited};
+/// let mut d = LengthDelimited::new();
+/// // Half a header: at least the 4 header bytes are needed.
+/// assert_eq!(d.decode(b"\0\0").unwrap(), Decode::Need(4));
+/// // A whole header announcing 100 bytes: 104 are needed.
+/// assert_eq!(d.decode(b"\0\0\0\x64").unwrap(), Decode::Need(104));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decode {
+    /// A complete frame.
+    Frame(Frame),
+    /// No complete frame yet: at least this many bytes (counted from the start of the
+    /// buffer, more than it holds now) are needed. A reader sizes its next region by it,
+    /// so a decoder that knows the frame's length says so here.
+    Need(usize),
+}
+
+/// Finds frame boundaries in a byte stream. The reader passes every byte buffered since
+/// the end of the last frame, and calls again with more once told what is missing.
+///
+/// ```
+/// use std::io;
+/// use ringmem::io::{Decode, Decoder, Frame};
+/// /// Frames of exactly 3 bytes.
+/// struct Triples;
+/// impl Decoder for Triples {
+///     fn decode(&mut self, buf: &[u8]) -> io::Result<Decode> {
+///         Ok(if buf.len() >= 3 {
+///             Decode::Frame(Frame { start: 0, end: 3, consumed: 3 })
+///         } else {
+///             Decode::Need(3)
+///         })
+///     }
+/// }
+/// let mut reader = ringmem::io::FramedReader::new(&b"abcdef"[..], Triples);
+/// assert_eq!(&reader.next_frame()?.unwrap()[..], b"abc");
+/// assert_eq!(&reader.next_frame()?.unwrap()[..], b"def");
+/// assert!(reader.next_frame()?.is_none());
+/// # Ok::<(), io::Error>(())
+/// ```
+pub trait Decoder {
+    /// The next frame at the start of `buf`, or how many bytes it needs.
+    ///
+    /// # Errors
+    /// Bad input ([`io::ErrorKind::InvalidData`] by convention); the reader then stops.
+    fn decode(&mut self, buf: &[u8]) -> io::Result<Decode>;
+
+    /// The last frame when the stream ends with `buf` (not empty) still buffered.
+    ///
+    /// # Errors
+    /// By default [`io::ErrorKind::UnexpectedEof`]: the peer closed mid-frame.
+    ///
+    /// ```
+    /// use ringmem::io::{Decoder, LengthDelimited};
+    /// let err = LengthDelimited::new().decode_eof(b"\0\0").unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    /// ```
+    fn decode_eof(&mut self, buf: &[u8]) -> io::Result<Frame> {
+        Err(FrameError::Truncated {
+            buffered: buf.len(),
+        }
+        .into())
+    }
+}
+
+/// What was wrong with a stream, carried inside the `io::Error`s of this module
+/// (`err.get_ref()` and `downcast_ref::<FrameError>()` reach it).
+///
+/// ```
+/// use ringmem::io::{Decoder, FrameError, LengthDelimited};
+/// let mut d = LengthDelimited::new().max_frame_length(10);
+/// let err = d.decode(b"\0\0\0\x64").unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+/// let why = err.get_ref().unwrap().downcast_ref::<FrameError>().unwrap();
+/// assert_eq!(*why, FrameError::TooLong { len: 100, max: 10 });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// A frame longer than the decoder's maximum ([`io::ErrorKind::InvalidData`]).
+    TooLong {
+        /// The frame's length (for a line, the bytes seen so far without a newline).
+        len: u64,
+        /// The maximum.
+        max: usize,
+    },
+    /// A length field whose value, adjusted, is negative or does not fit in memory
+    /// ([`io::ErrorKind::InvalidData`]).
+    LengthOverflow {
+        /// The field as read.
+        field: u64,
+    },
+    /// The stream ended inside a frame ([`io::ErrorKind::UnexpectedEof`]).
+    Truncated {
+        /// Bytes of the unfinished frame that had arrived.
+        buffered: usize,
+    },
+    /// A frame (with its header) larger than a block of the reader's ring, which no
+    /// release of memory can make room for ([`io::ErrorKind::InvalidData`]: the peer
+    /// sent it; a [`LengthDelimited::max_frame_length`] under the ring's size turns it
+    /// into [`FrameError::TooLong`]).
+    LargerThanRing {
+        /// Bytes the frame needs in one region.
+        needed: usize,
+        /// Bytes of one block of the ring.
+        block: usize,
+    },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::TooLong { len, max } => {
+                write!(f, "a frame of {len} bytes exceeds the maximum of {max}")
+            }
+            FrameError::LengthOverflow { field } => {
+                write!(f, "the length field {field} overflows once adjusted")
+            }
+            FrameError::Truncated { buffered } => {
+                write!(f, "the stream ended {buffered} bytes into a frame")
+            }
+            FrameError::LargerThanRing { needed, block } => write!(
+                f,
+                "a frame needing {needed} bytes never fits a ring of {block}-byte blocks"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+impl From<FrameError> for io::Error {
+    fn from(e: FrameError) -> io::Error {
+        let kind = match e {
+            FrameError::Truncated { .. } => io::ErrorKind::UnexpectedEof,
+            _ => io::ErrorKind::InvalidData,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Byte order of a length field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endian {
+    Big,
+    Little,
+}
+
+/// Frames led by a length field, as `tokio_util::codec::LengthDelimitedCodec` reads
+/// them by default: the header is the field alone, and the frame yielded is the payload
+/// without it. Set the field width (1, 2, 4 or 8 bytes; 4 by default), the byte order
+/// (big-endian by default), an adjustment added to the field to get the payload length
+/// (for fields that count themselves), and a maximum payload length (8 MiB by default,
+/// as tokio's).
+///
+/// ```
+/// use ringmem::io::{Decode, Decoder, Frame, LengthDelimited};
+/// // A 2-byte little-endian field that counts itself too.
+/// let mut d = LengthDelimited::new().field_width(2).little_endian().adjustment(-2);
+/// let got = d.decode(&[5, 0, b'a', b'b', b'c']).unwrap();
+/// assert_eq!(got, Decode::Frame(Frame { start: 2, end: 5, consumed: 5 }));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct LengthDelimited {
+    width: usize,
+    endian: Endian,
+    adjustment: i64,
+    max: usize,
+}
+
+impl Default for LengthDelimited {
+    fn default() -> Self {
+        LengthDelimited::new()
+    }
+}
+
+impl LengthDelimited {
+    /// A 4-byte big-endian length field, no adjustment, frames up to 8 MiB.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::LengthDelimited::new().header_len(), 4);
+    /// ```
+    pub fn new() -> Self {
+        LengthDelimited {
+            width: 4,
+            endian: Endian::Big,
+            adjustment: 0,
+            max: 8 << 20,
+        }
+    }
+
+    /// The length field's width in bytes.
+    ///
+    /// # Panics
+    /// Unless `bytes` is 1, 2, 4 or 8.
+    ///
+    /// ```
+    /// let d = ringmem::io::LengthDelimited::new().field_width(2);
+    /// assert_eq!(d.header_len(), 2);
+    /// ```
+    pub fn field_width(mut self, bytes: usize) -> Self {
+        assert!(
+            matches!(bytes, 1 | 2 | 4 | 8),
+            "a length field is 1, 2, 4 or 8 bytes wide, not {bytes}"
+        );
+        self.width = bytes;
+        self
+    }
+
+    /// Reads the field big-endian (the default).
+    ///
+    /// ```
+    /// use ringmem::io::{Decode, Decoder, LengthDelimited};
+    /// let mut d = LengthDelimited::new().field_width(2).big_endian();
+    /// assert_eq!(d.decode(&[1, 0]).unwrap(), Decode::Need(2 + 256));
+    /// ```
+    pub fn big_endian(mut self) -> Self {
+        self.endian = Endian::Big;
+        self
+    }
+
+    /// Reads the field little-endian.
+    ///
+    /// ```
+    /// use ringmem::io::{Decode, Decoder, LengthDelimited};
+    /// let mut d = LengthDelimited::new().field_width(2).little_endian();
+    /// assert_eq!(d.decode(&[1, 0]).unwrap(), Decode::Need(2 + 1));
+    /// ```
+    pub fn little_endian(mut self) -> Self {
+        self.endian = Endian::Little;
+        self
+    }
+
+    /// Added to the field's value to get the payload's length (tokio's
+    /// `length_adjustment`): `-(width as i64)` for a field that counts itself.
+    ///
+    /// ```
+    /// use ringmem::io::{Decode, Decoder, LengthDelimited};
+    /// let mut d = LengthDelimited::new().field_width(1).adjustment(1);
+    /// assert_eq!(d.decode(&[3]).unwrap(), Decode::Need(1 + 4));
+    /// ```
+    pub fn adjustment(mut self, delta: i64) -> Self {
+        self.adjustment = delta;
+        self
+    }
+
+    /// The longest payload accepted; longer ones are [`FrameError::TooLong`].
+    ///
+    /// ```
+    /// use ringmem::io::{Decoder, LengthDelimited};
+    /// let mut d = LengthDelimited::new().field_width(1).max_frame_length(2);
+    /// assert!(d.decode(&[3]).is_err());
+    /// ```
+    pub fn max_frame_length(mut self, bytes: usize) -> Self {
+        self.max = bytes;
+        self
+    }
+
+    /// Bytes of the header (the length field).
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::LengthDelimited::new().field_width(8).header_len(), 8);
+    /// ```
+    pub fn header_len(&self) -> usize {
+        self.width
+    }
+
+    /// The longest payload accepted.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::LengthDelimited::new().max_len(), 8 << 20);
+    /// ```
+    pub fn max_len(&self) -> usize {
+        self.max
+    }
+
+    /// Writes the header of a `payload_len`-byte payload into `out` and returns its
+    /// length (the inverse of [`decode`](Decoder::decode)).
+    ///
+    /// # Errors
+    /// [`FrameError::TooLong`] over the maximum, [`FrameError::LengthOverflow`] when
+    /// the field cannot hold the length (both `InvalidInput`: the caller's data).
+    ///
+    /// ```
+    /// let d = ringmem::io::LengthDelimited::new().field_width(2).little_endian();
+    /// let mut h = [0; 8];
+    /// let n = d.encode_header(258, &mut h).unwrap();
+    /// assert_eq!(&h[..n], &[2, 1]);
+    /// ```
+    pub fn encode_header(&self, payload_len: usize, out: &mut [u8; 8]) -> io::Result<usize> {
+        let invalid = |e: FrameError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        if payload_len > self.max {
+            return Err(invalid(FrameError::TooLong {
+                len: payload_len as u64,
+                max: self.max,
+            }));
+        }
+        let field = (payload_len as i128) - i128::from(self.adjustment);
+        let limit = if self.width == 8 {
+            u64::MAX as i128
+        } else {
+            (1i128 << (8 * self.width)) - 1
+        };
+        if field < 0 || field > limit {
+            return Err(invalid(FrameError::LengthOverflow {
+                field: payload_len as u64,
+            }));
+        }
+        let field = field as u64;
+        let bytes = match self.endian {
+            Endian::Big => field.to_be_bytes(),
+            Endian::Little => field.to_le_bytes(),
+        };
+        let w = self.width;
+        match self.endian {
+            Endian::Big => out[..w].copy_from_slice(&bytes[8 - w..]),
+            Endian::Little => out[..w].copy_from_slice(&bytes[..w]),
+        }
+        Ok(w)
+    }
+
+    fn field(&self, head: &[u8]) -> u64 {
+        let mut b = [0u8; 8];
+        match self.endian {
+            Endian::Big => {
+                b[8 - self.width..].copy_from_slice(head);
+                u64::from_be_bytes(b)
+            }
+            Endian::Little => {
+                b[..self.width].copy_from_slice(head);
+                u64::from_le_bytes(b)
+            }
+        }
+    }
+}
+
+impl Decoder for LengthDelimited {
+    #[inline]
+    fn decode(&mut self, buf: &[u8]) -> io::Result<Decode> {
+        let w = self.width;
+        let Some(head) = buf.get(..w) else {
+            return Ok(Decode::Need(w));
+        };
+        let field = self.field(head);
+        let len = i128::from(field) + i128::from(self.adjustment);
+        // The payload and its header must be addressable.
+        let Some(len) = usize::try_from(len)
+            .ok()
+            .filter(|l| l.checked_add(w).is_some_and(|t| t <= isize::MAX as usize))
+        else {
+            return Err(FrameError::LengthOverflow { field }.into());
+        };
+        if len > self.max {
+            return Err(FrameError::TooLong {
+                len: len as u64,
+                max: self.max,
+            }
+            .into());
+        }
+        let end = w + len;
+        Ok(if buf.len() >= end {
+            Decode::Frame(Frame {
+                start: w,
+                end,
+                consumed: end,
+            })
+        } else {
+            Decode::Need(end)
+        })
+    }
+}
+
+/// Newline-delimited frames (`\n`, with a `\r` before it stripped too), at most
+/// `max_length` bytes each without the newline; the last line may end without one.
+///
+/// ```
+/// use ringmem::io::{Decode, Decoder, Frame, Lines};
+/// let mut d = Lines::new();
+/// let got = d.decode(b"hi\r\nrest").unwrap();
+/// assert_eq!(got, Decode::Frame(Frame { start: 0, end: 2, consumed: 4 }));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Lines {
+    max: usize,
+    /// Bytes of the current line already searched for a newline.
+    searched: usize,
+}
+
+impl Default for Lines {
+    fn default() -> Self {
+        Lines::new()
+    }
+}
+
+impl Lines {
+    /// Lines of up to 64 KiB.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::Lines::new().max_len(), 64 << 10);
+    /// ```
+    pub fn new() -> Self {
+        Lines::with_max_length(64 << 10)
+    }
+
+    /// Lines of up to `max` bytes (the newline not counted); a longer one is
+    /// [`FrameError::TooLong`].
+    ///
+    /// ```
+    /// use ringmem::io::{Decoder, Lines};
+    /// assert!(Lines::with_max_length(3).decode(b"abcd").is_err());
+    /// assert!(Lines::with_max_length(3).decode(b"abc\n").is_ok());
+    /// ```
+    pub fn with_max_length(max: usize) -> Self {
+        Lines { max, searched: 0 }
+    }
+
+    /// The longest line accepted.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::Lines::with_max_length(9).max_len(), 9);
+    /// ```
+    pub fn max_len(&self) -> usize {
+        self.max
+    }
+
+    fn line(&self, end: usize, buf: &[u8]) -> io::Result<usize> {
+        let end = if end > 0 && buf[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        if end > self.max {
+            return Err(FrameError::TooLong {
+                len: end as u64,
+                max: self.max,
+            }
+            .into());
+        }
+        Ok(end)
+    }
+}
+
+impl Decoder for Lines {
+    fn decode(&mut self, buf: &[u8]) -> io::Result<Decode> {
+        let from = self.searched.min(buf.len());
+        match buf[from..].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                self.searched = 0;
+                let nl = from + i;
+                let end = self.line(nl, buf)?;
+                Ok(Decode::Frame(Frame {
+                    start: 0,
+                    end,
+                    consumed: nl + 1,
+                }))
+            }
+            None => {
+                self.searched = buf.len();
+                // A `\r` at the end may still be the start of a `\r\n`.
+                let line = buf.len() - usize::from(buf.last() == Some(&b'\r'));
+                if line > self.max {
+                    self.searched = 0;
+                    return Err(FrameError::TooLong {
+                        len: buf.len() as u64,
+                        max: self.max,
+                    }
+                    .into());
+                }
+                Ok(Decode::Need(buf.len() + 1))
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &[u8]) -> io::Result<Frame> {
+        self.searched = 0;
+        let end = self.line(buf.len(), buf)?;
+        Ok(Frame {
+            start: 0,
+            end,
+            consumed: buf.len(),
+        })
+    }
+}

@@ -1,0 +1,36 @@
+//! Frames straight off a socket: a reader that reads into ring memory and yields each
+//! complete frame as a [`FixedBuf`](crate::FixedBuf) slice of the region it was read
+//! into (no copy, no heap allocation per frame, memory bounded by the ring), and a
+//! writer of length-delimited frames.
+//!
+//! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
+//! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad
+//! input is an `io::Error` carrying a [`FrameError`]. The async reader is
+//! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature.
+//!
+//! ```
+//! use ringmem::io::{FramedReader, FramedWriter, LengthDelimited};
+//! let mut wire = FramedWriter::new(Vec::new(), LengthDelimited::new());
+//! for msg in [&b"ping"[..], b"pong"] {
+//!     wire.write_frame(msg)?;
+//! }
+//! let wire = wire.into_inner();
+//! let frames = FramedReader::new(&wire[..], LengthDelimited::new());
+//! let got: Vec<_> = frames.collect::<Result<_, _>>()?;
+//! assert_eq!(&got[1][..], b"pong");
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+#[cfg(feature = "tokio")]
+mod async_reader;
+mod core;
+mod decoder;
+mod reader;
+mod writer;
+
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use async_reader::AsyncFramedReader;
+pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines};
+pub use reader::FramedReader;
+pub use writer::FramedWriter;

@@ -1,0 +1,219 @@
+//! `FramedReader`: frames from a `std::io::Read`, in ring memory.
+
+use core::fmt;
+use std::io::{self, Read};
+
+use super::core::{Core, Step};
+use super::decoder::{Decoder, LengthDelimited};
+use crate::{FixedBuf, Ring};
+
+/// Bytes of a region by default.
+pub(crate) const DEFAULT_READ: usize = 64 << 10;
+
+/// Reads a byte stream straight into regions of its own [`Ring`] and yields each
+/// complete frame as a [`FixedBuf`] slice of the region it arrived in: no copy and no
+/// heap allocation per frame. A frame cut by the end of a read is copied once, into the
+/// next region (sized for the whole frame when the decoder knows its length).
+///
+/// Memory is bounded by the ring: when the frames still held fill it, the reader waits
+/// ([`Ring::fixed_wait`]) for a release on any thread instead of failing. A frame that
+/// could never fit one region of the ring is an error, [`FrameError::LargerThanRing`]
+/// (`InvalidData`). Before it waits, the reader moves the partial frame it holds to the
+/// heap and releases that region, so it never waits for itself: any frame that fits a
+/// block arrives once the frames held elsewhere are released (the one heap copy outside
+/// the steady state, once per wait).
+///
+/// After an error from the decoder (or a region that never fits) the reader has dropped
+/// every buffered byte and yields no more frames; an error from the underlying reader
+/// (`WouldBlock`, say) leaves it as it was, to be called again.
+///
+/// ```
+/// use ringmem::io::{FramedReader, LengthDelimited};
+/// let stream: &[u8] = b"\0\0\0\x05hello\0\0\0\x03abc";
+/// let mut frames = FramedReader::new(stream, LengthDelimited::new());
+/// let hello = frames.next_frame()?.unwrap();
+/// let abc = frames.next_frame()?.unwrap();
+/// assert_eq!((&hello[..], &abc[..]), (&b"hello"[..], &b"abc"[..]));
+/// assert!(frames.next_frame()?.is_none()); // a clean end
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
+/// [`FrameError::LargerThanRing`]: super::FrameError::LargerThanRing
+pub struct FramedReader<R, D = LengthDelimited> {
+    reader: R,
+    ring: Ring,
+    core: Core<D>,
+}
+
+/// The ring of [`FramedReader::new`]: 1 MiB.
+pub(crate) const DEFAULT_RING: usize = 1 << 20;
+
+/// A region's bytes at most: `read_size` clamped so that four regions fit a block.
+pub(crate) fn clamp_read_size(ring: &Ring, read_size: usize) -> usize {
+    read_size.min(ring.block_len() / 4).max(64)
+}
+
+impl<R: Read, D: Decoder> FramedReader<R, D> {
+    /// A reader on a ring of its own of 1 MiB, reading up to 64 KiB at a time.
+    ///
+    /// ```
+    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new());
+    /// assert_eq!(r.ring().capacity(), 1 << 20);
+    /// ```
+    pub fn new(reader: R, decoder: D) -> Self {
+        Self::with_ring(reader, decoder, Ring::new(DEFAULT_RING))
+    }
+
+    /// A reader on `ring`, reading up to 64 KiB at a time (or a quarter of the ring, if
+    /// smaller).
+    ///
+    /// ```
+    /// use ringmem::{io::{FramedReader, Lines}, Ring};
+    /// let r = FramedReader::with_ring(&b""[..], Lines::new(), Ring::new(1 << 16));
+    /// assert_eq!(r.read_size(), 1 << 14);
+    /// ```
+    pub fn with_ring(reader: R, decoder: D, ring: Ring) -> Self {
+        let read_size = clamp_read_size(&ring, DEFAULT_READ);
+        FramedReader {
+            reader,
+            ring,
+            core: Core::new(decoder, read_size),
+        }
+    }
+
+    /// Sets the bytes of a region (and so of a read) when no frame asks for more, at
+    /// most a quarter of the ring.
+    ///
+    /// ```
+    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new())
+    ///     .with_read_size(4096);
+    /// assert_eq!(r.read_size(), 4096);
+    /// ```
+    pub fn with_read_size(mut self, bytes: usize) -> Self {
+        self.core.read_size = clamp_read_size(&self.ring, bytes);
+        self
+    }
+
+    /// The bytes of a region when no frame asks for more.
+    ///
+    /// ```
+    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new());
+    /// assert_eq!(r.read_size(), 64 << 10);
+    /// ```
+    pub fn read_size(&self) -> usize {
+        self.core.read_size
+    }
+
+    /// The next frame; `Ok(None)` when the stream ends at a frame boundary.
+    ///
+    /// # Errors
+    /// The decoder's (`InvalidData` for a frame over the maximum or a length field
+    /// that overflows), `UnexpectedEof` when the stream ends inside a frame,
+    /// `InvalidData` with [`FrameError::LargerThanRing`] for a frame that no region of
+    /// the ring can hold, and the underlying reader's errors (but `Interrupted`, which
+    /// is retried).
+    ///
+    /// ```
+    /// use ringmem::io::{FramedReader, Lines};
+    /// let mut lines = FramedReader::new(&b"one\r\ntwo"[..], Lines::new());
+    /// assert_eq!(&lines.next_frame()?.unwrap()[..], b"one");
+    /// assert_eq!(&lines.next_frame()?.unwrap()[..], b"two");
+    /// assert!(lines.next_frame()?.is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// [`FrameError::LargerThanRing`]: super::FrameError::LargerThanRing
+    pub fn next_frame(&mut self) -> io::Result<Option<FixedBuf>> {
+        loop {
+            match self.core.step()? {
+                Step::Frame(f) => return Ok(Some(f)),
+                Step::End => return Ok(None),
+                Step::Alloc(n) => {
+                    let region = match self.ring.fixed(n) {
+                        Some(region) => region,
+                        None => {
+                            self.core.before_wait();
+                            match self.ring.fixed_wait(n) {
+                                Ok(region) => region,
+                                Err(e) => return Err(self.core.fail_alloc(e, n)),
+                            }
+                        }
+                    };
+                    self.core.install(region);
+                }
+                Step::Read => {
+                    let spare = self.core.spare_init();
+                    let room = spare.len();
+                    let n = match self.reader.read(spare) {
+                        Ok(n) => n.min(room),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    };
+                    if n == 0 {
+                        return self.core.eof(&self.ring);
+                    }
+                    // SAFETY: `n <= room`, and the spare was initialised before `read`
+                    // (which may have written it, but only with bytes).
+                    unsafe { self.core.filled(n, &self.ring)? };
+                }
+            }
+        }
+    }
+
+    /// The ring the frames live in.
+    ///
+    /// ```
+    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new());
+    /// assert_eq!(r.ring().stats().live_buffers, 0);
+    /// ```
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// The underlying reader.
+    ///
+    /// ```
+    /// let r = ringmem::io::FramedReader::new(&b"xy"[..], ringmem::io::Lines::new());
+    /// assert_eq!(r.get_ref().len(), 2);
+    /// ```
+    pub fn get_ref(&self) -> &R {
+        &self.reader
+    }
+
+    /// The underlying reader, mutably (reading from it directly loses the framing).
+    ///
+    /// ```
+    /// let mut r = ringmem::io::FramedReader::new(&b"xy"[..], ringmem::io::Lines::new());
+    /// *r.get_mut() = &b"z\n"[..];
+    /// assert_eq!(&r.next_frame().unwrap().unwrap()[..], b"z");
+    /// ```
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.reader
+    }
+
+    /// The decoder.
+    ///
+    /// ```
+    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::with_max_length(9));
+    /// assert_eq!(r.decoder().max_len(), 9);
+    /// ```
+    pub fn decoder(&self) -> &D {
+        &self.core.decoder
+    }
+}
+
+impl<R: Read, D: Decoder> Iterator for FramedReader<R, D> {
+    type Item = io::Result<FixedBuf>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_frame().transpose()
+    }
+}
+
+impl<R, D> fmt::Debug for FramedReader<R, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FramedReader")
+            .field("ring", &self.ring)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,423 @@
+//! The framed reader and writer (`ringmem::io`): frames against a reference decoder
+//! at every read boundary, bad input, waiting for room, and no allocation per frame.
+
+mod common;
+
+use std::io::{self, ErrorKind, Read};
+use std::time::Duration;
+
+use common::faulty;
+use proptest::prelude::*;
+use ringmem::io::{FrameError, FramedReader, FramedWriter, LengthDelimited, Lines};
+use ringmem::{FixedBuf, Ring};
+
+#[global_allocator]
+static A: faulty::Faulty = faulty::Faulty;
+
+/// Hands out the stream `sizes[i % len]` bytes (at least 1) per read.
+struct Chunked<'a> {
+    data: &'a [u8],
+    sizes: Vec<usize>,
+    i: usize,
+}
+
+impl<'a> Chunked<'a> {
+    fn new(data: &'a [u8], sizes: Vec<usize>) -> Self {
+        Chunked { data, sizes, i: 0 }
+    }
+}
+
+impl Read for Chunked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = self.sizes[self.i % self.sizes.len()].max(1);
+        self.i += 1;
+        let n = want.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// The plain decoder the reader must agree with: (width, big-endian, adjustment).
+fn reference_length_delimited(mut s: &[u8], width: usize, big: bool, adjust: i64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while !s.is_empty() {
+        let mut b = [0u8; 8];
+        if big {
+            b[8 - width..].copy_from_slice(&s[..width]);
+        } else {
+            b[..width].copy_from_slice(&s[..width]);
+        }
+        let field = if big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        };
+        let len = (field as i64 + adjust) as usize;
+        out.push(s[width..width + len].to_vec());
+        s = &s[width + len..];
+    }
+    out
+}
+
+fn reference_lines(s: &[u8]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let (line, next) = match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        out.push(line.strip_suffix(b"\r").unwrap_or(line).to_vec());
+        rest = next;
+    }
+    out
+}
+
+fn codec(width: usize, big: bool, adjust: i64) -> LengthDelimited {
+    let c = LengthDelimited::new()
+        .field_width(width)
+        .adjustment(adjust)
+        .max_frame_length(1 << 20);
+    if big {
+        c.big_endian()
+    } else {
+        c.little_endian()
+    }
+}
+
+fn encode(frames: &[Vec<u8>], c: LengthDelimited) -> Vec<u8> {
+    let mut w = FramedWriter::new(Vec::new(), c);
+    for f in frames {
+        w.write_frame(f).unwrap();
+    }
+    w.into_inner()
+}
+
+fn collect<R: Read, D: ringmem::io::Decoder>(r: FramedReader<R, D>) -> io::Result<Vec<Vec<u8>>> {
+    r.map(|f| f.map(|f| f.to_vec())).collect()
+}
+
+/// `cases` natively, 2 under Miri; no failure file (Miri has no file system).
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { cases },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Any frames, any header shape, the stream cut at any read boundaries, any ring
+    /// and region size: the frames of the reference decoder, in order.
+    #[test]
+    fn length_delimited_matches_the_reference(
+        frames in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..40),
+        width_i in 0..3usize,
+        big in any::<bool>(),
+        counts_itself in any::<bool>(),
+        sizes in prop::collection::vec(1..700usize, 1..8),
+        read_size in 64..2048usize,
+    ) {
+        let width = [2, 4, 8][width_i];
+        let adjust = if counts_itself { -(width as i64) } else { 0 };
+        let c = codec(width, big, adjust);
+        let wire = encode(&frames, c);
+        prop_assert_eq!(&reference_length_delimited(&wire, width, big, adjust), &frames);
+        let reader = FramedReader::with_ring(Chunked::new(&wire, sizes), c, Ring::new(8192))
+            .with_read_size(read_size);
+        prop_assert_eq!(collect(reader).unwrap(), frames);
+    }
+
+    /// The same for lines, with `\r\n` endings and a last line without a newline.
+    #[test]
+    fn lines_match_the_reference(
+        wire in prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'\r', b'\n']), 0..2000),
+        sizes in prop::collection::vec(1..300usize, 1..8),
+    ) {
+        let reader = FramedReader::with_ring(Chunked::new(&wire, sizes), Lines::new(), Ring::new(1 << 14))
+            .with_read_size(256);
+        prop_assert_eq!(collect(reader).unwrap(), reference_lines(&wire));
+    }
+}
+
+/// Every read boundary, one byte up to `k` bytes per read, for one stream of each kind.
+#[test]
+fn every_read_size_up_to_k() {
+    let frames: Vec<Vec<u8>> = (0..60u8)
+        .map(|i| vec![i; (i as usize * 37) % 500])
+        .collect();
+    let c = LengthDelimited::new();
+    let wire = encode(&frames, c);
+    for k in 1..=64 {
+        let reader = FramedReader::with_ring(Chunked::new(&wire, vec![k]), c, Ring::new(1 << 14))
+            .with_read_size(128);
+        assert_eq!(collect(reader).unwrap(), frames, "{k} bytes per read");
+    }
+}
+
+fn frame_error(e: &io::Error) -> FrameError {
+    *e.get_ref()
+        .and_then(|e| e.downcast_ref::<FrameError>())
+        .unwrap_or_else(|| panic!("not a FrameError: {e:?}"))
+}
+
+/// After an error the reader yields nothing more and holds no ring memory.
+fn assert_ended<R: Read, D: ringmem::io::Decoder>(mut r: FramedReader<R, D>) {
+    assert!(r.next_frame().unwrap().is_none());
+    assert_eq!(r.ring().stats().live_buffers, 0, "the reader kept a region");
+}
+
+#[test]
+fn a_frame_over_the_maximum_is_invalid_data() {
+    let c = LengthDelimited::new().max_frame_length(100);
+    let mut wire = encode(&[vec![1; 10]], LengthDelimited::new());
+    wire.extend(encode(&[vec![2; 101]], LengthDelimited::new()));
+    let mut r = FramedReader::new(&wire[..], c);
+    let first = r.next_frame().unwrap().unwrap();
+    let e = r.next_frame().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert_eq!(frame_error(&e), FrameError::TooLong { len: 101, max: 100 });
+    assert_eq!(&first[..], &[1; 10]); // frames already yielded stay valid
+    drop(first);
+    assert_ended(r);
+}
+
+#[test]
+fn a_line_over_the_maximum_is_invalid_data() {
+    let wire = [&b"ok\n"[..], &[b'x'; 50]].concat();
+    let mut r = FramedReader::new(Chunked::new(&wire, vec![7]), Lines::with_max_length(20));
+    assert_eq!(&r.next_frame().unwrap().unwrap()[..], b"ok");
+    let e = r.next_frame().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert!(matches!(
+        frame_error(&e),
+        FrameError::TooLong { max: 20, .. }
+    ));
+    assert_ended(r);
+}
+
+#[test]
+fn a_length_field_that_overflows_is_invalid_data() {
+    // u64::MAX does not fit in memory.
+    let wire = [0xff; 8];
+    let c = LengthDelimited::new()
+        .field_width(8)
+        .max_frame_length(usize::MAX);
+    let e = FramedReader::new(&wire[..], c).next_frame().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert_eq!(
+        frame_error(&e),
+        FrameError::LengthOverflow { field: u64::MAX }
+    );
+    // An adjustment that makes the length negative.
+    let c = LengthDelimited::new().field_width(1).adjustment(-4);
+    let r = FramedReader::new(&[2u8, 0, 0][..], c);
+    let mut r = r;
+    let e = r.next_frame().unwrap_err();
+    assert_eq!(frame_error(&e), FrameError::LengthOverflow { field: 2 });
+    assert_ended(r);
+}
+
+#[test]
+fn a_peer_that_closes_mid_frame_is_unexpected_eof() {
+    let wire = encode(&[vec![5; 30], vec![6; 300]], LengthDelimited::new());
+    for cut in [wire.len() - 1, 34 + 2, 34 + 4 + 100] {
+        let mut r = FramedReader::new(Chunked::new(&wire[..cut], vec![13]), LengthDelimited::new());
+        assert_eq!(r.next_frame().unwrap().unwrap().len(), 30);
+        let e = r.next_frame().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnexpectedEof, "cut at {cut}");
+        assert_eq!(
+            frame_error(&e),
+            FrameError::Truncated { buffered: cut - 34 }
+        );
+        assert_ended(r);
+    }
+}
+
+#[test]
+fn a_frame_larger_than_the_ring_is_invalid_data() {
+    let c = LengthDelimited::new().max_frame_length(1 << 20);
+    let wire = encode(&[vec![1; 100], vec![2; 100_000]], c);
+    let mut r = FramedReader::with_ring(&wire[..], c, Ring::new(1 << 16));
+    assert_eq!(r.next_frame().unwrap().unwrap().len(), 100);
+    let e = r.next_frame().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert!(matches!(
+        frame_error(&e),
+        FrameError::LargerThanRing {
+            needed: 100_004,
+            ..
+        }
+    ));
+    assert_ended(r);
+}
+
+#[test]
+fn a_clean_end_and_an_empty_stream() {
+    assert!(FramedReader::new(&b""[..], LengthDelimited::new())
+        .next_frame()
+        .unwrap()
+        .is_none());
+    let wire = encode(&[vec![], vec![1]], LengthDelimited::new());
+    let got = collect(FramedReader::new(&wire[..], LengthDelimited::new())).unwrap();
+    assert_eq!(got, vec![vec![], vec![1]]);
+}
+
+/// Frames of one read are slices of one region, back to back: nothing was copied.
+#[test]
+fn frames_of_one_read_share_their_region() {
+    let frames: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 100]).collect();
+    let wire = encode(&frames, LengthDelimited::new());
+    let mut r = FramedReader::new(&wire[..], LengthDelimited::new());
+    let got: Vec<FixedBuf> = (0..10).map(|_| r.next_frame().unwrap().unwrap()).collect();
+    for w in got.windows(2) {
+        assert_eq!(w[0].as_ptr() as usize + 100 + 4, w[1].as_ptr() as usize);
+    }
+    assert_eq!(r.ring().stats().live_buffers, 1);
+}
+
+/// A reader whose ring is full of frames the consumer holds waits for their release
+/// (on another thread) instead of failing.
+#[test]
+fn a_full_ring_waits_for_room() {
+    let frames: Vec<Vec<u8>> = (0..200u32).map(|i| vec![i as u8; 900]).collect();
+    let wire = encode(&frames, LengthDelimited::new());
+    let mut r = FramedReader::with_ring(
+        Chunked::new(&wire, vec![3000]),
+        LengthDelimited::new(),
+        Ring::new(1 << 14),
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<FixedBuf>();
+    let consumer = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for f in rx {
+            // Slower than the reader: the ring fills and the reader must wait.
+            std::thread::sleep(Duration::from_micros(200));
+            got.push(f.to_vec());
+        }
+        got
+    });
+    for f in &mut r {
+        tx.send(f.unwrap()).unwrap();
+    }
+    drop(tx);
+    assert_eq!(consumer.join().unwrap(), frames);
+    assert_eq!(r.ring().stats().live_buffers, 0);
+}
+
+/// Once warm, reading and dropping frames allocates nothing on the heap.
+#[test]
+fn no_heap_allocation_per_frame() {
+    let frames: Vec<Vec<u8>> = (0..5000u32)
+        .map(|i| vec![i as u8; 20 + (i as usize % 300)])
+        .collect();
+    let c = LengthDelimited::new();
+    let wire = encode(&frames, c);
+    let mut r = FramedReader::with_ring(
+        Chunked::new(&wire, vec![4000, 1, 777]),
+        c,
+        Ring::new(1 << 16),
+    );
+    for _ in 0..100 {
+        r.next_frame().unwrap().unwrap();
+    }
+    faulty::arm();
+    let before = faulty::served();
+    let mut n = 0;
+    while let Some(f) = r.next_frame().unwrap() {
+        n += f.len();
+    }
+    let allocations = faulty::served() - before;
+    faulty::disarm();
+    assert!(n > 0);
+    assert_eq!(allocations, 0, "heap allocations while reading 4900 frames");
+}
+
+/// Partial writes: a writer that takes 1..k bytes per call still gets whole frames.
+#[test]
+fn the_writer_carries_on_after_partial_writes() {
+    struct Trickle(Vec<u8>, usize);
+    impl io::Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.1 += 1;
+            if self.1 % 3 == 0 {
+                return Err(ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.1 % 5 + 1);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let frames: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; i as usize * 3]).collect();
+    let c = LengthDelimited::new().field_width(2).little_endian();
+    let mut w = FramedWriter::new(Trickle(Vec::new(), 0), c);
+    for f in &frames {
+        w.write_frame(f).unwrap();
+    }
+    let wire = w.into_inner().0;
+    assert_eq!(wire, encode(&frames, c));
+    assert_eq!(reference_length_delimited(&wire, 2, false, 0), frames);
+}
+
+#[test]
+fn the_writer_refuses_what_the_header_cannot_say() {
+    let mut w = FramedWriter::new(Vec::new(), LengthDelimited::new().max_frame_length(3));
+    let e = w.write_frame(b"abcd").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(w.get_ref().is_empty());
+}
+
+/// The fuzz target's differential check (`fuzz/framed.rs`) on random inputs.
+#[path = "../fuzz/framed.rs"]
+mod fuzz_framed;
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    #[test]
+    fn the_fuzz_driver_agrees(
+        config in any::<u8>(),
+        sizes in prop::collection::vec(1..=255u8, 0..6),
+        stream in prop::collection::vec(
+            prop::sample::select(vec![0u8, 1, 2, 3, 10, 13, 0x0f, 0x10, 0x80, 0xff, b'a']),
+            0..3000,
+        ),
+    ) {
+        let data = [&[config][..], &sizes, &[0], &stream].concat();
+        fuzz_framed::run(&data);
+    }
+}
+
+#[test]
+fn the_fuzz_driver_on_fixed_inputs() {
+    fuzz_framed::run(&[]);
+    fuzz_framed::run(&[0b1000_0011]);
+    fuzz_framed::run(&[0b0000_0011, 1, 0, 0, 0, 0, 2, b'h', b'i']);
+    fuzz_framed::run(&[0b0110_0000, 7, 3, 0, b'a', b'\r', b'\n', b'b']);
+    fuzz_framed::run(&[0b0000_0111, 5, 0, 0xff, 0xff, 0xff, 0xff]);
+}
+
+/// A frame over half the ring (but within a block) while the reader still holds the
+/// region its first bytes arrived in: the reader must not wait for itself.
+#[test]
+fn a_large_frame_does_not_wait_for_its_own_region() {
+    let c = LengthDelimited::new();
+    let frames = vec![vec![1u8; 10], vec![2u8; 50_000], vec![3u8; 40_000]];
+    let wire = encode(&frames, c);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = FramedReader::with_ring(Chunked::new(&wire, vec![5000]), c, Ring::new(1 << 16))
+            .with_read_size(16 << 10);
+        let _ = tx.send(collect(r).map_err(|e| e.kind()));
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the reader is stuck waiting for room");
+    assert_eq!(got.unwrap(), frames);
+}
