@@ -2,6 +2,8 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(feature = "nightly", feature(allocator_api))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// `real_std` (see build.rs) is `feature = "std"` outside loom: items show their feature.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(real_std))))]
 #![deny(
     unsafe_op_in_unsafe_fn,
     clippy::undocumented_unsafe_blocks,
@@ -22,14 +24,17 @@ mod sync;
 
 pub mod codec;
 // Frames straight off a socket; built on the waiting calls, which loom builds leave out.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod io;
 pub mod slab;
 // The thread-local ring outlives a loom execution, so it is left out of loom builds.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod tls;
 
-#[cfg(all(feature = "allocator-api2", feature = "std", not(loom)))]
+#[cfg(all(feature = "allocator-api2", real_std))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "allocator-api2", feature = "std"))))]
 pub use alloc_api::OneRingAlloc;
 #[cfg(feature = "allocator-api2")]
 pub use alloc_api::RingAlloc;

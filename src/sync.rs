@@ -22,7 +22,7 @@ pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(all(feature = "std", loom))]
@@ -148,7 +148,7 @@ pub(crate) mod model {
 /// folding the accesses back into `%fs`-relative addressing; the `asm!` is pure, so a
 /// loop computes it once. (The slab magazine's thread-local, updated on every
 /// `SharedArena` allocation, showed no change this way: it is left as it is.)
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 #[inline(always)]
 pub(crate) fn plain_ref<T>(r: &T) -> &T {
     #[allow(unused_mut)] // changed by the `asm!` only

@@ -68,11 +68,11 @@
 
 mod chunk;
 // `ChunkCount`: `OneRingAlloc`'s (std, not loom) and its loom models' (`count.rs`).
-#[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
+#[cfg_attr(not(real_std), allow(dead_code))]
 mod count;
 // On the thread-local ring, which loom builds leave out (its chunk count is modelled
 // in `count.rs`).
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 mod global;
 mod local;
 
@@ -81,7 +81,8 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
 
@@ -274,7 +275,7 @@ pub(crate) struct Source<'r> {
 
 impl<'r> Source<'r> {
     /// Every request from the global allocator (a thread whose ring is gone).
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(real_std)]
     pub(crate) const HEAP: Source<'static> = Source {
         ring: None,
         threshold: 0,

@@ -123,7 +123,7 @@ impl FixedBuf {
 impl FixedBuf {
     /// Drops the first `n` bytes from view without touching the count (the framed
     /// reader's cursor over a region it has yielded frames from).
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(real_std)]
     #[inline]
     pub(crate) fn skip(&mut self, n: usize) {
         assert!(n <= self.len, "skip({n}) past a view of {}", self.len);

@@ -7,7 +7,7 @@ use core::ptr::{self, NonNull};
 
 use super::{CapacityError, FixedBuf};
 use crate::ring::{self, Claim, Header, WORD};
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 use crate::ring::{round_up, HDR};
 
 /// A writable buffer of fixed capacity in ring memory, like a `Vec<u8>` that never
@@ -200,7 +200,7 @@ impl FixedBufMut {
     /// Gives the unused capacity back to `ring` (the framed reader's regions, sized for
     /// a read, keep only what the read brought). A region that is not one of `ring`'s
     /// blocks (a heap fallback, another ring's) keeps its capacity.
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(real_std)]
     pub(crate) fn shrink_in(&mut self, ring: &crate::Ring) {
         if let Some(block) = ring.block_of(self.hdr) {
             // `&Ring` is on the ring's own thread (it is not `Sync`), and this handle

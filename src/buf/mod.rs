@@ -16,7 +16,7 @@ pub use fixed::FixedBuf;
 pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
 // Used by `tls`, which loom builds leave out.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 pub(crate) use wait::{hopeless, typed_bytes};
 #[cfg(feature = "std")]
 pub use wait::{Wait, WaitError};

@@ -2,17 +2,17 @@
 
 use core::fmt;
 use core::mem::MaybeUninit;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 use core::task::Poll;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 use std::time::{Duration, Instant};
 
 use super::{Buffer, BufferFromSystemMemory, Slice, WritableError, MAX_MESSAGE};
 use crate::buf::ExtParts;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 use crate::ring::wait::{self, TaskSlot};
 use crate::{ExtBuf, Ring, RingError};
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 use crate::{WaitError, WhenFull};
 
 /// A codec [`Buffer`] on a [`Ring`] that the pool owns, falling back to another buffer
@@ -79,7 +79,8 @@ struct OnRing {
     max_hint: usize,
 }
 
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 impl OnRing {
     /// A ring buffer for a message starting with `len` bytes, as `get_writable_slow`
     /// starts one: room for the previous message if the ring has it, else for `len`.
@@ -368,7 +369,8 @@ impl<T: Buffer> BufferPool<T> {
 /// fallback stays there, and a `Heap` or `Grow` ring is never full. So a decoder that
 /// asks for a whole frame, or for its header with the pool's usual room for a frame,
 /// gets backpressure from a full ring instead of heap memory.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 impl<T: Buffer> BufferPool<T> {
     /// [`get_writable`](Buffer::get_writable), parking the thread until a release (on
     /// any thread) makes room when a new message finds the ring full, instead of

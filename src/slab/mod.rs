@@ -89,7 +89,7 @@ mod page;
 mod api;
 
 mod arena;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 mod magazine;
 mod pool;
 mod shared;

@@ -37,7 +37,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use super::heap::{Heap, PageSource, System};
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(real_std)]
 use super::magazine;
 use super::page::{Page, Slot, SLOTS};
 use super::{AllocError, ArenaBox, PoolStats};
@@ -93,7 +93,7 @@ pub struct SharedArena<T> {
     /// that), and that reallocation aborts if the allocator refuses it.
     shards: Vec<Shard<T>>,
     /// This arena's identity in the threads' magazines (`magazine.rs`).
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(real_std)]
     id: u64,
     /// The pages made by `with_capacity` that no shard has claimed yet.
     reserve: Reserve<T>,
@@ -292,7 +292,7 @@ impl<T> Drop for Locked<'_, T> {
 fn spin(spins: &mut u32) {
     *spins += 1;
     crate::sync::model_yield();
-    #[cfg(all(not(loom), feature = "std"))]
+    #[cfg(real_std)]
     if *spins > 64 {
         std::thread::yield_now();
         return;
@@ -341,7 +341,7 @@ fn shard_count(may_ask: bool) -> usize {
         let _ = may_ask;
         2
     };
-    #[cfg(all(not(any(loom, miri)), feature = "std"))]
+    #[cfg(all(real_std, not(miri)))]
     let n = {
         static PARALLELISM: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         match PARALLELISM.get() {
@@ -351,7 +351,7 @@ fn shard_count(may_ask: bool) -> usize {
             None => UNASKED_SHARDS,
         }
     };
-    #[cfg(all(not(any(loom, miri)), not(feature = "std")))]
+    #[cfg(all(not(feature = "std"), not(any(loom, miri))))]
     let n: usize = {
         let _ = may_ask;
         UNASKED_SHARDS
@@ -456,7 +456,7 @@ impl<T> SharedArena<T> {
         }
         Ok(SharedArena {
             shards,
-            #[cfg(all(feature = "std", not(loom)))]
+            #[cfg(real_std)]
             id: magazine::new_arena_id(),
             reserve,
             seed_page,
@@ -489,9 +489,9 @@ impl<T> SharedArena<T> {
     #[inline(always)]
     fn slot_fast(&self) -> Option<NonNull<Slot<T, AtomicU64>>> {
         // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(real_std)]
         return unsafe { magazine::take::<T>(self.id) };
-        #[cfg(not(all(feature = "std", not(loom))))]
+        #[cfg(not(real_std))]
         return self.home_slot();
     }
 
@@ -504,7 +504,7 @@ impl<T> SharedArena<T> {
     /// Not `#[cold]`: a fresh arena's first allocation comes here.
     #[inline(never)]
     fn slot_miss(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(real_std)]
         {
             if magazine::second_miss(self.id) {
                 let (page, bits) = match self.take_seed() {
@@ -519,7 +519,7 @@ impl<T> SharedArena<T> {
         if let Some(slot) = self.seed_slot() {
             return Ok(slot);
         }
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(real_std)]
         if let Some(slot) = self.home_slot() {
             return Ok(slot);
         }
@@ -564,7 +564,7 @@ impl<T> SharedArena<T> {
     /// Every free slot bit of the seed page's word, with the page, now the caller's;
     /// `None` if it has none. A load first, so an empty word costs no RMW. (Only
     /// magazines take a page's bits in one go.)
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(real_std)]
     #[inline]
     fn take_seed(&self) -> Option<(NonNull<Page<T, AtomicU64>>, u64)> {
         let page = self.seed_page?;
@@ -595,7 +595,7 @@ impl<T> SharedArena<T> {
     /// shrink sees them as free.
     #[inline]
     fn flush_magazine(&self) {
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(real_std)]
         magazine::flush(self.id);
     }
 
