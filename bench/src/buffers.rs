@@ -567,12 +567,13 @@ pub fn prepare_mimalloc_child() -> Result<(), String> {
 /// Makes sure this package's binary `bin` (built with `features`) is there for `what`
 /// (a child process measures it), or says why `what` will be empty.
 ///
-/// `cargo run` builds only the binary it runs, so on a fresh clone the child is missing;
-/// after an edit to the code both binaries share it is older than this one.
-/// When cargo started this process (`cargo run` sets `CARGO`), the child is then built
-/// with that cargo, for the profile, target and target directory this executable sits
-/// in: missing, with one line saying so; older, quietly (cargo rebuilds it only if its
-/// sources changed). Without `CARGO` an older child is used as it is.
+/// `cargo run` builds only the binary it runs, so on a fresh clone the child is missing,
+/// and after an edit to its sources it is stale (an edit to a file only the child reads
+/// does not even make this binary newer than it). When cargo started this process
+/// (`cargo run` sets `CARGO`), the child is therefore always built with that cargo, for
+/// the profile, target and target directory this executable sits in: missing, with one
+/// line saying so; otherwise quietly (cargo rebuilds it only if its sources changed).
+/// Without `CARGO` a child that is there is used as it is.
 ///
 /// `Err` holds the line for the report: why `what` stays empty.
 pub fn prepare_child(bin: &str, features: &[&str], what: &str) -> Result<(), String> {
@@ -589,10 +590,6 @@ pub fn prepare_child(bin: &str, features: &[&str], what: &str) -> Result<(), Str
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let before = modified(&child);
     let missing = before.is_none();
-    let older = matches!((before, modified(&exe)), (Some(c), Some(e)) if c < e);
-    if !missing && !older {
-        return Ok(());
-    }
     let Some(cargo) = std::env::var_os("CARGO") else {
         if !missing {
             return Ok(());
