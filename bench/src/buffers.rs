@@ -544,49 +544,67 @@ pub fn pipelines<B: ByteBufs>(threads: usize, shape: Shape, data: &[u8]) -> Samp
 /// The `ringmem-bench-mimalloc` executable: beside the running one, where cargo puts
 /// every binary of this package.
 fn mimalloc_child_exe() -> std::io::Result<PathBuf> {
-    let name = format!("ringmem-bench-mimalloc{}", std::env::consts::EXE_SUFFIX);
+    child_exe("ringmem-bench-mimalloc")
+}
+
+/// The executable of this package's binary `bin`: beside the running one, where cargo
+/// puts every binary of this package.
+pub fn child_exe(bin: &str) -> std::io::Result<PathBuf> {
+    let name = format!("{bin}{}", std::env::consts::EXE_SUFFIX);
     Ok(std::env::current_exe()?.with_file_name(name))
 }
 
 /// Makes sure the `ringmem-bench-mimalloc` child is there for the `Vec (mimalloc global)`
-/// columns, or says why those columns will be empty.
-///
-/// `cargo run` builds only the binary it runs, so on a fresh clone the child is missing;
-/// after an edit to the loop both binaries share (this file) it is older than this one.
-/// When cargo started this process (`cargo run` sets `CARGO`), the child is then built
-/// with that cargo, for the profile, target and target directory this executable sits
-/// in: missing, with one line saying so; older, quietly (cargo rebuilds it only if its
-/// sources changed). Without `CARGO` an older child is used as it is.
-///
-/// `Err` holds the line for the report: why the columns stay empty.
+/// columns, or says why those columns will be empty (see [`prepare_child`]).
 pub fn prepare_mimalloc_child() -> Result<(), String> {
+    prepare_child(
+        "ringmem-bench-mimalloc",
+        &[],
+        "the `Vec (mimalloc global)` columns",
+    )
+}
+
+/// Makes sure this package's binary `bin` (built with `features`) is there for `what`
+/// (a child process measures it), or says why `what` will be empty.
+///
+/// `cargo run` builds only the binary it runs, so on a fresh clone the child is missing,
+/// and after an edit to its sources it is stale (an edit to a file only the child reads
+/// does not even make this binary newer than it). When cargo started this process
+/// (`cargo run` sets `CARGO`), the child is therefore always built with that cargo, for
+/// the profile, target and target directory this executable sits in: missing, with one
+/// line saying so; otherwise quietly (cargo rebuilds it only if its sources changed).
+/// Without `CARGO` a child that is there is used as it is.
+///
+/// `Err` holds the line for the report: why `what` stays empty.
+pub fn prepare_child(bin: &str, features: &[&str], what: &str) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
-    let child = mimalloc_child_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
+    let child = child_exe(bin).map_err(|e| format!("cannot locate this executable: {e}"))?;
+    let by_hand = if features.is_empty() {
+        format!("cargo build --release -p ringmem-bench --bin {bin}")
+    } else {
+        format!(
+            "cargo build --release -p ringmem-bench --features {} --bin {bin}",
+            features.join(",")
+        )
+    };
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let before = modified(&child);
     let missing = before.is_none();
-    let older = matches!((before, modified(&exe)), (Some(c), Some(e)) if c < e);
-    if !missing && !older {
-        return Ok(());
-    }
     let Some(cargo) = std::env::var_os("CARGO") else {
         if !missing {
             return Ok(());
         }
         return Err(format!(
             "{} is missing and no cargo started this process to build it: \
-             run `cargo build --release -p ringmem-bench` first, or start the bench with `cargo run`",
+             run `{by_hand}` first, or start the bench with `cargo run`",
             child.display()
         ));
     };
     let mut build = std::process::Command::new(cargo);
-    build.args([
-        "build",
-        "-p",
-        "ringmem-bench",
-        "--bin",
-        "ringmem-bench-mimalloc",
-    ]);
+    build.args(["build", "-p", "ringmem-bench", "--bin", bin]);
+    if !features.is_empty() {
+        build.arg("--features").arg(features.join(","));
+    }
     build
         .arg("--manifest-path")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
@@ -595,8 +613,7 @@ pub fn prepare_mimalloc_child() -> Result<(), String> {
     build.stdout(std::process::Stdio::null());
     if missing {
         eprintln!(
-            "`cargo run` built only ringmem-bench: building ringmem-bench-mimalloc for the \
-             `Vec (mimalloc global)` columns ({})",
+            "`cargo run` built only ringmem-bench: building {bin} for {what} ({})",
             child.display()
         );
     } else {
@@ -606,29 +623,23 @@ pub fn prepare_mimalloc_child() -> Result<(), String> {
     match (status, modified(&child)) {
         (Ok(s), Some(after)) if s.success() => {
             if !missing && Some(after) != before {
-                eprintln!("rebuilt ringmem-bench-mimalloc: its sources had changed");
+                eprintln!("rebuilt {bin}: its sources had changed");
             }
             Ok(())
         }
-        // A child that was there and could not be rebuilt still measures the loop it has.
+        // A child that was there and could not be rebuilt still measures the code it has.
         (_, Some(_)) if !missing => {
-            eprintln!(
-                "could not rebuild ringmem-bench-mimalloc; the `Vec (mimalloc global)` \
-                 columns use the one built before"
-            );
+            eprintln!("could not rebuild {bin}; {what} use the one built before");
             Ok(())
         }
-        (Ok(s), None) if s.success() => Err(format!(
-            "cargo built ringmem-bench-mimalloc, but not at {}",
-            child.display()
-        )),
+        (Ok(s), None) if s.success() => {
+            Err(format!("cargo built {bin}, but not at {}", child.display()))
+        }
         (Ok(s), _) => Err(format!(
-            "building ringmem-bench-mimalloc failed ({s}; cargo's errors are above): \
-             build it with `cargo build --release -p ringmem-bench`"
+            "building {bin} failed ({s}; cargo's errors are above): build it with `{by_hand}`"
         )),
         (Err(e), _) => Err(format!(
-            "cannot run cargo to build ringmem-bench-mimalloc ({e}): \
-             build it with `cargo build --release -p ringmem-bench`"
+            "cannot run cargo to build {bin} ({e}): build it with `{by_hand}`"
         )),
     }
 }

@@ -6,6 +6,7 @@
 //! cargo run --release -p ringmem-bench                 # --quick: a few minutes, sizes scaled down
 //! cargo run --release -p ringmem-bench -- --full       # the peers' published sizes
 //! cargo run --release -p ringmem-bench -- --only ringal-fixed --reps 5
+//! cargo run --release -p ringmem-bench -- --only framed   # issue 23: framed reading on TCP
 //! ```
 //!
 //! The Markdown report goes to `target/ringmem-report/report.md`.
@@ -14,6 +15,7 @@ mod buffer_sv2;
 mod buffers;
 mod charts;
 mod ext_check;
+mod framed_scenario;
 mod grow_spike;
 mod harness;
 mod many_threads;
@@ -33,7 +35,7 @@ use harness::{Config, Table};
 type Scenario = fn(&Config) -> Vec<Table>;
 
 /// The scenarios in run order: id (for `--only`) and entry point.
-const SCENARIOS: [(&str, Scenario); 7] = [
+const SCENARIOS: [(&str, Scenario); 8] = [
     ("ringal-fixed", ringal_fixed::run),
     ("ringal-ext", ringal_ext::run),
     ("shared-arena", shared_arena::run),
@@ -41,6 +43,7 @@ const SCENARIOS: [(&str, Scenario); 7] = [
     ("ring-alloc", ring_alloc::run),
     ("many-threads", |c| vec![many_threads::run(c)]),
     ("grow-spike", grow_spike::run),
+    ("framed", framed_scenario::run),
 ];
 
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
@@ -161,6 +164,12 @@ fn main() {
     } else {
         None
     };
+    // The framed tables are measured by a child of their own, likewise.
+    let framed_missing = if selected("framed") {
+        framed_scenario::prepare().err()
+    } else {
+        None
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = Config {
         scale: if full { 1.0 } else { QUICK_SCALE },
@@ -195,6 +204,9 @@ fn main() {
         header.push_str(&format!(
             "\nThe `Vec (mimalloc global)` columns are empty (–): {why}.\n"
         ));
+    }
+    if let Some(why) = framed_missing {
+        header.push_str(&format!("\nThe framed tables are empty: {why}.\n"));
     }
     println!("{header}");
     let mut report = header;

@@ -1,14 +1,22 @@
-//! The framed-reader comparison on loopback TCP (issue 23): tokio_util's
+//! The child process behind `ringmem-bench`'s `framed` scenario (issue 23): tokio_util's
 //! `FramedRead<_, LengthDelimitedCodec>` over `BytesMut` against ringmem's
-//! `AsyncFramedReader`, same sender, same receiver loop (see `../framed.rs`).
+//! `AsyncFramedReader` on loopback TCP, same sender, same receiver loop (see
+//! `../framed.rs`). It has a counting global allocator of its own, which the main job
+//! must not have. `ringmem-bench` builds it (feature `framed`) and runs it; by hand:
 //!
 //! ```text
-//! cargo run --release -p ringmem-bench --features framed --bin ringmem-bench-framed
-//! cargo run --release -p ringmem-bench --features framed --bin ringmem-bench-framed -- --reps 5 --mib 64
+//! cargo run --release -p ringmem-bench -- --only framed          # the tables and charts
+//! cargo build --release -p ringmem-bench --features framed --bin ringmem-bench-framed
+//! target/release/ringmem-bench-framed --mib 16 --reps 3          # one record per run
+//! target/release/ringmem-bench-framed --spike-readers            # the spike's receivers
+//! target/release/ringmem-bench-framed --spike 1 --big 8 --small 32768
 //! ```
 //!
-//! Each cell runs `--reps` times (3), the two readers interleaved; frames per second is
-//! the median, the gaps are pooled over the runs, allocations per frame the median.
+//! Runs: each cell `--reps` times, the two readers interleaved; one tab-separated record
+//! per run: `cell`, frame sizes, connections, reader, frames, seconds, heap allocations,
+//! latency p50, p99 and p99.9 in nanoseconds. Spike: `name`, `before`, `peak`, `after`
+//! (MiB of resident set) and, for a ring, `ring_start` and `ring_end` (its capacity
+//! at the start and at the end, MiB).
 
 // The dependency is renamed (see Cargo.toml); the code says `tokio`.
 extern crate tokio_rt as tokio;
@@ -19,7 +27,7 @@ use std::sync::atomic::Ordering;
 #[path = "../framed.rs"]
 mod framed;
 
-use framed::{Reader, Sizes, ALLOCATIONS};
+use framed::{Reader, ALLOCATIONS};
 
 /// The system allocator, counting allocations (not frees) process-wide.
 struct Counting;
@@ -60,62 +68,59 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let reps = arg(&args, "--reps", 3).max(1);
-    // Wire bytes per connection and run.
-    let mib = arg(&args, "--mib", 16);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_io()
         .build()
         .unwrap();
-    println!("| frames | conns | reader | frames/s | gap p50 | gap p99 | gap p99.9 | allocations/frame |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for sizes in [
-        Sizes::Fixed(64),
-        Sizes::Fixed(1024),
-        Sizes::Fixed(16 << 10),
-        Sizes::Mixed,
-    ] {
-        // Average wire bytes per frame, header included.
-        let avg = match sizes {
-            Sizes::Fixed(n) => n + 4,
-            Sizes::Mixed => (70 * 68 + 25 * 1028 + 5 * ((16 << 10) + 4)) / 100,
+    if args.iter().any(|a| a == "--spike-readers") {
+        for name in framed::SPIKE_READERS {
+            println!("{name}");
+        }
+        return;
+    }
+    if args.iter().any(|a| a == "--spike") {
+        let which = arg(&args, "--spike", 0);
+        let big = arg(&args, "--big", 8);
+        let small = arg(&args, "--small", 32 << 10);
+        let Some(out) = framed::spike(&rt, which, big, small) else {
+            eprintln!("no spike receiver {which}");
+            std::process::exit(2);
         };
-        let frames = ((mib << 20) / avg) as u64;
+        println!("name {}", framed::SPIKE_READERS[which]);
+        println!("before {:.2}", out.before);
+        println!("peak {:.2}", out.peak);
+        println!("after {:.2}", out.after);
+        if let Some((start, end)) = out.ring {
+            println!("ring_start {start:.2}");
+            println!("ring_end {end:.2}");
+        }
+        return;
+    }
+    let reps = arg(&args, "--reps", 3).max(1);
+    // Wire bytes per connection and run.
+    let mib = arg(&args, "--mib", 16);
+    println!("# cell\tframes\tconns\treader\tframes received\tseconds\theap allocations\tp50 ns\tp99 ns\tp99.9 ns");
+    for sizes in framed::ROWS {
+        let frames = ((mib << 20) / sizes.average_wire()) as u64;
         let wire = sizes.wire(frames);
-        for conns in [1, 4] {
-            let mut runs: Vec<(Reader, Vec<framed::Run>)> = vec![
-                (Reader::TokioUtil, Vec::new()),
-                (Reader::Ringmem, Vec::new()),
-            ];
-            for _ in 0..reps {
-                for (reader, out) in &mut runs {
-                    out.push(framed::run(&rt, *reader, conns, &wire, frames));
+        for conns in framed::CONNS {
+            for rep in 0..reps {
+                // Interleaved, each repetition starting from the other reader.
+                for k in 0..Reader::ALL.len() {
+                    let reader = Reader::ALL[(rep + k) % Reader::ALL.len()];
+                    let mut r = framed::run(&rt, reader, conns, &wire, frames);
+                    let mut q = |q| framed::quantile(&mut r.latencies, q);
+                    let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
+                    println!(
+                        "cell\t{}\t{conns}\t{}\t{}\t{:.9}\t{}\t{p50}\t{p99}\t{p999}",
+                        sizes.label(),
+                        reader.name(),
+                        r.frames,
+                        r.secs,
+                        r.allocations,
+                    );
                 }
-            }
-            for (reader, out) in &mut runs {
-                let mut rates: Vec<f64> = out.iter().map(|r| r.frames as f64 / r.secs).collect();
-                rates.sort_by(f64::total_cmp);
-                let mut allocs: Vec<f64> = out
-                    .iter()
-                    .map(|r| r.allocations as f64 / r.frames as f64)
-                    .collect();
-                allocs.sort_by(f64::total_cmp);
-                let mut gaps: Vec<u32> = out.iter_mut().flat_map(|r| r.gaps.drain(..)).collect();
-                let q = |g: &mut Vec<u32>, q| framed::time(framed::quantile(g, q));
-                println!(
-                    "| {} | {conns} | {} | {:.0} | {} | {} | {} | {:.3} |",
-                    sizes.label(),
-                    match reader {
-                        Reader::TokioUtil => "tokio_util FramedRead (BytesMut)",
-                        Reader::Ringmem => "ringmem AsyncFramedReader",
-                    },
-                    rates[rates.len() / 2],
-                    q(&mut gaps, 0.5),
-                    q(&mut gaps, 0.99),
-                    q(&mut gaps, 0.999),
-                    allocs[allocs.len() / 2],
-                );
             }
         }
     }
