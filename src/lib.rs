@@ -18,6 +18,8 @@ mod alloc_api;
 mod buf;
 #[cfg(feature = "bytes")]
 mod bytes_impl;
+#[cfg(all(test, loom, feature = "std"))]
+mod loom_exit;
 mod raw;
 mod ring;
 mod sync;

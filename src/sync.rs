@@ -176,14 +176,24 @@ pub(crate) mod local {
             Ok(at)
         }
 
-        /// Takes out the latest value whose destructor has not run, if any is left.
-        fn next_to_drop(&self) -> Option<Box<dyn Any>> {
-            let mut values = self.0.borrow_mut();
-            let entry = values
-                .iter_mut()
-                .rev()
-                .find(|e| e.needs_drop && e.value.is_some())?;
-            entry.value.take()
+        /// Runs the destructors of the values that have one, latest first; those that
+        /// destructors make too (they arm more), until none is left, as `std` does.
+        fn run_destructors(&self) {
+            loop {
+                let next = {
+                    let mut values = self.0.borrow_mut();
+                    values
+                        .iter_mut()
+                        .rev()
+                        .find(|e| e.needs_drop && e.value.is_some())
+                        .and_then(|e| e.value.take())
+                };
+                // Not borrowed while the destructor runs: it may reach other keys.
+                match next {
+                    Some(value) => drop(value),
+                    None => return,
+                }
+            }
         }
     }
 
@@ -198,12 +208,7 @@ pub(crate) mod local {
             let values = self.0.as_ptr() as usize;
             teardown().push((at, values));
             // SAFETY: made from a box in `LOCALS`' initialiser and freed below, only.
-            let values_ref = unsafe { self.0.as_ref() };
-            // Destructors may make values (and so arm more destructors): until none is
-            // left, as `std` does.
-            while let Some(value) = values_ref.next_to_drop() {
-                drop(value);
-            }
+            unsafe { self.0.as_ref() }.run_destructors();
             teardown().retain(|&(_, v)| v != values);
             // SAFETY: made by `Box::into_raw` in `LOCALS`' initialiser; no access remains
             // (this thread's end, the destructors are done).
@@ -225,6 +230,18 @@ pub(crate) mod local {
     /// thread can ask for it meanwhile.
     fn teardown() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
         TEARDOWN.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs this thread's destructors now, as a `std` thread does before its `join`
+    /// returns: loom's `join` returns before the thread's loom thread-locals are
+    /// dropped, and the model's statics are gone before the main thread's are (see
+    /// [`model`](super::model), which calls this at the end of each of its threads).
+    #[cfg(test)]
+    pub(crate) fn thread_exit() {
+        if let Some(values) = current() {
+            // SAFETY: as in `LocalKey::try_with`: this thread's values.
+            unsafe { values.as_ref() }.run_destructors();
+        }
     }
 
     /// This thread's values: through loom, or while its loom thread-locals are being
@@ -307,9 +324,28 @@ impl AcquireCount for AtomicUsize {
 
 /// What the crate's own loom models need (`cargo test --lib` under `--cfg loom`): loom's
 /// threads, and [`run_model`](model::run_model).
+///
+/// Their threads, the main one included, run their thread-locals' destructors as they
+/// end ([`local::thread_exit`]), as `std` threads do: a `join` then returns after them,
+/// and they run while the model's statics (the ring's orphan list) still exist. A model
+/// whose threads come from `loom::thread` directly (`tests/`) gets them when loom drops
+/// its thread-locals, which may be after the `join`.
 #[cfg(all(test, loom))]
 pub(crate) mod model {
-    pub(crate) use loom::thread;
+    /// loom's threads, with a [`spawn`](thread::spawn) that ends as `std`'s does.
+    pub(crate) mod thread {
+        pub(crate) use loom::thread::*;
+
+        /// `loom::thread::spawn`, running the thread's thread-locals' destructors before
+        /// `join` can return.
+        pub(crate) fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
+            loom::thread::spawn(move || {
+                let result = f();
+                crate::sync::local::thread_exit();
+                result
+            })
+        }
+    }
 
     /// Runs one model with the preemption bound from `LOOM_MAX_PREEMPTIONS` (2 unless
     /// set) and prints how many interleavings it explored.
@@ -324,6 +360,7 @@ pub(crate) mod model {
         builder.check(move || {
             counter.fetch_add(1, Ordering::Relaxed);
             f();
+            crate::sync::local::thread_exit();
         });
         std::println!(
             "loom model {name}: {} interleavings (preemption bound {:?})",
