@@ -18,14 +18,24 @@ use loom::thread;
 
 use ringmem::slab::{Arena, ArenaArc, ArenaBox, SharedArena, PAGE_SLOTS};
 
-/// Runs one model with the bound the docs name unless the environment sets one.
+/// Runs one model with the bound the docs name unless the environment sets one, and
+/// prints how many interleavings it explored.
 fn run_model(name: &str, f: impl Fn() + Send + Sync + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(2);
     }
-    eprintln!("loom model: {name}");
-    builder.check(f);
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = runs.clone();
+    builder.check(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    println!(
+        "loom model {name}: {} interleavings (preemption bound {:?})",
+        runs.load(std::sync::atomic::Ordering::Relaxed),
+        builder.preemption_bound
+    );
 }
 
 /// State shared by all values of one model: a cell their `Drop` writes (standing for the
