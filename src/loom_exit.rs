@@ -136,21 +136,24 @@ fn tls_buffer_dropped_elsewhere_as_its_thread_exits() {
     });
 }
 
-/// [`OneRingAlloc`](crate::OneRingAlloc) memory (a small block, from the thread's
-/// chunk) allocated on one thread and freed on another while the first one exits: the
-/// exit retires the chunk and drops the thread's ring, the free counts the chunk down,
-/// and whichever is last releases the chunk and frees the ring's block, once, with no
-/// race on the chunk's count.
+/// [`OneRingAlloc`](crate::OneRingAlloc) memory (two small blocks of the thread's
+/// chunk) allocated on one thread and freed on another while the first one exits. The
+/// exit retires the chunk and drops the thread's ring; the freeing thread holds the
+/// first block's bytes back (its `Held`, in a thread-local without a destructor) and
+/// gives them back with the second's, or at its own exit. Whichever is last releases
+/// the chunk and frees the ring's block, once, with no race on the chunk's count.
 #[cfg(feature = "allocator-api2")]
 #[test]
 fn one_ring_alloc_freed_elsewhere_as_its_thread_exits() {
     use allocator_api2::boxed::Box;
     run_model("one_ring_alloc_freed_elsewhere_as_its_thread_exits", || {
         let t = thread::spawn(|| {
-            let small = Box::new_in([5u8; 24], crate::OneRingAlloc);
+            let first = Box::new_in([5u8; 24], crate::OneRingAlloc);
+            let second = Box::new_in([6u8; 24], crate::OneRingAlloc);
             thread::spawn(move || {
-                assert_eq!(*small, [5u8; 24]);
-                drop(small);
+                assert_eq!((*first, *second), ([5u8; 24], [6u8; 24]));
+                drop(first);
+                drop(second);
             })
         });
         let u = t.join().unwrap();
