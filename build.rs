@@ -1,9 +1,10 @@
-//! Names the one configuration the library gates most of its `std` items on.
+//! Names the one configuration the library gates its real-thread `std` items on.
 //!
 //! `real_std`: the `std` feature, built for real threads rather than loom's model
-//! (`--cfg loom`). Thread-locals, parking and `std::io` adapters exist only there, and
-//! one name reads better than `all(feature = "std", not(loom))` repeated in every
-//! module.
+//! (`--cfg loom`). What needs real threads or the operating system (`std`'s parking
+//! locks, the `std::io` and tokio adapters, asking the machine's parallelism, clock
+//! deadlines in the codec pool) exists only there, and one name reads better than
+//! `all(feature = "std", not(loom))` repeated in every module.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(real_std)");

@@ -18,6 +18,8 @@ mod alloc_api;
 mod buf;
 #[cfg(feature = "bytes")]
 mod bytes_impl;
+#[cfg(all(test, loom, feature = "std"))]
+mod loom_exit;
 mod raw;
 mod ring;
 mod sync;
@@ -28,12 +30,11 @@ pub mod codec;
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod io;
 pub mod slab;
-// The thread-local ring outlives a loom execution, so it is left out of loom builds.
-#[cfg(real_std)]
+#[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod tls;
 
-#[cfg(all(feature = "allocator-api2", real_std))]
+#[cfg(all(feature = "allocator-api2", feature = "std"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "allocator-api2", feature = "std"))))]
 pub use alloc_api::OneRingAlloc;
 #[cfg(feature = "allocator-api2")]

@@ -1,10 +1,11 @@
-//! The one place that names atomics, cells, locks and loom.
+//! The one place that names atomics, cells, locks, thread-locals and loom.
 //!
 //! Normal builds re-export `core`'s atomics; `--cfg loom` builds re-export loom's, so
 //! the code the loom models check is the code that ships. The same goes for the locks
 //! of the waiters, the cell that a lock guards ([`CheckedCell`]), process-wide statics
-//! ([`global!`](crate::sync::global)), a yield inside spin loops ([`model_yield`]) and
-//! the tracked heap ([`heap`]). `Cell` and `UnsafeCell` are re-exported from here too:
+//! ([`global!`](crate::sync::global)), thread-locals
+//! ([`thread_local!`](crate::sync::thread_local), with loom's thread ends), a yield
+//! inside spin loops ([`model_yield`]) and the tracked heap ([`heap`]). `Cell` and `UnsafeCell` are re-exported from here too:
 //! they only ever hold state of the thread that owns a ring or a pool, so loom has
 //! nothing to check in them, but every cell still enters through this door. No other
 //! module names `loom`.
@@ -49,6 +50,216 @@ macro_rules! global {
     };
 }
 pub(crate) use global;
+
+/// Declares thread-locals: `std::thread_local!`, or under `cfg(loom)` keys of
+/// [`local`] whose values are made per loom thread, so that the models check the shipped
+/// code that uses them. Only the `const { .. }` form, whose values the sites rely on
+/// being there without a check of the key's state; only `with` and `try_with` on the
+/// keys (loom's keys have no more).
+#[cfg(feature = "std")]
+macro_rules! door_thread_local {
+    ($($(#[$attr:meta])* $vis:vis static $name:ident: $ty:ty = const { $init:expr };)+) => {
+        $(
+            #[cfg(not(loom))]
+            std::thread_local! {
+                $(#[$attr])* $vis static $name: $ty = const { $init };
+            }
+            #[cfg(loom)]
+            $(#[$attr])*
+            $vis static $name: $crate::sync::local::LocalKey<$ty> =
+                $crate::sync::local::LocalKey::new(|| $init);
+        )+
+    };
+}
+// Under another name, which the prelude's `thread_local!` would make ambiguous.
+#[cfg(feature = "std")]
+pub(crate) use door_thread_local as thread_local;
+
+/// The thread-locals of [`thread_local!`](crate::sync::thread_local) under loom.
+///
+/// `loom::thread_local!` alone would not do: when a loom thread ends, loom takes every
+/// one of its thread-locals out before it drops the first, so a destructor cannot reach
+/// another thread-local. `std` keeps a `const` thread-local without a destructor usable
+/// until the thread is gone, and the sites rely on it: the magazine's and
+/// `OneRingAlloc`'s exit hooks empty state held in such a thread-local. So every value
+/// of a thread lives in one [`Locals`] (a loom thread-local, dropped when the loom thread
+/// ends), and its drop runs the values' destructors as `std` does: latest first, each
+/// key refusing access from its destructor on, the others still there.
+///
+/// Reaching the `Locals` of a thread whose loom thread-locals are being dropped cannot go
+/// through loom (nor through `loom::thread::current`, itself a loom thread-local). Each
+/// loom thread runs on a stack of its own, so a dropping `Locals` leaves the address of a
+/// local of its `drop` in [`TEARDOWN`], and an access from a destructor it runs finds it
+/// as the nearest entry above its own stack address (stacks grow down on the targets the
+/// models run on, so a callee's locals lie below): every address between the two lies
+/// on the same thread's stack, where no other thread's entry can be. That only holds
+/// for accesses from the destructors a `Locals` runs, which are the only ones during
+/// teardown (the crate has no other loom thread-local with a destructor).
+#[cfg(loom)]
+pub(crate) mod local {
+    use core::ptr::NonNull;
+    use std::any::Any;
+    use std::boxed::Box;
+    use std::cell::RefCell;
+    use std::sync::Mutex;
+    use std::vec::Vec;
+
+    /// A key of [`thread_local!`](crate::sync::thread_local): `init` makes a thread's
+    /// value at its first access.
+    pub(crate) struct LocalKey<T: 'static> {
+        init: fn() -> T,
+    }
+
+    /// A key whose destructor has begun on this thread (`std::thread::AccessError`).
+    #[derive(Debug)]
+    pub(crate) struct AccessError;
+
+    impl<T: 'static> LocalKey<T> {
+        /// A key whose values `init` makes.
+        pub(crate) const fn new(init: fn() -> T) -> Self {
+            LocalKey { init }
+        }
+
+        /// `std::thread::LocalKey::with`: panics once the value's destructor has begun.
+        pub(crate) fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
+            self.try_with(f)
+                .expect("a thread-local used during or after its destructor")
+        }
+
+        /// `std::thread::LocalKey::try_with`.
+        pub(crate) fn try_with<R>(
+            &'static self,
+            f: impl FnOnce(&T) -> R,
+        ) -> Result<R, AccessError> {
+            let locals = current().ok_or(AccessError)?;
+            // SAFETY: `current` returns the `Values` of this thread, alive until its
+            // `Locals` is done dropping, which is after every access on this thread.
+            let value = unsafe { locals.as_ref() }.get_or_init(self)?;
+            // SAFETY: a value stays in its box, where it was made, until its destructor
+            // runs: at this thread's end, after this call (which runs on the thread), or
+            // never for a type without one; only shared references to it are made.
+            Ok(f(unsafe { value.as_ref() }))
+        }
+    }
+
+    /// One value of a thread: `None` once its destructor has begun.
+    struct Entry {
+        key: usize,
+        value: Option<Box<dyn Any>>,
+        needs_drop: bool,
+    }
+
+    /// A thread's values, in the order they were made.
+    struct Values(RefCell<Vec<Entry>>);
+
+    impl Values {
+        /// This thread's value of `key`, made now if this is its first access.
+        fn get_or_init<T: 'static>(
+            &self,
+            key: &'static LocalKey<T>,
+        ) -> Result<NonNull<T>, AccessError> {
+            let id = key as *const LocalKey<T> as usize;
+            if let Some(entry) = self.0.borrow().iter().find(|e| e.key == id) {
+                let value = entry.value.as_ref().ok_or(AccessError)?;
+                let value = value.downcast_ref::<T>().expect("one type per key");
+                return Ok(NonNull::from(value));
+            }
+            // Not borrowed while `init` runs, nor while the closure of the access does:
+            // both may reach other keys.
+            let value: Box<dyn Any> = Box::new((key.init)());
+            let at = NonNull::from(value.downcast_ref::<T>().expect("made as a `T`"));
+            self.0.borrow_mut().push(Entry {
+                key: id,
+                value: Some(value),
+                needs_drop: core::mem::needs_drop::<T>(),
+            });
+            Ok(at)
+        }
+
+        /// Runs the destructors of the values that have one, latest first; those that
+        /// destructors make too (they arm more), until none is left, as `std` does.
+        fn run_destructors(&self) {
+            loop {
+                let next = {
+                    let mut values = self.0.borrow_mut();
+                    values
+                        .iter_mut()
+                        .rev()
+                        .find(|e| e.needs_drop && e.value.is_some())
+                        .and_then(|e| e.value.take())
+                };
+                // Not borrowed while the destructor runs: it may reach other keys.
+                match next {
+                    Some(value) => drop(value),
+                    None => return,
+                }
+            }
+        }
+    }
+
+    /// Owns a thread's [`Values`] (through a pointer, so that the `&mut` of its drop does
+    /// not cover the values the destructors reach).
+    struct Locals(NonNull<Values>);
+
+    impl Drop for Locals {
+        fn drop(&mut self) {
+            let marker = 0u8;
+            let at = core::hint::black_box(&marker) as *const u8 as usize;
+            let values = self.0.as_ptr() as usize;
+            teardown().push((at, values));
+            // SAFETY: made from a box in `LOCALS`' initialiser and freed below, only.
+            unsafe { self.0.as_ref() }.run_destructors();
+            teardown().retain(|&(_, v)| v != values);
+            // SAFETY: made by `Box::into_raw` in `LOCALS`' initialiser; no access remains
+            // (this thread's end, the destructors are done).
+            drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        }
+    }
+
+    loom::thread_local! {
+        static LOCALS: Locals = Locals(
+            // SAFETY: `Box::into_raw` is never null.
+            unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(Values(RefCell::new(Vec::new()))))) }
+        );
+    }
+
+    /// The dropping `Locals`: the address of a local of their `drop`, and their values.
+    static TEARDOWN: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+    /// [`TEARDOWN`], locked. No loom operation runs while it is held, so no other loom
+    /// thread can ask for it meanwhile.
+    fn teardown() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
+        TEARDOWN.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs this thread's destructors now, as a `std` thread does before its `join`
+    /// returns: loom's `join` returns before the thread's loom thread-locals are
+    /// dropped, and the model's statics are gone before the main thread's are (see
+    /// [`model`](super::model), which calls this at the end of each of its threads).
+    #[cfg(test)]
+    pub(crate) fn thread_exit() {
+        if let Some(values) = current() {
+            // SAFETY: as in `LocalKey::try_with`: this thread's values.
+            unsafe { values.as_ref() }.run_destructors();
+        }
+    }
+
+    /// This thread's values: through loom, or while its loom thread-locals are being
+    /// dropped, through [`TEARDOWN`] (see the module); `None` after that.
+    fn current() -> Option<NonNull<Values>> {
+        if let Ok(values) = LOCALS.try_with(|l| l.0) {
+            return Some(values);
+        }
+        let marker = 0u8;
+        let here = core::hint::black_box(&marker) as *const u8 as usize;
+        let (_, values) = teardown()
+            .iter()
+            .copied()
+            .filter(|&(at, _)| at >= here)
+            .min_by_key(|&(at, _)| at)?;
+        NonNull::new(values as *mut Values)
+    }
+}
 
 /// Lets loom run another thread inside a spin loop (a model would otherwise spin for
 /// ever); nothing in normal builds, where the loop's own back-off decides.
@@ -113,9 +324,28 @@ impl AcquireCount for AtomicUsize {
 
 /// What the crate's own loom models need (`cargo test --lib` under `--cfg loom`): loom's
 /// threads, and [`run_model`](model::run_model).
+///
+/// Their threads, the main one included, run their thread-locals' destructors as they
+/// end ([`local::thread_exit`]), as `std` threads do: a `join` then returns after them,
+/// and they run while the model's statics (the ring's orphan list) still exist. A model
+/// whose threads come from `loom::thread` directly (`tests/`) gets them when loom drops
+/// its thread-locals, which may be after the `join`.
 #[cfg(all(test, loom))]
 pub(crate) mod model {
-    pub(crate) use loom::thread;
+    /// loom's threads, with a [`spawn`](thread::spawn) that ends as `std`'s does.
+    pub(crate) mod thread {
+        pub(crate) use loom::thread::*;
+
+        /// `loom::thread::spawn`, running the thread's thread-locals' destructors before
+        /// `join` can return.
+        pub(crate) fn spawn<T: 'static>(f: impl FnOnce() -> T + 'static) -> JoinHandle<T> {
+            loom::thread::spawn(move || {
+                let result = f();
+                crate::sync::local::thread_exit();
+                result
+            })
+        }
+    }
 
     /// Runs one model with the preemption bound from `LOOM_MAX_PREEMPTIONS` (2 unless
     /// set) and prints how many interleavings it explored.
@@ -130,6 +360,7 @@ pub(crate) mod model {
         builder.check(move || {
             counter.fetch_add(1, Ordering::Relaxed);
             f();
+            crate::sync::local::thread_exit();
         });
         std::println!(
             "loom model {name}: {} interleavings (preemption bound {:?})",
@@ -148,7 +379,7 @@ pub(crate) mod model {
 /// folding the accesses back into `%fs`-relative addressing; the `asm!` is pure, so a
 /// loop computes it once. (The slab magazine's thread-local, updated on every
 /// `SharedArena` allocation, showed no change this way: it is left as it is.)
-#[cfg(real_std)]
+#[cfg(feature = "std")]
 #[inline(always)]
 pub(crate) fn plain_ref<T>(r: &T) -> &T {
     #[allow(unused_mut)] // changed by the `asm!` only

@@ -42,7 +42,7 @@ use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WaitErr
 /// Capacity of a thread's ring when [`configure`] was not called.
 pub const DEFAULT_CAPACITY: usize = 1 << 20;
 
-thread_local! {
+crate::sync::thread_local! {
     static RING: OnceCell<Ring> = const { OnceCell::new() };
 }
 

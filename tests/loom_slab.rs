@@ -18,14 +18,24 @@ use loom::thread;
 
 use ringmem::slab::{Arena, ArenaArc, ArenaBox, SharedArena, PAGE_SLOTS};
 
-/// Runs one model with the bound the docs name unless the environment sets one.
+/// Runs one model with the bound the docs name unless the environment sets one, and
+/// prints how many interleavings it explored.
 fn run_model(name: &str, f: impl Fn() + Send + Sync + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(2);
     }
-    eprintln!("loom model: {name}");
-    builder.check(f);
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = runs.clone();
+    builder.check(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    println!(
+        "loom model {name}: {} interleavings (preemption bound {:?})",
+        runs.load(std::sync::atomic::Ordering::Relaxed),
+        builder.preemption_bound
+    );
 }
 
 /// State shared by all values of one model: a cell their `Drop` writes (standing for the
@@ -222,12 +232,14 @@ fn shared_arena_reuse_and_drop_while_live() {
 /// Two threads claim the pages `with_capacity` made from the arena's reserve at once,
 /// while a third gives the rest back with `shrink_to_fit`: each page is claimed once,
 /// and every page is freed exactly once (loom's allocator checks) after the arena and
-/// the boxes go in either order.
+/// the boxes go in either order. The seed page is used up first (its slots go first,
+/// with no lock), so that the two allocations go to the shards and the reserve.
 #[test]
 fn shared_arena_reserve_claims() {
     run_model("shared arena reserve claims", || {
         let shared = Shared::new();
         let arena = Arc::new(SharedArena::with_capacity(3 * PAGE_SLOTS));
+        let seed = fill_page(|k| arena.alloc(Value::filler(k)), 0);
         let (arena2, shared2) = (arena.clone(), shared.clone());
         let t = thread::spawn(move || arena2.alloc(Value::new(1, &shared2)));
         let arena3 = arena.clone();
@@ -239,10 +251,10 @@ fn shared_arena_reserve_claims() {
         u.join().unwrap();
         assert_ne!(&*mine as *const Value, &*theirs as *const Value);
         assert_eq!((mine.key, theirs.key), (2, 1));
-        assert_eq!(arena.len(), 2);
+        assert_eq!(arena.len(), 2 + PAGE_SLOTS);
         drop(mine);
         drop(arena);
-        drop(theirs);
+        drop((theirs, seed));
         assert_eq!(shared.drops.load(Ordering::Relaxed), 2);
     });
 }
@@ -259,8 +271,17 @@ fn shared_arena_seed_page_reuse() {
         let arena = Arc::new(SharedArena::with_capacity(PAGE_SLOTS));
         let a = arena.alloc(Value::touching(1, &shared));
         let a_addr = &*a as *const Value as usize;
-        // One thread so far: these take all the seed's slots but one, in one order.
-        let fillers = fill_page(|k| arena.alloc(Value::filler(k)), 2);
+        // One thread so far: the first of these takes the seed page's free slots into
+        // this thread's magazine, and they all come out of it (the magazine lets go of
+        // the page with its last slot).
+        let mut fillers = fill_page(|k| arena.alloc(Value::filler(k)), 1);
+        // So this release goes to the seed page's word: the one slot left in it.
+        drop(fillers.pop());
+        // An allocation from another arena makes this thread's next one from `arena` a
+        // first miss again (a magazine is refilled at the second miss in a row), which
+        // takes one slot out of the seed page's word, as the other thread's does.
+        let other = SharedArena::new();
+        drop(other.alloc(Value::filler(0)));
         let t = thread::spawn(move || drop(a));
         let (arena2, shared2) = (arena.clone(), shared.clone());
         let u = thread::spawn(move || {

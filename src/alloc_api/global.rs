@@ -14,7 +14,7 @@ use crate::ring::round_up;
 use crate::sync::{plain_ref, Cell};
 use crate::tls;
 
-std::thread_local! {
+crate::sync::thread_local! {
     /// This thread's heap threshold for `OneRingAlloc`.
     static THRESHOLD: Cell<usize> = const { Cell::new(DEFAULT_HEAP_THRESHOLD) };
     /// This thread's current chunk. No destructor, so an access is a plain thread-local

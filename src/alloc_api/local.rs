@@ -113,7 +113,7 @@ struct Shared {
 const CHUNKED_MIN_BLOCK: usize = 8 * CHUNK;
 
 #[cfg(feature = "std")]
-std::thread_local! {
+crate::sync::thread_local! {
     /// One default ring per thread, kept from the last dropped `RingAlloc::new()` so
     /// that the next one reuses its (cache- and page-warm) block instead of asking the
     /// global allocator for a fresh megabyte. Bounded: one block per thread.

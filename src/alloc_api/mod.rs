@@ -67,12 +67,11 @@
 //! the threshold) they allocate, copy and release the old region.
 
 mod chunk;
-// `ChunkCount`: `OneRingAlloc`'s (std, not loom) and its loom models' (`count.rs`).
-#[cfg_attr(not(real_std), allow(dead_code))]
+// `ChunkCount`: `OneRingAlloc`'s, and its loom models' (`count.rs`).
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 mod count;
-// On the thread-local ring, which loom builds leave out (its chunk count is modelled
-// in `count.rs`).
-#[cfg(real_std)]
+// On the thread-local ring (`tls`).
+#[cfg(feature = "std")]
 mod global;
 mod local;
 
@@ -81,7 +80,7 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
-#[cfg(real_std)]
+#[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
@@ -275,7 +274,7 @@ pub(crate) struct Source<'r> {
 
 impl<'r> Source<'r> {
     /// Every request from the global allocator (a thread whose ring is gone).
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     pub(crate) const HEAP: Source<'static> = Source {
         ring: None,
         threshold: 0,

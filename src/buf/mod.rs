@@ -15,8 +15,8 @@ pub(crate) use ext::ExtParts;
 pub use fixed::FixedBuf;
 pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
-// Used by `tls`, which loom builds leave out.
-#[cfg(real_std)]
+// Used by `tls`.
+#[cfg(feature = "std")]
 pub(crate) use wait::{hopeless, typed_bytes};
 #[cfg(feature = "std")]
 pub use wait::{Wait, WaitError};

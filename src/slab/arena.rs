@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use super::heap::{Heap, System};
-#[cfg(real_std)]
+#[cfg(feature = "std")]
 use super::magazine;
 use super::page::{Slot, SLOTS};
 use super::{AllocError, ArenaBox, PoolStats};
@@ -132,7 +132,7 @@ impl<T> Arena<T> {
     #[cold]
     #[inline(never)]
     fn refill(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        #[cfg(real_std)]
+        #[cfg(feature = "std")]
         {
             self.heap(|h| {
                 if let Some(page) = h.current() {
@@ -161,7 +161,7 @@ impl<T> Arena<T> {
                 Ok(slot)
             })
         }
-        #[cfg(not(real_std))]
+        #[cfg(not(feature = "std"))]
         self.heap(|h| h.take_slow(&System))
     }
 
@@ -169,7 +169,7 @@ impl<T> Arena<T> {
     /// shrink or the arena's drop sees them as free.
     #[inline]
     fn flush_magazine(&self) {
-        #[cfg(real_std)]
+        #[cfg(feature = "std")]
         self.heap(|h| magazine::flush_arena(|page| h.lists(page.cast())));
     }
 

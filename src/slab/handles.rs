@@ -56,7 +56,7 @@ unsafe fn release<T, W: Word>(slot: NonNull<Slot<T, W>>) {
     let (page, idx) = unsafe { Page::of(slot) };
     // SAFETY: `W::ATOMIC` pages are `Page<T, AtomicU64>`; the slot is released (its
     // value gone) and the caller gives it up.
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     if W::ATOMIC && unsafe { super::magazine::keep(page.cast(), 1u64 << idx) } {
         return;
     }

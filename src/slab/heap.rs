@@ -141,7 +141,7 @@ impl<T, W: Word> Heap<T, W> {
     /// Every cached free bit of one page at once (at least one), for a thread's
     /// magazine: `(page, bits)`, which the caller then holds. Refills first if there
     /// are none, growing from `source` if every page is in use.
-    #[cfg_attr(not(real_std), allow(dead_code))] // magazines need std
+    #[cfg_attr(not(feature = "std"), allow(dead_code))] // magazines need std
     pub(crate) fn take_all_from<S: PageSource<T, W>>(
         &mut self,
         source: &S,
@@ -157,14 +157,14 @@ impl<T, W: Word> Heap<T, W> {
     }
 
     /// The page the heap allocates from, if any.
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn current(&self) -> Option<NonNull<Page<T, W>>> {
         self.current
     }
 
     /// Whether `page` is one of the heap's.
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     pub(crate) fn lists(&self, page: NonNull<Page<T, W>>) -> bool {
         self.pages.contains(&page)
     }
@@ -174,7 +174,7 @@ impl<T, W: Word> Heap<T, W> {
     /// # Safety
     /// - there is a current page and `bits` are free slots of it (a subset of
     ///   `ALL_FREE`) that the caller holds and gives up.
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) unsafe fn add_local(&mut self, bits: u64) {
         debug_assert!(
@@ -187,7 +187,7 @@ impl<T, W: Word> Heap<T, W> {
 
     /// Takes the lowest cached free bit of the current page out of the heap (0 if there
     /// is none): the caller now holds that slot.
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn take_lowest(&mut self) -> u64 {
         let bit = self.local & self.local.wrapping_neg();

@@ -20,8 +20,8 @@
 //! - exits (the thread-local's destructor).
 //!
 //! A magazine is only ever touched by its own thread; what crosses threads is the page
-//! word, through the protocol the handles already use. Built with `std` and without
-//! loom (loom models the word's protocol, which is what runs without a magazine).
+//! word, through the protocol the handles already use. Built with `std` (it is a
+//! thread-local), in the loom models too.
 
 use core::cell::Cell;
 use core::ptr::{self, NonNull};
@@ -32,7 +32,9 @@ use crate::sync::{AtomicU64, Ordering};
 /// A process-wide identity for a new arena: never reused, so a magazine that outlives
 /// its arena can never be taken for another's (whose `T` may differ).
 pub(crate) fn new_arena_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
+    crate::sync::global! {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+    }
     // Relaxed: only uniqueness matters, which the RMW gives.
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
@@ -153,7 +155,7 @@ fn armed() -> bool {
     GIVE_BACK_AT_EXIT.try_with(|_| ()).is_ok()
 }
 
-std::thread_local! {
+crate::sync::thread_local! {
     static GIVE_BACK_AT_EXIT: GiveBackAtExit = const { GiveBackAtExit };
     static MAGAZINE: Magazine = const {
         Magazine {

@@ -89,7 +89,7 @@ mod page;
 mod api;
 
 mod arena;
-#[cfg(real_std)]
+#[cfg(feature = "std")]
 mod magazine;
 mod pool;
 mod shared;

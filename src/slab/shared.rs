@@ -15,7 +15,7 @@
 //! An arena's first allocation on a thread (after the thread allocated from another
 //! arena) takes one slot under the lock, so a short-lived arena, or two
 //! arenas used in turn, do not make threads swap magazines at every allocation. Without
-//! `std` (no thread-locals), and in the loom models, every allocation takes the lock.
+//! `std` (no thread-locals) every allocation takes the lock.
 //!
 //! The first page `with_capacity` makes is the arena's *seed page*: its free bits stay
 //! in its word, and an allocation that finds no slot in its thread's magazine takes one
@@ -37,7 +37,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use super::heap::{Heap, PageSource, System};
-#[cfg(real_std)]
+#[cfg(feature = "std")]
 use super::magazine;
 use super::page::{Page, Slot, SLOTS};
 use super::{AllocError, ArenaBox, PoolStats};
@@ -93,7 +93,7 @@ pub struct SharedArena<T> {
     /// that), and that reallocation aborts if the allocator refuses it.
     shards: Vec<Shard<T>>,
     /// This arena's identity in the threads' magazines (`magazine.rs`).
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     id: u64,
     /// The pages made by `with_capacity` that no shard has claimed yet.
     reserve: Reserve<T>,
@@ -308,21 +308,24 @@ fn spin(spins: &mut u32) {
 /// With `std`, the address of a thread-local (a `const` one: no lazy initialisation,
 /// one instruction to find). Without `std`, the stack address: thread stacks are
 /// separate mappings, but a thread whose stack depth crosses a 64 KiB boundary changes
-/// shard (harmless, only slower).
+/// shard (harmless, only slower). Under loom, the same for every thread: a model must
+/// run the same way each time loom replays it, and addresses differ between its runs.
 #[inline(always)]
 fn thread_hint() -> usize {
-    #[cfg(feature = "std")]
+    #[cfg(all(feature = "std", not(loom)))]
     let addr = {
-        std::thread_local! {
+        crate::sync::thread_local! {
             static ANCHOR: u8 = const { 0 };
         }
         ANCHOR.with(|anchor| core::ptr::addr_of!(*anchor) as usize as u64)
     };
-    #[cfg(not(feature = "std"))]
+    #[cfg(all(not(feature = "std"), not(loom)))]
     let addr = {
         let marker = 0u8;
         (core::ptr::addr_of!(marker) as usize as u64) >> 16
     };
+    #[cfg(loom)]
+    let addr = 0u64;
     // The top 6 bits of a multiplicative hash: enough for the at most 64 shards.
     (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize
 }
@@ -456,7 +459,7 @@ impl<T> SharedArena<T> {
         }
         Ok(SharedArena {
             shards,
-            #[cfg(real_std)]
+            #[cfg(feature = "std")]
             id: magazine::new_arena_id(),
             reserve,
             seed_page,
@@ -489,9 +492,9 @@ impl<T> SharedArena<T> {
     #[inline(always)]
     fn slot_fast(&self) -> Option<NonNull<Slot<T, AtomicU64>>> {
         // SAFETY: `self.id` is this live arena's, whose pages hold `T`s.
-        #[cfg(real_std)]
+        #[cfg(feature = "std")]
         return unsafe { magazine::take::<T>(self.id) };
-        #[cfg(not(real_std))]
+        #[cfg(not(feature = "std"))]
         return self.home_slot();
     }
 
@@ -504,7 +507,7 @@ impl<T> SharedArena<T> {
     /// Not `#[cold]`: a fresh arena's first allocation comes here.
     #[inline(never)]
     fn slot_miss(&self) -> Result<NonNull<Slot<T, AtomicU64>>, AllocError> {
-        #[cfg(real_std)]
+        #[cfg(feature = "std")]
         {
             if magazine::second_miss(self.id) {
                 let (page, bits) = match self.take_seed() {
@@ -519,7 +522,7 @@ impl<T> SharedArena<T> {
         if let Some(slot) = self.seed_slot() {
             return Ok(slot);
         }
-        #[cfg(real_std)]
+        #[cfg(feature = "std")]
         if let Some(slot) = self.home_slot() {
             return Ok(slot);
         }
@@ -564,7 +567,7 @@ impl<T> SharedArena<T> {
     /// Every free slot bit of the seed page's word, with the page, now the caller's;
     /// `None` if it has none. A load first, so an empty word costs no RMW. (Only
     /// magazines take a page's bits in one go.)
-    #[cfg(real_std)]
+    #[cfg(feature = "std")]
     #[inline]
     fn take_seed(&self) -> Option<(NonNull<Page<T, AtomicU64>>, u64)> {
         let page = self.seed_page?;
@@ -595,7 +598,7 @@ impl<T> SharedArena<T> {
     /// shrink sees them as free.
     #[inline]
     fn flush_magazine(&self) {
-        #[cfg(real_std)]
+        #[cfg(feature = "std")]
         magazine::flush(self.id);
     }
 
