@@ -551,3 +551,44 @@ fn grow_gives_a_spike_back() {
         "trim leaves the first (and current) block"
     );
 }
+
+/// A block made for one large buffer goes back once that buffer is released, even when
+/// allocation has long since moved back to the first block and never runs out of room
+/// again (a framed reader after one huge frame): the first block's laps look for it.
+/// A drained block of the ring's capacity stays as the one default spare.
+#[test]
+fn grow_gives_back_a_large_block_released_later() {
+    let cap = 1 << 14;
+    let ring = Ring::builder()
+        .capacity(cap)
+        .when_full(WhenFull::Grow)
+        .build()
+        .unwrap();
+    let big = ring.fixed(16 * cap).unwrap(); // a block of its own
+    let fill: Vec<_> = (0..cap / 1024).map(|_| ring.fixed(1000).unwrap()).collect();
+    let spare = ring.fixed(1000).unwrap(); // no room left: a block of the ring's size
+    drop(fill); // allocation goes back to the first block
+    assert_eq!(ring.stats().blocks, 3);
+    let mut live = std::collections::VecDeque::new();
+    let mut steady = |laps: usize| {
+        for _ in 0..laps * cap / 1024 {
+            live.push_back(ring.fixed(1000).unwrap());
+            if live.len() > 4 {
+                live.pop_front();
+            }
+        }
+    };
+    steady(scaled(200).max(4));
+    assert_eq!(
+        ring.stats().blocks,
+        3,
+        "the large buffer still pins its block"
+    );
+    drop((big, spare));
+    steady(scaled(200).max(140));
+    assert_eq!(
+        ring.stats().blocks,
+        2,
+        "the large block went back, the spare of the ring's size stayed"
+    );
+}

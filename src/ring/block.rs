@@ -54,10 +54,10 @@ pub(crate) struct BlockCtl {
     pub(crate) next: Cell<*mut BlockCtl>,
     /// Retries left that look at the head region only, after a lap found no room.
     stuck: Cell<u32>,
-    /// A `Grow` ring's block other than its first, while the ring has drained blocks it
-    /// may give back: a claim that misses the window goes to the ring, which walks from
-    /// its first block, so that allocation moves back there and the others can drain
-    /// (see `Ring::release_drained`).
+    /// Every block of a `Grow` ring while the ring has blocks it would give back once
+    /// drained: a claim that misses the window goes to the ring, which walks from its
+    /// first block, so that allocation moves back there, the others can drain, and each
+    /// lap of the first block checks whether they have (see `Ring::release_drained`).
     pub(crate) defer: Cell<bool>,
     /// The first byte of the region area, with the provenance of the whole allocation:
     /// headers and data are reached from it, not from `&self` (whose borrow covers only
@@ -797,5 +797,23 @@ impl BlockCtl {
             off += span(h);
         }
         (live, bytes)
+    }
+
+    /// Whether no region of this block is live: [`usage`](Self::usage) that stops at
+    /// the first live region (a long-lived buffer near the start costs one load).
+    pub(crate) fn drained(&self) -> bool {
+        self.close();
+        let mut off = 0;
+        while off < self.len {
+            // SAFETY: header walk from offset 0, as in `usage`.
+            // Acquire: as in `usage`, so a drained block's last writes happen before
+            // it is freed.
+            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+            if count(h) != 0 {
+                return false;
+            }
+            off += span(h);
+        }
+        true
     }
 }

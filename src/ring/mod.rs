@@ -38,10 +38,12 @@ pub enum WhenFull {
     /// released to the heap when dropped.
     Heap,
     /// Add another block of the ring's capacity (or larger, for a larger request).
-    /// Blocks whose buffers have all been released go back to the system when the ring
-    /// next runs out of room in its current block, beyond the first block and a few
-    /// spares ([`RingBuilder::spare_blocks`], 1 by default); [`Ring::trim`] returns
-    /// them at once. A spike of traffic does not keep its memory for ever.
+    /// While the ring has more blocks than its first, allocation moves back to the
+    /// first block whenever the current one runs out of room, and each time it comes
+    /// round the first block again the blocks whose buffers have all been released go
+    /// back to the system: all of them but a few of the ring's capacity kept as spares
+    /// ([`RingBuilder::spare_blocks`], 1 by default). [`Ring::trim`] returns them at
+    /// once. A spike of traffic does not keep its memory for ever.
     Grow,
 }
 
@@ -143,9 +145,10 @@ impl RingBuilder {
         self
     }
 
-    /// Sets how many drained blocks a [`WhenFull::Grow`] ring keeps beyond its first,
-    /// ready for the next spike, when it gives the others back to the system; the
-    /// default is 1.
+    /// Sets how many drained blocks of its capacity a [`WhenFull::Grow`] ring keeps
+    /// beyond its first, ready for the next spike, when it gives the others back to the
+    /// system; the default is 1. A larger block, made for one request larger than the
+    /// capacity, is never kept: it goes back once its buffer is released.
     ///
     /// ```
     /// use ringmem::{Ring, WhenFull};
@@ -211,6 +214,8 @@ impl RingBuilder {
             block_len: len,
             when_full: self.when_full,
             spare_blocks: self.spare_blocks,
+            surplus: Cell::new(false),
+            give_back_skip: Cell::new((0, 0)),
             heap_fallbacks: Cell::new(0),
             _not_sync: PhantomData,
         })
@@ -285,6 +290,12 @@ pub struct Ring {
     when_full: WhenFull,
     /// Drained blocks a `Grow` ring keeps beyond its first (see `release_drained`).
     spare_blocks: usize,
+    /// Whether the ring has blocks it would give back once drained (see `set_defer`).
+    surplus: Cell<bool>,
+    /// Laps of the first block to let pass before looking for drained blocks again,
+    /// and the next such pause: doubled while a long-lived buffer pins a block, so the
+    /// look costs little however long it stays (see `give_back_drained`).
+    give_back_skip: Cell<(u32, u32)>,
     heap_fallbacks: Cell<u64>,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -420,7 +431,7 @@ impl Ring {
     }
 
     /// Frees the blocks whose regions are all free, but for the first, the current one
-    /// and `keep` others; returns how many it freed.
+    /// and `keep` others of the ring's capacity; returns how many it freed.
     fn release_drained(&self, keep: usize) -> usize {
         let cur = self.cur.get();
         // SAFETY: see `blocks`; no reference into the vector is alive here (callers
@@ -432,9 +443,11 @@ impl Ring {
             // SAFETY: the ring's blocks stay alive while the ring does.
             // `usage` reads every header with Acquire: a block it finds with no live
             // region has no handle left, and nothing else refers to it but this list.
-            let drained = b != cur && unsafe { b.as_ref() }.usage().0 == 0;
-            if !drained || kept < keep {
-                kept += usize::from(drained);
+            let block = unsafe { b.as_ref() };
+            let drained = b != cur && block.drained();
+            let spare = drained && kept < keep && block.len() == self.block_len;
+            if !drained || spare {
+                kept += usize::from(spare);
                 i += 1;
                 continue;
             }
@@ -448,14 +461,40 @@ impl Ring {
         freed
     }
 
-    /// Sets each block's `defer`: on for every block but the first while a `Grow` ring
-    /// has more blocks than its first and its spares, so that allocation goes back to
-    /// the first block and the others drain; off otherwise.
+    /// Sets each block's `defer`: on for every block while a `Grow` ring has blocks it
+    /// would give back once drained (more than its spares of its capacity, or a larger
+    /// one), so that allocation goes back to the first block, the others drain, and
+    /// each lap of the first block looks for them; off otherwise.
     fn set_defer(&self) {
-        let on = self.blocks().len() > 1 + self.spare_blocks;
-        for (i, b) in self.blocks().iter().enumerate() {
+        let blocks = self.blocks();
+        // SAFETY: the ring's blocks stay alive while the ring does.
+        let len = |b: &NonNull<BlockCtl>| unsafe { b.as_ref() }.len();
+        let normal = blocks[1..]
+            .iter()
+            .filter(|&b| len(b) == self.block_len)
+            .count();
+        let on = normal > self.spare_blocks || normal + 1 < blocks.len();
+        self.surplus.set(on);
+        self.give_back_skip.set((0, 0));
+        for b in blocks {
             // SAFETY: the ring's blocks stay alive while the ring does.
-            unsafe { b.as_ref() }.defer.set(on && i > 0);
+            unsafe { b.as_ref() }.defer.set(on);
+        }
+    }
+
+    /// Gives back the drained blocks beyond the spares, now or after a pause: a block
+    /// pinned by a long-lived buffer is looked at after 1, 2, 4, … 64 laps of the first
+    /// block, so the walk over its headers stays a small part of a lap's work.
+    fn give_back_drained(&self) {
+        let (skip, pause) = self.give_back_skip.get();
+        if skip > 0 {
+            self.give_back_skip.set((skip - 1, pause));
+            return;
+        }
+        self.release_drained(self.spare_blocks);
+        if self.surplus.get() {
+            let pause = (pause * 2).clamp(1, 64);
+            self.give_back_skip.set((pause, pause));
         }
     }
 
@@ -613,8 +652,8 @@ impl Ring {
                     self.cur.set(b);
                     // The current block ran out of room: the moment to give back the
                     // blocks a spike left drained (not on the hot path, and rare).
-                    if self.blocks().len() > 1 + self.spare_blocks {
-                        self.release_drained(self.spare_blocks);
+                    if self.surplus.get() {
+                        self.give_back_drained();
                     }
                     return Some(c);
                 }
