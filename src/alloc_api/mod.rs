@@ -56,8 +56,9 @@
 //!
 //! - a ring region of the calling thread's ring, growing to at most the heap threshold:
 //!   from the window if it is the latest allocation (the usual case for a `Vec` being
-//!   filled), else `BlockCtl::grow_in_place` absorbs the free regions after it;
-//! - a ring region, shrinking: `BlockCtl::trim` gives the tail back to the ring;
+//!   filled), else over the free regions after it (the ring's region API,
+//!   `ring/region.rs`, does both, and the rest of this list);
+//! - a ring region, shrinking: the tail goes back to the ring;
 //! - a heap region: the global allocator's `realloc`;
 //! - a ring region of *another* thread's ring (an [`OneRingAlloc`] collection that
 //!   moved): shrinking keeps the region as it is (only the owning thread may rewrite
@@ -220,32 +221,6 @@ unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
     }
 }
 
-/// The ring's walk and full path, out of line so the fast path stays small.
-#[inline(never)]
-fn claim_walk(ring: &Ring, size: usize, align: usize) -> Option<Claim> {
-    ring.claim(size, align, 1)
-}
-
-/// A heap region, out of line.
-#[cold]
-#[inline(never)]
-fn claim_heap(size: usize, align: usize) -> Option<Claim> {
-    ring::heap_claim(size, align, 1)
-}
-
-/// `realloc` for a heap region, out of line.
-///
-/// # Safety
-/// As for `ring::heap_resize`.
-#[cold]
-#[inline(never)]
-unsafe fn resize_heap(hdr: NonNull<Header>, align: usize, size: usize) -> Option<NonNull<[u8]>> {
-    // SAFETY: forwarded from this function's contract.
-    let c = unsafe { ring::heap_resize(hdr, align, size) }?;
-    expose(c.hdr.as_ptr());
-    Some(NonNull::slice_from_raw_parts(c.data, c.cap))
-}
-
 /// Releases an allocation; a no-op for zero-size layouts.
 ///
 /// # Safety
@@ -290,23 +265,6 @@ impl<'r> Source<'r> {
         }
     }
 
-    /// A region for `size` bytes aligned to `align`: the free region at the ring's
-    /// head when it fits (inlined), else the ring's walk and policy, else the heap.
-    #[inline(always)]
-    fn claim(self, size: usize, align: usize) -> Option<Claim> {
-        if let Some(ring) = self.ring {
-            if size <= self.threshold {
-                if align <= WORD {
-                    if let Some(c) = ring.claim_at_head(size, 1) {
-                        return Some(c);
-                    }
-                }
-                return claim_walk(ring, size, align);
-            }
-        }
-        claim_heap(size, align)
-    }
-
     /// `Allocator::allocate`.
     #[inline]
     pub(crate) fn allocate(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
@@ -317,12 +275,12 @@ impl<'r> Source<'r> {
         if align > MAX_ALIGN {
             return Err(AllocError);
         }
-        let c = self.claim(size, align).ok_or(AllocError)?;
+        let c = ring::claim_in(self.ring, size, align, self.threshold).ok_or(AllocError)?;
         Ok(hand_out(c, align))
     }
 
     /// `Allocator::deallocate` on the ring's own thread: the release, or the region
-    /// given back to the window when it was the latest allocation (`Ring::rewind`).
+    /// given back to the window when it was the latest allocation.
     ///
     /// # Safety
     /// As for [`deallocate`]; `self.ring` is the calling thread's.
@@ -333,33 +291,19 @@ impl<'r> Source<'r> {
         }
         // SAFETY: a live allocation of this alignment class (contract).
         let hdr = unsafe { header_of(ptr, layout.align()) };
-        match self.ring {
-            Some(ring) => {
-                // The latest allocation goes back to the window. Its span follows from
-                // the layout without loading the header: the data follows the header
-                // (alignment up to a word) and the size fits the block, so the region
-                // spans at least this much, and exactly this much if it ends at the
-                // window.
-                // No overflow: a `Layout`'s size is at most `isize::MAX`.
-                let span = HDR + round_up(layout.size(), WORD);
-                if layout.align() <= WORD {
-                    // SAFETY: the caller's handle is unique and given up here, on the
-                    // ring's thread (contract); `span` is at most the region's (above).
-                    if unsafe { ring.rewind(hdr, span) } {
-                        return;
-                    }
-                    // Not the latest (or a smaller layout that fits it: the rewind is
-                    // an optimisation only): the ordinary release, no second look.
-                    // SAFETY: as in `deallocate`.
-                    return unsafe { ring::release_unique(hdr, layout.align()) };
-                }
-                // Over-aligned: the header (found above) tells the span.
-                // SAFETY: as in `deallocate`; `ring` is this thread's (contract).
-                unsafe { ring::release_unique_in(ring, hdr, layout.align()) }
-            }
+        let Some(ring) = self.ring else {
             // SAFETY: as in `deallocate`.
-            None => unsafe { ring::release_unique(hdr, layout.align()) },
-        }
+            return unsafe { ring::release_unique(hdr, layout.align()) };
+        };
+        // The span of a region whose data follows its header (alignment up to a word)
+        // follows from the layout without loading the header: the size fits the
+        // region, so it spans at least this much, and exactly this much if it ends at
+        // the window (a smaller layout that fits it just misses the give-back).
+        // No overflow: a `Layout`'s size is at most `isize::MAX`.
+        let span = (layout.align() <= WORD).then(|| HDR + round_up(layout.size(), WORD));
+        // SAFETY: as in `deallocate`; `ring` is this thread's (contract), and `span` at
+        // most the region's (above).
+        unsafe { ring::release_unique_in(ring, hdr, layout.align(), span) }
     }
 
     /// `Allocator::allocate_zeroed`: ring memory is reused, so it is zeroed here.
@@ -372,8 +316,8 @@ impl<'r> Source<'r> {
     }
 
     /// Resizes the allocation at `ptr` (header `hdr`, alignment `align`) to `size`
-    /// bytes without a copy of ours: in place in the ring, or by `realloc` for a heap
-    /// region. `None` when neither applies; nothing changed then.
+    /// bytes without a copy of ours (`ring::resize_in`). `None` when that cannot be
+    /// done; nothing changed then.
     ///
     /// # Safety
     /// - `hdr` leads the live region of the allocation at `ptr`, whose only handle the
@@ -387,32 +331,12 @@ impl<'r> Source<'r> {
         align: usize,
         size: usize,
     ) -> Option<NonNull<[u8]>> {
-        if ring::region_is_heap(hdr) {
-            // SAFETY: a heap region of ours made with `align` (contract).
-            return unsafe { resize_heap(hdr, align, size) };
-        }
-        // Only the ring's own thread rewrites region lengths, and only in its blocks.
-        let block = self.ring?.block_of(hdr)?;
-        let pad = ptr.as_ptr() as usize - hdr.as_ptr() as usize;
-        if size > block.len() {
-            return None;
-        }
-        // No overflow: `size` and `pad` are bounded by the block's length.
-        let want = pad + round_up(size, WORD);
-        if want > block.len() {
-            return None;
-        }
-        let span = ring::region_span(hdr);
-        let span = if want > span {
-            if size > self.threshold {
-                return None;
-            }
-            block.grow_in_place(hdr, want)?
-        } else {
-            block.trim(hdr, want);
-            ring::region_span(hdr)
-        };
-        Some(NonNull::slice_from_raw_parts(ptr, span - pad))
+        // SAFETY: forwarded from this function's contract; `self.ring` is the calling
+        // thread's.
+        let c = unsafe { ring::resize_in(self.ring, hdr, ptr, align, size, self.threshold) }?;
+        // A heap region may have moved: its header is reached from the address again.
+        expose(c.hdr.as_ptr());
+        Some(NonNull::slice_from_raw_parts(c.data, c.cap))
     }
 
     /// `Allocator::grow` (`zeroed = false`) and `Allocator::grow_zeroed`.
@@ -470,7 +394,7 @@ impl<'r> Source<'r> {
                 // SAFETY: the caller's unique handle, on the ring's thread (contract);
                 // `span` is at most the region's (the old size fits the allocation)
                 // and `want >= span`.
-                if unsafe { ring.grow_latest(hdr, span, want) } {
+                if let Some(want) = unsafe { ring.grow_latest(hdr, span, want, want) } {
                     let block = NonNull::slice_from_raw_parts(ptr, want - HDR);
                     if zeroed {
                         // SAFETY: the region now holds `want - HDR >= new.size()` bytes
@@ -536,18 +460,34 @@ impl<'r> Source<'r> {
         if new.align() > MAX_ALIGN {
             return Err(AllocError);
         }
-        let block = self.allocate(new)?;
-        // SAFETY: both blocks are live and distinct; the new one holds at least
-        // `new.size() >= old.size()` bytes.
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.move_block(ptr, old, new, zeroed) }
+    }
+
+    /// [`move_block`] with this source's allocation and the plain release.
+    ///
+    /// # Safety
+    /// As for [`move_block`].
+    #[inline]
+    unsafe fn move_block(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: forwarded from this function's contract; the old block is given up
+        // to the release, once.
         unsafe {
-            ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), old.size());
-            if zeroed {
-                zero_tail(block, old.size());
-            }
+            move_block(
+                ptr,
+                old,
+                new,
+                zeroed,
+                |l| self.allocate(l),
+                |p, l| deallocate(p, l),
+            )
         }
-        // SAFETY: the old allocation is ours and no longer used (contract).
-        unsafe { deallocate(ptr, old) };
-        Ok(block)
     }
 
     /// `Allocator::shrink`.
@@ -584,12 +524,8 @@ impl<'r> Source<'r> {
                 },
             );
         }
-        let block = self.allocate(new)?;
-        // SAFETY: both live and distinct; the new one holds at least `new.size()` bytes.
-        unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), new.size()) };
-        // SAFETY: the old allocation is ours and no longer used (contract).
-        unsafe { deallocate(ptr, old) };
-        Ok(block)
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.move_block(ptr, old, new, false) }
     }
 }
 
