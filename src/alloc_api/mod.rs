@@ -24,29 +24,12 @@
 //! be smaller than the region (allocator-api2's *fit*), only the region's own span can
 //! end exactly where the window starts, so a shorter one just misses the fast path.
 //!
-//! # Finding the header
-//!
-//! `deallocate(ptr, layout)` gets only the data pointer. The word just before the data
-//! always tells where the header is:
-//!
-//! - alignment ≤ 8: the ring places the data right after the header, so the header
-//!   *is* the word at `ptr - 8` (no load needed to find it);
-//! - alignment > 8: the ring may put padding between header and data. When it does
-//!   (`pad > 8`), [`hand_out`] writes `pad` into the word at `ptr - 8`, inside the
-//!   padding. `pad` is a multiple of 8, so that word is even, while a header of a
-//!   region held by one handle has count 1 in its low bits and is odd. Reading that
-//!   one word tells "this is the header" (odd) from "the header is `pad` bytes back"
-//!   (even).
-//!
-//! The tag costs one store per over-aligned allocation that got padding and one load
-//! on its release (the header load that the release does anyway, when there is no
-//! padding); it works for every alignment up to [`MAX_ALIGN`] and for heap regions,
-//! whose header always sits right before the data.
-//!
-//! The header (and a small block's chunk head, `chunk.rs`) is reached from the address
-//! alone, with *exposed* provenance: every region and chunk is exposed when it is
-//! handed out ([`expose`]) and [`header_of`] / `chunk_of` rebuild a pointer to its
-//! header from the address. Not through the caller's pointer: a collection may narrow
+//! `deallocate(ptr, layout)` gets only the data pointer: the ring's region API finds
+//! the header from it (`ring::header_of`, see "Finding the header" in
+//! `ring/region.rs`), and a small block's chunk head is the address rounded down
+//! (`chunk.rs`). Both are reached from the address alone, with *exposed* provenance:
+//! every region and chunk is exposed when it is handed out (`ring::expose`) and
+//! rebuilt from the address. Not through the caller's pointer: a collection may narrow
 //! that one to the value (allocator-api2's `Box` does), and under Miri's Stacked
 //! Borrows the header, outside the value, is then out of its reach.
 //!
@@ -87,11 +70,7 @@ use allocator_api2::alloc::{AllocError, Allocator};
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
 
-use crate::ring::{self, round_up, Claim, Header, Ring, HDR, MAX_ALIGN, WORD};
-use crate::sync::Ordering;
-
-// The tag scheme reads the header as the word before the data.
-const _: () = assert!(HDR == WORD);
+use crate::ring::{self, round_up, Ring, HDR, MAX_ALIGN, WORD};
 
 /// Requests larger than this many bytes go to the global allocator by default.
 pub(crate) const DEFAULT_HEAP_THRESHOLD: usize = 256 * 1024;
@@ -110,42 +89,6 @@ fn dangling(align: usize) -> NonNull<[u8]> {
     let p = ptr::null_mut::<u8>().wrapping_add(align);
     // SAFETY: `align` is a power of two, at least 1, so `p` is not null.
     NonNull::slice_from_raw_parts(unsafe { NonNull::new_unchecked(p) }, 0)
-}
-
-/// Exposes the provenance of `p`, a region's header or a chunk, so that a pointer
-/// rebuilt from an address inside it ([`header_of`], `chunk_of`) may reach it. A cast,
-/// no instruction: exposing is an effect in the language's abstract machine (what
-/// Miri checks), not in the generated code.
-#[inline(always)]
-pub(crate) fn expose<T>(p: *mut T) {
-    let _ = p as usize;
-}
-
-/// Turns a fresh claim for an allocation of alignment `align` into the block handed to
-/// the caller, writing the pad tag where the header is not the word before the data.
-#[inline]
-fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
-    expose(c.hdr.as_ptr());
-    if align > WORD {
-        let pad = c.data.as_ptr() as usize - c.hdr.as_ptr() as usize;
-        if pad > HDR {
-            debug_assert!(
-                pad % WORD == 0 && pad <= align,
-                "pad {pad} for align {align}"
-            );
-            // SAFETY: `pad > HDR`, so the word before the data lies in the region's
-            // padding, after its header; it is word-aligned (the data is aligned to
-            // `align > WORD`) and belongs to the caller's new region.
-            unsafe {
-                c.data
-                    .as_ptr()
-                    .sub(WORD)
-                    .cast::<Header>()
-                    .write(Header::new(pad as u64))
-            };
-        }
-    }
-    NonNull::slice_from_raw_parts(c.data, c.cap)
 }
 
 /// Zeroes the bytes of `block` from offset `from` on (`grow_zeroed`).
@@ -189,38 +132,6 @@ unsafe fn move_block(
     Ok(block)
 }
 
-/// The header of the allocation at `ptr` (see the module docs).
-///
-/// # Safety
-/// - `ptr` is the data pointer of a live, non-zero-size allocation of this module,
-///   made with alignment `align` (or one of its class), whose only handle the caller
-///   holds.
-#[inline]
-unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
-    // Exposed provenance (module docs): the region was exposed when it was handed out.
-    // SAFETY: every allocation has its header or pad tag in the word before the data,
-    // inside its region (contract), so the address is not null.
-    let word = unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - WORD) as *mut Header) };
-    if align <= WORD {
-        return word;
-    }
-    // SAFETY: as above: the word was written by the claim or by `hand_out`.
-    // Relaxed: written by the allocating thread before the allocation reached this one,
-    // through whatever synchronisation moved it here.
-    let w = unsafe { word.as_ref() }.load(Ordering::Relaxed);
-    if w & 1 != 0 {
-        word
-    } else {
-        debug_assert!(
-            w as usize > HDR && w as usize <= align && w as usize % WORD == 0,
-            "bad pad tag {w:#x} before {ptr:p} (align {align})"
-        );
-        // SAFETY: the tag is the distance from the header to the data, both inside the
-        // region (exposed, as above).
-        unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - w as usize) as *mut Header) }
-    }
-}
-
 /// Releases an allocation; a no-op for zero-size layouts.
 ///
 /// # Safety
@@ -232,7 +143,7 @@ pub(crate) unsafe fn deallocate(ptr: NonNull<u8>, layout: Layout) {
         return;
     }
     // SAFETY: a live allocation of this alignment class (contract).
-    let hdr = unsafe { header_of(ptr, layout.align()) };
+    let hdr = unsafe { ring::header_of(ptr, layout.align()) };
     // SAFETY: allocator regions are held by exactly one handle, the caller's, which
     // gives it up here; heap regions were claimed with this alignment class.
     unsafe { ring::release_unique(hdr, layout.align()) }
@@ -275,8 +186,7 @@ impl<'r> Source<'r> {
         if align > MAX_ALIGN {
             return Err(AllocError);
         }
-        let c = ring::claim_in(self.ring, size, align, self.threshold).ok_or(AllocError)?;
-        Ok(hand_out(c, align))
+        ring::claim_in(self.ring, size, align, self.threshold).ok_or(AllocError)
     }
 
     /// `Allocator::deallocate` on the ring's own thread: the release, or the region
@@ -290,7 +200,7 @@ impl<'r> Source<'r> {
             return;
         }
         // SAFETY: a live allocation of this alignment class (contract).
-        let hdr = unsafe { header_of(ptr, layout.align()) };
+        let hdr = unsafe { ring::header_of(ptr, layout.align()) };
         let Some(ring) = self.ring else {
             // SAFETY: as in `deallocate`.
             return unsafe { ring::release_unique(hdr, layout.align()) };
@@ -313,30 +223,6 @@ impl<'r> Source<'r> {
         // SAFETY: the block is fresh and `block.len()` bytes long.
         unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
         Ok(block)
-    }
-
-    /// Resizes the allocation at `ptr` (header `hdr`, alignment `align`) to `size`
-    /// bytes without a copy of ours (`ring::resize_in`). `None` when that cannot be
-    /// done; nothing changed then.
-    ///
-    /// # Safety
-    /// - `hdr` leads the live region of the allocation at `ptr`, whose only handle the
-    ///   caller holds, made with alignment `align`; `size` is not zero;
-    /// - on success only the returned block is used.
-    #[inline]
-    unsafe fn resize(
-        self,
-        hdr: NonNull<Header>,
-        ptr: NonNull<u8>,
-        align: usize,
-        size: usize,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: forwarded from this function's contract; `self.ring` is the calling
-        // thread's.
-        let c = unsafe { ring::resize_in(self.ring, hdr, ptr, align, size, self.threshold) }?;
-        // A heap region may have moved: its header is reached from the address again.
-        expose(c.hdr.as_ptr());
-        Some(NonNull::slice_from_raw_parts(c.data, c.cap))
     }
 
     /// `Allocator::grow` (`zeroed = false`) and `Allocator::grow_zeroed`.
@@ -385,7 +271,7 @@ impl<'r> Source<'r> {
                 // window's front. Spans follow from the layouts, as in `deallocate`.
                 // SAFETY: alignment up to a word: the header is the word before the
                 // data (module docs), of an allocation the caller holds (contract).
-                let hdr = unsafe { header_of(ptr, WORD) };
+                let hdr = unsafe { ring::header_of(ptr, WORD) };
                 // No overflow: `Layout` sizes are at most `isize::MAX`.
                 let (span, want) = (
                     HDR + round_up(old.size(), WORD),
@@ -423,10 +309,11 @@ impl<'r> Source<'r> {
         zeroed: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
         if old.size() != 0 && same_class(old, new) && new.align() <= MAX_ALIGN {
-            // SAFETY: a live allocation made with `old`'s alignment class (contract).
-            let hdr = unsafe { header_of(ptr, old.align()) };
-            // SAFETY: as above; the size is not zero (`new >= old > 0`).
-            if let Some(block) = unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
+            let (ring, align, size) = (self.ring, old.align(), new.size());
+            // SAFETY: a live allocation made with `old`'s alignment class, ours, on the
+            // ring's thread (contract); the size is not zero (`new >= old > 0`).
+            if let Some(block) = unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) }
+            {
                 if zeroed {
                     // SAFETY: the block holds `block.len() >= old.size()` bytes, ours.
                     unsafe { zero_tail(block, old.size()) };
@@ -512,11 +399,11 @@ impl<'r> Source<'r> {
             return Err(AllocError);
         }
         if same_class(old, new) {
-            // SAFETY: a live, non-zero-size allocation of `old`'s class (contract).
-            let hdr = unsafe { header_of(ptr, old.align()) };
-            // SAFETY: as above; `new.size() > 0`.
+            let (ring, align, size) = (self.ring, old.align(), new.size());
+            // SAFETY: a live, non-zero-size allocation of `old`'s class, ours, on the
+            // ring's thread (contract); `new.size() > 0`.
             return Ok(
-                match unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
+                match unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) } {
                     Some(block) => block,
                     // Another thread's ring region (or a refused `realloc`): it stays as it
                     // is, and still fits `new`.

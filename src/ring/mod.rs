@@ -19,7 +19,7 @@ pub(crate) use block::{Claim, MAX_ALIGN};
 use header::MAX_WORDS;
 pub(crate) use header::{round_up, Header, HDR, WORD};
 #[cfg(feature = "allocator-api2")]
-pub(crate) use region::{claim_in, resize_in};
+pub(crate) use region::{claim_in, expose, header_of, resize_in};
 pub(crate) use region::{release_shared, release_unique, release_unique_in, retain_shared};
 
 use crate::sync::{Cell, UnsafeCell};

@@ -10,10 +10,10 @@
 //!
 //! | step            | on the ring's thread (`&Ring`, not `Sync`)                     | on any thread |
 //! |-----------------|----------------------------------------------------------------|---------------|
-//! | claim           | [`Ring::claim`] (the policy); [`Ring::claim_at_head`], [`Ring::claim_at_head_aligned`] (the window's front only); `claim_in` (the ring or the heap, by a size threshold) | |
-//! | resize in place | [`Ring::grow_latest`] (the latest region, from the window), [`Ring::grow_in_place`] (over free successors), [`Ring::shrink_in_place`], [`Ring::relocate`] (within its block); `resize_in` (either, or `realloc` for a heap region) | |
+//! | claim           | [`Ring::claim`] (the policy); [`Ring::claim_at_head`], [`Ring::claim_at_head_aligned`] (the window's front only); `claim_in` (the ring or the heap, by a size threshold, handed out by address) | |
+//! | resize in place | [`Ring::grow_latest`] (the latest region, from the window), [`Ring::grow_in_place`] (over free successors), [`Ring::shrink_in_place`], [`Ring::relocate`] (within its block); `resize_in` (either, or `realloc` for a heap region, by address) | |
 //! | release         | [`release_unique_in`] (the latest region goes back to its block's window) | [`release_unique`], [`retain_shared`], [`release_shared`] |
-//! | which block     | [`Ring::block_len_of`] (`None`: a heap region, or another ring's) | |
+//! | which block     | [`Ring::block_len_of`] (`None`: a heap region, or another ring's) | `header_of` (from the data address) |
 //!
 //! "Is it the latest region" (it ends where the current block's window starts) is the
 //! test that [`Ring::grow_latest`] and [`release_unique_in`] make, without loading the
@@ -22,6 +22,30 @@
 //! `resize_in` exist for the allocator adapters only (with `allocator-api2`): a buffer
 //! has no size threshold, and one that outgrows a heap region moves back to the ring
 //! when it has room.
+//!
+//! # Finding the header
+//!
+//! An allocator's `deallocate(ptr, layout)` gets only the data pointer, so the
+//! adapters' regions are handed out by address ([`claim_in`], [`resize_in`]) and found
+//! again by [`header_of`]. The word just before the data always tells where the header
+//! is:
+//!
+//! - alignment ≤ 8: the ring places the data right after the header, so the header
+//!   *is* the word at `ptr - 8` (no load needed to find it);
+//! - alignment > 8: the ring may put padding between header and data. When it does
+//!   (`pad > 8`), `hand_out` writes `pad` into the word at `ptr - 8`, inside the
+//!   padding. `pad` is a multiple of 8, so that word is even, while a header of a
+//!   region held by one handle has count 1 in its low bits and is odd. Reading that
+//!   one word tells "this is the header" (odd) from "the header is `pad` bytes back"
+//!   (even).
+//!
+//! The tag costs one store per over-aligned allocation that got padding and one load
+//! on its release (the header load that the release does anyway, when there is no
+//! padding); it works for every alignment up to [`MAX_ALIGN`] and for heap regions,
+//! whose header always sits right before the data. The header is reached from the
+//! address alone, with *exposed* provenance ([`expose`]): a collection may narrow the
+//! pointer it gives back to the value (allocator-api2's `Box` does), and under Miri's
+//! Stacked Borrows the header, outside the value, is then out of its reach.
 
 use core::ptr::NonNull;
 
@@ -334,9 +358,9 @@ fn region_span(hdr: NonNull<Header>) -> usize {
 }
 
 /// A region for `size` data bytes aligned to `align` (at most [`MAX_ALIGN`]), held by
-/// one handle, for the allocator adapters: from `ring` while `size` is at most
-/// `threshold` (the window's front inlined, the walk and the ring's policy out of
-/// line), else from the heap.
+/// one handle, for the allocator adapters, handed out by address (`hand_out`): from
+/// `ring` while `size` is at most `threshold` (the window's front inlined, the walk and
+/// the ring's policy out of line), else from the heap.
 #[cfg(feature = "allocator-api2")]
 #[inline(always)]
 pub(crate) fn claim_in(
@@ -344,18 +368,97 @@ pub(crate) fn claim_in(
     size: usize,
     align: usize,
     threshold: usize,
-) -> Option<Claim> {
-    if let Some(ring) = ring {
-        if size <= threshold {
-            if align <= WORD {
-                if let Some(c) = ring.claim_at_head(size, 1) {
-                    return Some(c);
+) -> Option<NonNull<[u8]>> {
+    let c = 'claim: {
+        if let Some(ring) = ring {
+            if size <= threshold {
+                if align <= WORD {
+                    if let Some(c) = ring.claim_at_head(size, 1) {
+                        break 'claim c;
+                    }
                 }
+                break 'claim claim_walk(ring, size, align)?;
             }
-            return claim_walk(ring, size, align);
+        }
+        claim_heap(size, align)?
+    };
+    Some(hand_out(c, align))
+}
+
+// The tag scheme reads the header as the word before the data.
+const _: () = assert!(HDR == WORD);
+
+/// Exposes the provenance of `p`, a region's header or a chunk, so that a pointer
+/// rebuilt from an address inside it ([`header_of`], the adapters' `chunk_of`) may
+/// reach it. A cast, no instruction: exposing is an effect in the language's abstract
+/// machine (what Miri checks), not in the generated code.
+#[cfg(feature = "allocator-api2")]
+#[inline(always)]
+pub(crate) fn expose<T>(p: *mut T) {
+    let _ = p as usize;
+}
+
+/// Turns a fresh claim of alignment `align` into the block handed to an adapter's
+/// caller, writing the pad tag where the header is not the word before the data (see
+/// "Finding the header" above).
+#[cfg(feature = "allocator-api2")]
+#[inline]
+fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
+    expose(c.hdr.as_ptr());
+    if align > WORD {
+        let pad = c.data.as_ptr() as usize - c.hdr.as_ptr() as usize;
+        if pad > HDR {
+            debug_assert!(
+                pad % WORD == 0 && pad <= align,
+                "pad {pad} for align {align}"
+            );
+            // SAFETY: `pad > HDR`, so the word before the data lies in the region's
+            // padding, after its header; it is word-aligned (the data is aligned to
+            // `align > WORD`) and belongs to the caller's new region.
+            unsafe {
+                c.data
+                    .as_ptr()
+                    .sub(WORD)
+                    .cast::<Header>()
+                    .write(Header::new(pad as u64))
+            };
         }
     }
-    claim_heap(size, align)
+    NonNull::slice_from_raw_parts(c.data, c.cap)
+}
+
+/// The header of the region whose data an adapter handed out at `ptr` (see "Finding
+/// the header" above).
+///
+/// # Safety
+/// - `ptr` is the data pointer of a live, non-zero-size allocation handed out by
+///   [`claim_in`] or [`resize_in`] with alignment `align` (or one of its class: at most
+///   [`WORD`], or equal), whose only handle the caller holds.
+#[cfg(feature = "allocator-api2")]
+#[inline]
+pub(crate) unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
+    // Exposed provenance (above): the region was exposed when it was handed out.
+    // SAFETY: every allocation has its header or pad tag in the word before the data,
+    // inside its region (contract), so the address is not null.
+    let word = unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - WORD) as *mut Header) };
+    if align <= WORD {
+        return word;
+    }
+    // SAFETY: as above: the word was written by the claim or by `hand_out`.
+    // Relaxed: written by the allocating thread before the allocation reached this one,
+    // through whatever synchronisation moved it here.
+    let w = unsafe { word.as_ref() }.load(Ordering::Relaxed);
+    if w & 1 != 0 {
+        word
+    } else {
+        debug_assert!(
+            w as usize > HDR && w as usize <= align && w as usize % WORD == 0,
+            "bad pad tag {w:#x} before {ptr:p} (align {align})"
+        );
+        // SAFETY: the tag is the distance from the header to the data, both inside the
+        // region (exposed, as above).
+        unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - w as usize) as *mut Header) }
+    }
 }
 
 /// The ring's walk and full path, out of line so the fast path stays small.
@@ -373,36 +476,37 @@ fn claim_heap(size: usize, align: usize) -> Option<Claim> {
     heap::claim(size, align, 1)
 }
 
-/// Resizes the region led by `hdr` (its data at `data`, claimed with `align`) so that
-/// it holds `size` data bytes (not 0) with no copy of the caller's, for the allocator
-/// adapters: a heap region by `realloc`; a region of `ring` (the calling thread's) in
-/// place, shrinking, or growing over the window or free successors while `size` is at
-/// most `grow_limit`. `None` (nothing changed) when neither applies: another ring's
-/// region, live successors, or a refused `realloc`.
+/// Resizes the adapter's allocation at `ptr` (claimed with `align`) so that it holds
+/// `size` data bytes (not 0) with no copy of the caller's, and hands it out again (a
+/// heap region may move): a heap region by `realloc`; a region of `ring` (the calling
+/// thread's) in place, shrinking, or growing over the window or free successors while
+/// `size` is at most `grow_limit`. `None` (nothing changed) when neither applies:
+/// another ring's region, live successors, or a refused `realloc`.
 ///
 /// # Safety
-/// - `hdr` leads the live region of the data at `data`, claimed with alignment `align`,
-///   whose only handle the caller holds, on `ring`'s thread;
-/// - on success only the returned claim is used (a heap region may have moved).
+/// - as for [`header_of`], on `ring`'s thread;
+/// - on success only the returned block is used.
 #[cfg(feature = "allocator-api2")]
 #[inline]
 pub(crate) unsafe fn resize_in(
     ring: Option<&Ring>,
-    hdr: NonNull<Header>,
-    data: NonNull<u8>,
+    ptr: NonNull<u8>,
     align: usize,
     size: usize,
     grow_limit: usize,
-) -> Option<Claim> {
+) -> Option<NonNull<[u8]>> {
+    // SAFETY: forwarded from this function's contract.
+    let hdr = unsafe { header_of(ptr, align) };
     // SAFETY: the caller's handle keeps the header alive.
     // Relaxed: the HEAP bit never changes while a handle exists.
     if unsafe { hdr.as_ref() }.load(Ordering::Relaxed) & HEAP != 0 {
         // SAFETY: a heap region of the caller's, made with `align` (contract).
-        return unsafe { resize_heap(hdr, align, size) };
+        let c = unsafe { resize_heap(hdr, align, size) }?;
+        return Some(hand_out(c, align));
     }
     // Only the ring's own thread rewrites region lengths, and only in its blocks.
     let (ring, len) = ring.and_then(|r| Some((r, r.block_len_of(hdr)?)))?;
-    let pad = data.as_ptr() as usize - hdr.as_ptr() as usize;
+    let pad = ptr.as_ptr() as usize - hdr.as_ptr() as usize;
     if size > len {
         return None;
     }
@@ -418,11 +522,7 @@ pub(crate) unsafe fn resize_in(
         // SAFETY: as above.
         unsafe { ring.shrink_in_place(hdr, want) }?
     };
-    Some(Claim {
-        hdr,
-        data,
-        cap: span - pad,
-    })
+    Some(NonNull::slice_from_raw_parts(ptr, span - pad))
 }
 
 /// `realloc` for a heap region, out of line.
