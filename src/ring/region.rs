@@ -301,10 +301,28 @@ unsafe fn rewind_loaded(ring: &Ring, hdr: NonNull<Header>) -> bool {
     if h & HEAP != 0 {
         return false;
     }
-    // SAFETY: the caller's unique handle, given up on the ring's thread if this
-    // returns `true` (contract); `span(h)` is the region's own span.
+    // The current block's latest region first: no block lookup on the usual path.
+    // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the caller's
+    // unique handle, given up on the ring's thread if this returns `true` (contract);
+    // `span(h)` is the region's own span.
+    if unsafe { ring.cur.get().as_ref().rewind(hdr, span(h)) } {
+        return true;
+    }
+    // SAFETY: as above.
+    unsafe { give_back_elsewhere(ring, hdr, span(h)) }
+}
+
+/// The rest of [`rewind_loaded`], out of line: the block that holds the region, and
+/// the window closed at its start.
+///
+/// # Safety
+/// As for [`release_unique_in`]; `span` is the region's own span.
+#[cold]
+#[inline(never)]
+unsafe fn give_back_elsewhere(ring: &Ring, hdr: NonNull<Header>, span: usize) -> bool {
+    // SAFETY: forwarded from this function's contract.
     ring.block_of(hdr)
-        .is_some_and(|b| unsafe { b.give_back(hdr, span(h)) })
+        .is_some_and(|b| unsafe { b.give_back(hdr, span) })
 }
 
 /// Adds a handle to a shared (frozen) region.
