@@ -91,6 +91,16 @@ fn dangling(align: usize) -> NonNull<[u8]> {
     NonNull::slice_from_raw_parts(unsafe { NonNull::new_unchecked(p) }, 0)
 }
 
+/// A fresh block from an `allocate`, zeroed (`allocate_zeroed`): ring memory is reused,
+/// so it is zeroed here.
+#[inline]
+fn zeroed(block: Result<NonNull<[u8]>, AllocError>) -> Result<NonNull<[u8]>, AllocError> {
+    let block = block?;
+    // SAFETY: the block is fresh and `block.len()` bytes long, all writable.
+    unsafe { zero_tail(block, 0) };
+    Ok(block)
+}
+
 /// Zeroes the bytes of `block` from offset `from` on (`grow_zeroed`).
 ///
 /// # Safety
@@ -216,13 +226,10 @@ impl<'r> Source<'r> {
         unsafe { ring::release_unique_in(ring, hdr, layout.align(), span) }
     }
 
-    /// `Allocator::allocate_zeroed`: ring memory is reused, so it is zeroed here.
+    /// `Allocator::allocate_zeroed`.
     #[inline]
     pub(crate) fn allocate_zeroed(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        let block = self.allocate(layout)?;
-        // SAFETY: the block is fresh and `block.len()` bytes long.
-        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
-        Ok(block)
+        zeroed(self.allocate(layout))
     }
 
     /// `Allocator::grow` (`zeroed = false`) and `Allocator::grow_zeroed`.
