@@ -355,8 +355,9 @@ impl BlockCtl {
         self.stuck.set(0);
     }
 
-    /// [`claim`](Self::claim) with a full walk even right after a lap found no room
-    /// (for the `Grow` policy, which must not add a block while this one has space).
+    /// A claim (the window's front, else the walk) with a full walk even right after a
+    /// lap found no room (for the `Grow` policy, which must not add a block while this
+    /// one has space).
     #[cold]
     pub(crate) fn claim_walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         self.stuck.set(0);
@@ -436,7 +437,7 @@ impl BlockCtl {
         let mut end = off + have;
         while end - off < need && end < self.len {
             // SAFETY: `end` is the boundary after a region, hence a header offset.
-            // Acquire: as in `claim`, the next region may just have been released.
+            // Acquire: as in `walk`, the next region may just have been released.
             let h = unsafe { self.hdr(end) }.load(Ordering::Acquire);
             if count(h) != 0 {
                 break;
