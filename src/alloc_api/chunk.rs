@@ -89,7 +89,7 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
     };
     debug_assert_eq!(chunk as usize % CHUNK, 0);
     // Its blocks find it from their address (`chunk_of`).
-    super::expose(chunk);
+    crate::ring::expose(chunk);
     // Where the next chunk goes when chunks tile the block: its region header (the word
     // just past this chunk's region) and its head. The next chunk change writes both
     // lines, and they are cold by then unless fetched now (a run of small allocations

@@ -629,13 +629,7 @@ unsafe impl Allocator for OneRingAlloc {
 
     #[inline]
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        if !is_small(layout) {
-            return with_source(|s| s.allocate_zeroed(layout));
-        }
-        let block = allocate_small(layout)?;
-        // SAFETY: the block is fresh and `block.len()` bytes long.
-        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
-        Ok(block)
+        super::zeroed(allocate_any(layout))
     }
 
     #[inline]

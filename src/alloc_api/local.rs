@@ -703,10 +703,7 @@ unsafe impl Allocator for RingAlloc {
 
     #[inline]
     fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        let block = self.allocate_any(layout)?;
-        // SAFETY: the block is fresh and `block.len()` bytes long.
-        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
-        Ok(block)
+        super::zeroed(self.allocate_any(layout))
     }
 
     #[inline]

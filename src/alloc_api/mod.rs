@@ -24,29 +24,12 @@
 //! be smaller than the region (allocator-api2's *fit*), only the region's own span can
 //! end exactly where the window starts, so a shorter one just misses the fast path.
 //!
-//! # Finding the header
-//!
-//! `deallocate(ptr, layout)` gets only the data pointer. The word just before the data
-//! always tells where the header is:
-//!
-//! - alignment ≤ 8: the ring places the data right after the header, so the header
-//!   *is* the word at `ptr - 8` (no load needed to find it);
-//! - alignment > 8: the ring may put padding between header and data. When it does
-//!   (`pad > 8`), [`hand_out`] writes `pad` into the word at `ptr - 8`, inside the
-//!   padding. `pad` is a multiple of 8, so that word is even, while a header of a
-//!   region held by one handle has count 1 in its low bits and is odd. Reading that
-//!   one word tells "this is the header" (odd) from "the header is `pad` bytes back"
-//!   (even).
-//!
-//! The tag costs one store per over-aligned allocation that got padding and one load
-//! on its release (the header load that the release does anyway, when there is no
-//! padding); it works for every alignment up to [`MAX_ALIGN`] and for heap regions,
-//! whose header always sits right before the data.
-//!
-//! The header (and a small block's chunk head, `chunk.rs`) is reached from the address
-//! alone, with *exposed* provenance: every region and chunk is exposed when it is
-//! handed out ([`expose`]) and [`header_of`] / `chunk_of` rebuild a pointer to its
-//! header from the address. Not through the caller's pointer: a collection may narrow
+//! `deallocate(ptr, layout)` gets only the data pointer: the ring's region API finds
+//! the header from it (`ring::header_of`, see "Finding the header" in
+//! `ring/region.rs`), and a small block's chunk head is the address rounded down
+//! (`chunk.rs`). Both are reached from the address alone, with *exposed* provenance:
+//! every region and chunk is exposed when it is handed out (`ring::expose`) and
+//! rebuilt from the address. Not through the caller's pointer: a collection may narrow
 //! that one to the value (allocator-api2's `Box` does), and under Miri's Stacked
 //! Borrows the header, outside the value, is then out of its reach.
 //!
@@ -56,8 +39,9 @@
 //!
 //! - a ring region of the calling thread's ring, growing to at most the heap threshold:
 //!   from the window if it is the latest allocation (the usual case for a `Vec` being
-//!   filled), else `BlockCtl::grow_in_place` absorbs the free regions after it;
-//! - a ring region, shrinking: `BlockCtl::trim` gives the tail back to the ring;
+//!   filled), else over the free regions after it (the ring's region API,
+//!   `ring/region.rs`, does both, and the rest of this list);
+//! - a ring region, shrinking: the tail goes back to the ring;
 //! - a heap region: the global allocator's `realloc`;
 //! - a ring region of *another* thread's ring (an [`OneRingAlloc`] collection that
 //!   moved): shrinking keeps the region as it is (only the owning thread may rewrite
@@ -85,11 +69,7 @@ use allocator_api2::alloc::{AllocError, Allocator};
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
 
-use crate::ring::{self, round_up, Claim, Header, Ring, HDR, MAX_ALIGN, WORD};
-use crate::sync::Ordering;
-
-// The tag scheme reads the header as the word before the data.
-const _: () = assert!(HDR == WORD);
+use crate::ring::{self, round_up, Ring, HDR, MAX_ALIGN, WORD};
 
 /// Requests larger than this many bytes go to the global allocator by default.
 pub(crate) const DEFAULT_HEAP_THRESHOLD: usize = 256 * 1024;
@@ -110,40 +90,14 @@ fn dangling(align: usize) -> NonNull<[u8]> {
     NonNull::slice_from_raw_parts(unsafe { NonNull::new_unchecked(p) }, 0)
 }
 
-/// Exposes the provenance of `p`, a region's header or a chunk, so that a pointer
-/// rebuilt from an address inside it ([`header_of`], `chunk_of`) may reach it. A cast,
-/// no instruction: exposing is an effect in the language's abstract machine (what
-/// Miri checks), not in the generated code.
-#[inline(always)]
-pub(crate) fn expose<T>(p: *mut T) {
-    let _ = p as usize;
-}
-
-/// Turns a fresh claim for an allocation of alignment `align` into the block handed to
-/// the caller, writing the pad tag where the header is not the word before the data.
+/// A fresh block from an `allocate`, zeroed (`allocate_zeroed`): ring memory is reused,
+/// so it is zeroed here.
 #[inline]
-fn hand_out(c: Claim, align: usize) -> NonNull<[u8]> {
-    expose(c.hdr.as_ptr());
-    if align > WORD {
-        let pad = c.data.as_ptr() as usize - c.hdr.as_ptr() as usize;
-        if pad > HDR {
-            debug_assert!(
-                pad % WORD == 0 && pad <= align,
-                "pad {pad} for align {align}"
-            );
-            // SAFETY: `pad > HDR`, so the word before the data lies in the region's
-            // padding, after its header; it is word-aligned (the data is aligned to
-            // `align > WORD`) and belongs to the caller's new region.
-            unsafe {
-                c.data
-                    .as_ptr()
-                    .sub(WORD)
-                    .cast::<Header>()
-                    .write(Header::new(pad as u64))
-            };
-        }
-    }
-    NonNull::slice_from_raw_parts(c.data, c.cap)
+fn zeroed(block: Result<NonNull<[u8]>, AllocError>) -> Result<NonNull<[u8]>, AllocError> {
+    let block = block?;
+    // SAFETY: the block is fresh and `block.len()` bytes long, all writable.
+    unsafe { zero_tail(block, 0) };
+    Ok(block)
 }
 
 /// Zeroes the bytes of `block` from offset `from` on (`grow_zeroed`).
@@ -187,64 +141,6 @@ unsafe fn move_block(
     Ok(block)
 }
 
-/// The header of the allocation at `ptr` (see the module docs).
-///
-/// # Safety
-/// - `ptr` is the data pointer of a live, non-zero-size allocation of this module,
-///   made with alignment `align` (or one of its class), whose only handle the caller
-///   holds.
-#[inline]
-unsafe fn header_of(ptr: NonNull<u8>, align: usize) -> NonNull<Header> {
-    // Exposed provenance (module docs): the region was exposed when it was handed out.
-    // SAFETY: every allocation has its header or pad tag in the word before the data,
-    // inside its region (contract), so the address is not null.
-    let word = unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - WORD) as *mut Header) };
-    if align <= WORD {
-        return word;
-    }
-    // SAFETY: as above: the word was written by the claim or by `hand_out`.
-    // Relaxed: written by the allocating thread before the allocation reached this one,
-    // through whatever synchronisation moved it here.
-    let w = unsafe { word.as_ref() }.load(Ordering::Relaxed);
-    if w & 1 != 0 {
-        word
-    } else {
-        debug_assert!(
-            w as usize > HDR && w as usize <= align && w as usize % WORD == 0,
-            "bad pad tag {w:#x} before {ptr:p} (align {align})"
-        );
-        // SAFETY: the tag is the distance from the header to the data, both inside the
-        // region (exposed, as above).
-        unsafe { NonNull::new_unchecked((ptr.as_ptr() as usize - w as usize) as *mut Header) }
-    }
-}
-
-/// The ring's walk and full path, out of line so the fast path stays small.
-#[inline(never)]
-fn claim_walk(ring: &Ring, size: usize, align: usize) -> Option<Claim> {
-    ring.claim(size, align, 1)
-}
-
-/// A heap region, out of line.
-#[cold]
-#[inline(never)]
-fn claim_heap(size: usize, align: usize) -> Option<Claim> {
-    ring::heap_claim(size, align, 1)
-}
-
-/// `realloc` for a heap region, out of line.
-///
-/// # Safety
-/// As for `ring::heap_resize`.
-#[cold]
-#[inline(never)]
-unsafe fn resize_heap(hdr: NonNull<Header>, align: usize, size: usize) -> Option<NonNull<[u8]>> {
-    // SAFETY: forwarded from this function's contract.
-    let c = unsafe { ring::heap_resize(hdr, align, size) }?;
-    expose(c.hdr.as_ptr());
-    Some(NonNull::slice_from_raw_parts(c.data, c.cap))
-}
-
 /// Releases an allocation; a no-op for zero-size layouts.
 ///
 /// # Safety
@@ -256,7 +152,7 @@ pub(crate) unsafe fn deallocate(ptr: NonNull<u8>, layout: Layout) {
         return;
     }
     // SAFETY: a live allocation of this alignment class (contract).
-    let hdr = unsafe { header_of(ptr, layout.align()) };
+    let hdr = unsafe { ring::header_of(ptr, layout.align()) };
     // SAFETY: allocator regions are held by exactly one handle, the caller's, which
     // gives it up here; heap regions were claimed with this alignment class.
     unsafe { ring::release_unique(hdr, layout.align()) }
@@ -289,23 +185,6 @@ impl<'r> Source<'r> {
         }
     }
 
-    /// A region for `size` bytes aligned to `align`: the free region at the ring's
-    /// head when it fits (inlined), else the ring's walk and policy, else the heap.
-    #[inline(always)]
-    fn claim(self, size: usize, align: usize) -> Option<Claim> {
-        if let Some(ring) = self.ring {
-            if size <= self.threshold {
-                if align <= WORD {
-                    if let Some(c) = ring.claim_at_head(size, 1) {
-                        return Some(c);
-                    }
-                }
-                return claim_walk(ring, size, align);
-            }
-        }
-        claim_heap(size, align)
-    }
-
     /// `Allocator::allocate`.
     #[inline]
     pub(crate) fn allocate(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
@@ -316,12 +195,11 @@ impl<'r> Source<'r> {
         if align > MAX_ALIGN {
             return Err(AllocError);
         }
-        let c = self.claim(size, align).ok_or(AllocError)?;
-        Ok(hand_out(c, align))
+        ring::claim_in(self.ring, size, align, self.threshold).ok_or(AllocError)
     }
 
     /// `Allocator::deallocate` on the ring's own thread: the release, or the region
-    /// given back to the window when it was the latest allocation (`Ring::rewind`).
+    /// given back to the window when it was the latest allocation.
     ///
     /// # Safety
     /// As for [`deallocate`]; `self.ring` is the calling thread's.
@@ -331,87 +209,26 @@ impl<'r> Source<'r> {
             return;
         }
         // SAFETY: a live allocation of this alignment class (contract).
-        let hdr = unsafe { header_of(ptr, layout.align()) };
-        match self.ring {
-            Some(ring) => {
-                // The latest allocation goes back to the window. Its span follows from
-                // the layout without loading the header: the data follows the header
-                // (alignment up to a word) and the size fits the block, so the region
-                // spans at least this much, and exactly this much if it ends at the
-                // window.
-                // No overflow: a `Layout`'s size is at most `isize::MAX`.
-                let span = HDR + round_up(layout.size(), WORD);
-                if layout.align() <= WORD {
-                    // SAFETY: the caller's handle is unique and given up here, on the
-                    // ring's thread (contract); `span` is at most the region's (above).
-                    if unsafe { ring.rewind(hdr, span) } {
-                        return;
-                    }
-                    // Not the latest (or a smaller layout that fits it: the rewind is
-                    // an optimisation only): the ordinary release, no second look.
-                    // SAFETY: as in `deallocate`.
-                    return unsafe { ring::release_unique(hdr, layout.align()) };
-                }
-                // Over-aligned: the header (found above) tells the span.
-                // SAFETY: as in `deallocate`; `ring` is this thread's (contract).
-                unsafe { ring::release_unique_in(ring, hdr, layout.align()) }
-            }
+        let hdr = unsafe { ring::header_of(ptr, layout.align()) };
+        let Some(ring) = self.ring else {
             // SAFETY: as in `deallocate`.
-            None => unsafe { ring::release_unique(hdr, layout.align()) },
-        }
+            return unsafe { ring::release_unique(hdr, layout.align()) };
+        };
+        // The span of a region whose data follows its header (alignment up to a word)
+        // follows from the layout without loading the header: the size fits the
+        // region, so it spans at least this much, and exactly this much if it ends at
+        // the window (a smaller layout that fits it just misses the give-back).
+        // No overflow: a `Layout`'s size is at most `isize::MAX`.
+        let span = (layout.align() <= WORD).then(|| HDR + round_up(layout.size(), WORD));
+        // SAFETY: as in `deallocate`; `ring` is this thread's (contract), and `span` at
+        // most the region's (above).
+        unsafe { ring::release_unique_in(ring, hdr, layout.align(), span) }
     }
 
-    /// `Allocator::allocate_zeroed`: ring memory is reused, so it is zeroed here.
+    /// `Allocator::allocate_zeroed`.
     #[inline]
     pub(crate) fn allocate_zeroed(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
-        let block = self.allocate(layout)?;
-        // SAFETY: the block is fresh and `block.len()` bytes long.
-        unsafe { ptr::write_bytes(block.as_ptr().cast::<u8>(), 0, block.len()) };
-        Ok(block)
-    }
-
-    /// Resizes the allocation at `ptr` (header `hdr`, alignment `align`) to `size`
-    /// bytes without a copy of ours: in place in the ring, or by `realloc` for a heap
-    /// region. `None` when neither applies; nothing changed then.
-    ///
-    /// # Safety
-    /// - `hdr` leads the live region of the allocation at `ptr`, whose only handle the
-    ///   caller holds, made with alignment `align`; `size` is not zero;
-    /// - on success only the returned block is used.
-    #[inline]
-    unsafe fn resize(
-        self,
-        hdr: NonNull<Header>,
-        ptr: NonNull<u8>,
-        align: usize,
-        size: usize,
-    ) -> Option<NonNull<[u8]>> {
-        if ring::region_is_heap(hdr) {
-            // SAFETY: a heap region of ours made with `align` (contract).
-            return unsafe { resize_heap(hdr, align, size) };
-        }
-        // Only the ring's own thread rewrites region lengths, and only in its blocks.
-        let block = self.ring?.block_of(hdr)?;
-        let pad = ptr.as_ptr() as usize - hdr.as_ptr() as usize;
-        if size > block.len() {
-            return None;
-        }
-        // No overflow: `size` and `pad` are bounded by the block's length.
-        let want = pad + round_up(size, WORD);
-        if want > block.len() {
-            return None;
-        }
-        let span = ring::region_span(hdr);
-        let span = if want > span {
-            if size > self.threshold {
-                return None;
-            }
-            block.grow_in_place(hdr, want)?
-        } else {
-            block.trim(hdr, want);
-            ring::region_span(hdr)
-        };
-        Some(NonNull::slice_from_raw_parts(ptr, span - pad))
+        zeroed(self.allocate(layout))
     }
 
     /// `Allocator::grow` (`zeroed = false`) and `Allocator::grow_zeroed`.
@@ -460,7 +277,7 @@ impl<'r> Source<'r> {
                 // window's front. Spans follow from the layouts, as in `deallocate`.
                 // SAFETY: alignment up to a word: the header is the word before the
                 // data (module docs), of an allocation the caller holds (contract).
-                let hdr = unsafe { header_of(ptr, WORD) };
+                let hdr = unsafe { ring::header_of(ptr, WORD) };
                 // No overflow: `Layout` sizes are at most `isize::MAX`.
                 let (span, want) = (
                     HDR + round_up(old.size(), WORD),
@@ -469,7 +286,7 @@ impl<'r> Source<'r> {
                 // SAFETY: the caller's unique handle, on the ring's thread (contract);
                 // `span` is at most the region's (the old size fits the allocation)
                 // and `want >= span`.
-                if unsafe { ring.grow_latest(hdr, span, want) } {
+                if let Some(want) = unsafe { ring.grow_latest(hdr, span, want, want) } {
                     let block = NonNull::slice_from_raw_parts(ptr, want - HDR);
                     if zeroed {
                         // SAFETY: the region now holds `want - HDR >= new.size()` bytes
@@ -498,10 +315,11 @@ impl<'r> Source<'r> {
         zeroed: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
         if old.size() != 0 && same_class(old, new) && new.align() <= MAX_ALIGN {
-            // SAFETY: a live allocation made with `old`'s alignment class (contract).
-            let hdr = unsafe { header_of(ptr, old.align()) };
-            // SAFETY: as above; the size is not zero (`new >= old > 0`).
-            if let Some(block) = unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
+            let (ring, align, size) = (self.ring, old.align(), new.size());
+            // SAFETY: a live allocation made with `old`'s alignment class, ours, on the
+            // ring's thread (contract); the size is not zero (`new >= old > 0`).
+            if let Some(block) = unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) }
+            {
                 if zeroed {
                     // SAFETY: the block holds `block.len() >= old.size()` bytes, ours.
                     unsafe { zero_tail(block, old.size()) };
@@ -535,18 +353,34 @@ impl<'r> Source<'r> {
         if new.align() > MAX_ALIGN {
             return Err(AllocError);
         }
-        let block = self.allocate(new)?;
-        // SAFETY: both blocks are live and distinct; the new one holds at least
-        // `new.size() >= old.size()` bytes.
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.move_block(ptr, old, new, zeroed) }
+    }
+
+    /// [`move_block`] with this source's allocation and the plain release.
+    ///
+    /// # Safety
+    /// As for [`move_block`].
+    #[inline]
+    unsafe fn move_block(
+        self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: forwarded from this function's contract; the old block is given up
+        // to the release, once.
         unsafe {
-            ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), old.size());
-            if zeroed {
-                zero_tail(block, old.size());
-            }
+            move_block(
+                ptr,
+                old,
+                new,
+                zeroed,
+                |l| self.allocate(l),
+                |p, l| deallocate(p, l),
+            )
         }
-        // SAFETY: the old allocation is ours and no longer used (contract).
-        unsafe { deallocate(ptr, old) };
-        Ok(block)
     }
 
     /// `Allocator::shrink`.
@@ -571,11 +405,11 @@ impl<'r> Source<'r> {
             return Err(AllocError);
         }
         if same_class(old, new) {
-            // SAFETY: a live, non-zero-size allocation of `old`'s class (contract).
-            let hdr = unsafe { header_of(ptr, old.align()) };
-            // SAFETY: as above; `new.size() > 0`.
+            let (ring, align, size) = (self.ring, old.align(), new.size());
+            // SAFETY: a live, non-zero-size allocation of `old`'s class, ours, on the
+            // ring's thread (contract); `new.size() > 0`.
             return Ok(
-                match unsafe { self.resize(hdr, ptr, old.align(), new.size()) } {
+                match unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) } {
                     Some(block) => block,
                     // Another thread's ring region (or a refused `realloc`): it stays as it
                     // is, and still fits `new`.
@@ -583,12 +417,8 @@ impl<'r> Source<'r> {
                 },
             );
         }
-        let block = self.allocate(new)?;
-        // SAFETY: both live and distinct; the new one holds at least `new.size()` bytes.
-        unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), block.as_ptr().cast::<u8>(), new.size()) };
-        // SAFETY: the old allocation is ours and no longer used (contract).
-        unsafe { deallocate(ptr, old) };
-        Ok(block)
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.move_block(ptr, old, new, false) }
     }
 }
 

@@ -6,7 +6,7 @@ use core::ops::{Deref, DerefMut};
 use core::ptr::{self, NonNull};
 
 use super::{AllocError, FixedBufMut};
-use crate::ring::{self, round_up, BlockCtl, Claim, Header, Ring, HDR, WORD};
+use crate::ring::{self, round_up, Claim, Header, Ring, HDR, WORD};
 use crate::WhenFull;
 
 /// A byte buffer in ring memory that grows as it is written, like `Vec<u8>`.
@@ -47,7 +47,6 @@ pub struct ExtBuf<'r> {
     ptr: NonNull<u8>,
     len: usize,
     cap: usize,
-    block: Option<NonNull<BlockCtl>>,
     /// Growths left that look only at the regions right after this one (the oldest,
     /// so the next to be released) before walking the block again, after a walk found
     /// no room for it: a caller retrying a failed write on a full ring costs a header
@@ -70,7 +69,6 @@ pub(crate) struct ExtParts {
     pub(crate) len: usize,
     /// Usable bytes from `ptr`.
     pub(crate) cap: usize,
-    block: Option<NonNull<BlockCtl>>,
 }
 
 /// Smallest capacity a growing buffer moves to.
@@ -86,7 +84,6 @@ impl<'r> ExtBuf<'r> {
             ptr: c.data,
             len: 0,
             cap: c.cap,
-            block: c.block,
             stuck: 0,
         }
     }
@@ -101,7 +98,6 @@ impl<'r> ExtBuf<'r> {
             ptr: this.ptr,
             len: this.len,
             cap: this.cap,
-            block: this.block,
         }
     }
 
@@ -119,20 +115,13 @@ impl<'r> ExtBuf<'r> {
             parts.len,
             parts.cap
         );
-        let ExtParts {
-            hdr,
-            ptr,
-            len,
-            cap,
-            block,
-        } = parts;
+        let ExtParts { hdr, ptr, len, cap } = parts;
         ExtBuf {
             ring,
             hdr,
             ptr,
             len,
             cap,
-            block,
             stuck: 0,
         }
     }
@@ -263,45 +252,46 @@ impl<'r> ExtBuf<'r> {
         };
         let min = self.len.checked_add(additional).ok_or(err)?;
         let want = min.max(self.cap.saturating_mul(2)).max(MIN_GROW);
-        if let Some(block) = self.block {
-            // SAFETY: the block holds our live region, so the ring keeps it alive; we are
-            // on the ring's thread (the buffer borrows the ring, which is not Sync).
-            let block = unsafe { block.as_ref() };
-            if min <= block.len() {
-                let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
-                let grown = block
-                    .grow_latest_upto(self.hdr, lo, hi.min(block.len()))
-                    // Not the latest region: over free successors, doubling if they
-                    // allow it (so the next writes do not walk them again).
-                    .or_else(|| {
-                        (hi > lo && hi <= block.len())
-                            .then(|| block.grow_in_place(self.hdr, hi))
-                            .flatten()
-                    })
-                    .or_else(|| block.grow_in_place(self.hdr, lo));
-                if let Some(span) = grown {
-                    self.cap = span - HDR;
-                    self.stuck = 0;
-                    return Ok(());
-                }
-                if self.stuck != 0 {
-                    self.stuck -= 1;
-                    return Err(err);
-                }
-                // SAFETY: our unique handle, on the ring's thread; a ring region's data
-                // follows its header (claimed with alignment WORD), `len <= min`; on
-                // success the old region is given up (replaced below).
-                if let Some(c) = unsafe { block.relocate(self.hdr, self.len, min) } {
-                    self.hdr = c.hdr;
-                    self.ptr = c.data;
-                    self.cap = c.cap;
-                    return Ok(());
-                }
-                if self.ring.when_full() == WhenFull::Fail {
-                    // The walk above saw every place a claim could use.
-                    self.stuck = RETRIES_AFTER_WALK;
-                    return Err(err);
-                }
+        // A region of one of the ring's blocks (not a heap fallback) that could hold
+        // `min` bytes: grow it there, or move it within its block.
+        if let Some(len) = self.ring.block_len_of(self.hdr).filter(|&len| min <= len) {
+            let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
+            // SAFETY: our unique handle, on the ring's thread (the buffer borrows the
+            // ring, which is not Sync); a ring region's span is `HDR + cap`, and
+            // `HDR + cap < lo <= hi`, word multiples.
+            let grown = unsafe { self.ring.grow_latest(self.hdr, HDR + self.cap, lo, hi) }
+                // Not the latest region: over free successors, doubling if they allow
+                // it (so the next writes do not walk them again).
+                .or_else(|| {
+                    // SAFETY: as above.
+                    (hi > lo && hi <= len)
+                        .then(|| unsafe { self.ring.grow_in_place(self.hdr, hi) })
+                        .flatten()
+                })
+                // SAFETY: as above.
+                .or_else(|| unsafe { self.ring.grow_in_place(self.hdr, lo) });
+            if let Some(span) = grown {
+                self.cap = span - HDR;
+                self.stuck = 0;
+                return Ok(());
+            }
+            if self.stuck != 0 {
+                self.stuck -= 1;
+                return Err(err);
+            }
+            // SAFETY: our unique handle, on the ring's thread; a ring region's data
+            // follows its header (claimed with alignment WORD), `len <= min`; on
+            // success the old region is given up (replaced below).
+            if let Some(c) = unsafe { self.ring.relocate(self.hdr, self.len, min) } {
+                self.hdr = c.hdr;
+                self.ptr = c.data;
+                self.cap = c.cap;
+                return Ok(());
+            }
+            if self.ring.when_full() == WhenFull::Fail {
+                // The walk above saw every place a claim could use.
+                self.stuck = RETRIES_AFTER_WALK;
+                return Err(err);
             }
         }
         let c = self.ring.claim(min, WORD, 1).ok_or(err)?;
@@ -313,7 +303,6 @@ impl<'r> ExtBuf<'r> {
         self.hdr = c.hdr;
         self.ptr = c.data;
         self.cap = c.cap;
-        self.block = c.block;
         Ok(())
     }
 
@@ -386,19 +375,16 @@ impl<'r> ExtBuf<'r> {
     #[inline]
     pub fn finalize(self) -> FixedBufMut {
         let this = ManuallyDrop::new(self);
-        let mut cap = this.cap;
-        if let Some(block) = this.block {
-            let keep = round_up(this.len, WORD);
-            // SAFETY: as in `try_reserve`, the block is alive and we are its thread.
-            unsafe { block.as_ref() }.trim(this.hdr, HDR + keep);
-            cap = ring::region_span(this.hdr) - HDR;
-        }
+        let keep = HDR + round_up(this.len, WORD);
+        // SAFETY: this handle is the region's only one, on the ring's thread (the
+        // buffer borrows the ring, which is not Sync). A heap region keeps its capacity.
+        let cap =
+            unsafe { this.ring.shrink_in_place(this.hdr, keep) }.map_or(this.cap, |s| s - HDR);
         FixedBufMut::from_claim(
             Claim {
                 hdr: this.hdr,
                 data: this.ptr,
                 cap,
-                block: None,
             },
             this.len,
         )
@@ -409,15 +395,10 @@ impl<'r> ExtBuf<'r> {
 /// a message started over after a failed write reuses the same bytes.
 impl Drop for ExtBuf<'_> {
     fn drop(&mut self) {
-        if let Some(block) = self.block {
-            // SAFETY: the block holds our live region, so it is alive; this handle is
-            // the region's only one, on the ring's thread, and is going away.
-            if unsafe { block.as_ref().give_back(self.hdr) } {
-                return;
-            }
-        }
-        // SAFETY: this handle is the region's only one and is going away.
-        unsafe { ring::release_unique(self.hdr, WORD) }
+        // SAFETY: this handle is the region's only one, on the ring's thread (the
+        // buffer borrows the ring), and is going away; byte buffers are claimed with
+        // WORD alignment.
+        unsafe { ring::release_unique_in(self.ring, self.hdr, WORD, None) }
     }
 }
 

@@ -202,11 +202,11 @@ impl FixedBufMut {
     /// blocks (a heap fallback, another ring's) keeps its capacity.
     #[cfg(real_std)]
     pub(crate) fn shrink_in(&mut self, ring: &crate::Ring) {
-        if let Some(block) = ring.block_of(self.hdr) {
-            // `&Ring` is on the ring's own thread (it is not `Sync`), and this handle
-            // is the region's only one.
-            block.trim(self.hdr, HDR + round_up(self.len, WORD));
-            self.cap = ring::region_span(self.hdr) - HDR;
+        let keep = HDR + round_up(self.len, WORD);
+        // SAFETY: `&Ring` is on the ring's own thread (it is not `Sync`), and this
+        // handle is the region's only one.
+        if let Some(span) = unsafe { ring.shrink_in_place(self.hdr, keep) } {
+            self.cap = span - HDR;
             debug_assert!(self.len <= self.cap, "{} > {}", self.len, self.cap);
         }
     }

@@ -84,8 +84,6 @@ pub(crate) struct Claim {
     pub(crate) data: NonNull<u8>,
     /// Usable data bytes from `data` to the end of the region.
     pub(crate) cap: usize,
-    /// The block the region lives in (`None` for a heap region).
-    pub(crate) block: Option<NonNull<BlockCtl>>,
 }
 
 impl BlockCtl {
@@ -170,7 +168,6 @@ impl BlockCtl {
 
     /// Whether `hdr` points into this block's region area (so its region belongs to
     /// this block). A pure address comparison: `hdr` need not point to a live header.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[inline]
     pub(crate) fn contains(&self, hdr: NonNull<Header>) -> bool {
         let base = self as *const Self as usize + CTL;
@@ -189,20 +186,6 @@ impl BlockCtl {
             let pad = round_up(hdr_at + HDR, align) - hdr_at;
             (pad + round_up(bytes, WORD), pad)
         }
-    }
-
-    /// Finds a free region for `bytes` (aligned to `align`) and marks it with `init`
-    /// handles: from the window if it fits, else by the walk.
-    ///
-    /// The caller guarantees `bytes <= len` and `align <= MAX_ALIGN`.
-    #[inline]
-    pub(crate) fn claim(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
-        if align <= WORD {
-            if let Some(c) = self.bump(HDR + round_up(bytes, WORD), init) {
-                return Some(c);
-            }
-        }
-        self.claim_slow(bytes, align, init)
     }
 
     /// The allocation fast path: the first `need` bytes of the window (`need` a multiple
@@ -229,14 +212,12 @@ impl BlockCtl {
             // SAFETY: `HDR < need`: the data starts inside the new region.
             data: unsafe { NonNull::new_unchecked(hdr_ptr.cast::<u8>().add(HDR)) },
             cap: need - HDR,
-            block: Some(NonNull::from(self)),
         })
     }
 
     /// [`bump`](Self::bump) for data aligned to `align`, when the window's front already
     /// puts the data there (as it does for regions of `align`-multiple spans laid one
     /// after another); `None` (nothing changed) otherwise.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[inline]
     pub(crate) fn bump_aligned(&self, need: usize, align: usize, init: u64) -> Option<Claim> {
         let data = self.regions.as_ptr() as usize + self.head.get() + HDR;
@@ -290,10 +271,12 @@ impl BlockCtl {
         self.limit.set(end);
     }
 
-    /// The walk: closes the window, looks for a region from the head on, and on success
-    /// opens the window after it.
+    /// The walk, after the window's front did not hold the request (`Ring::claim`):
+    /// closes the window, looks for a region for `bytes` (aligned to `align`, at most
+    /// [`MAX_ALIGN`]; `bytes` at most the block's length) from the head on, and on
+    /// success opens the window after it.
     #[inline(never)]
-    fn claim_slow(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+    pub(crate) fn claim_slow(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         if self.defer.get() {
             return None; // the ring walks its blocks from the first (see `defer`)
         }
@@ -372,8 +355,9 @@ impl BlockCtl {
         self.stuck.set(0);
     }
 
-    /// [`claim`](Self::claim) with a full walk even right after a lap found no room
-    /// (for the `Grow` policy, which must not add a block while this one has space).
+    /// A claim (the window's front, else the walk) with a full walk even right after a
+    /// lap found no room (for the `Grow` policy, which must not add a block while this
+    /// one has space).
     #[cold]
     pub(crate) fn claim_walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         self.stuck.set(0);
@@ -400,7 +384,6 @@ impl BlockCtl {
     ///   `true`;
     /// - `span` is at most the region's span. (The window starts at a region boundary,
     ///   so if the region ends there, no shorter `span` can make it look so.)
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
     #[inline]
     pub(crate) unsafe fn rewind(&self, hdr: NonNull<Header>, span: usize) -> bool {
         let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
@@ -409,6 +392,29 @@ impl BlockCtl {
         }
         self.head.set(off);
         true
+    }
+
+    /// [`rewind`](Self::rewind), and also when the region ends at the block end while
+    /// the window is closed at the block start (as a failed walk leaves it): the window
+    /// then opens over it, so a message started over after a failed write reuses the
+    /// same bytes. Returns whether it did; `false`: nothing changed.
+    ///
+    /// # Safety
+    /// As for [`rewind`](Self::rewind), with `span` the region's own span.
+    #[inline]
+    pub(crate) unsafe fn give_back(&self, hdr: NonNull<Header>, span: usize) -> bool {
+        // SAFETY: forwarded from this function's contract.
+        if unsafe { self.rewind(hdr, span) } {
+            return true;
+        }
+        let off = self.offset_of(hdr);
+        if off + span == self.len && self.head.get() == 0 && self.limit.get() == 0 {
+            // `[off, len)` is ours, and the region headers before it tile `[0, off)`.
+            self.head.set(off);
+            self.limit.set(self.len);
+            return true;
+        }
+        false
     }
 
     /// Whether the region at offset `off` (computed with wrapping from any region's
@@ -431,7 +437,7 @@ impl BlockCtl {
         let mut end = off + have;
         while end - off < need && end < self.len {
             // SAFETY: `end` is the boundary after a region, hence a header offset.
-            // Acquire: as in `claim`, the next region may just have been released.
+            // Acquire: as in `walk`, the next region may just have been released.
             let h = unsafe { self.hdr(end) }.load(Ordering::Acquire);
             if count(h) != 0 {
                 break;
@@ -475,40 +481,42 @@ impl BlockCtl {
             // SAFETY: `off + pad` lies inside the region (pad < need <= used).
             data: unsafe { NonNull::new_unchecked(hdr_ptr.cast::<u8>().add(pad)) },
             cap: used - pad,
-            block: Some(NonNull::from(self)),
         }
     }
 
-    /// Grows the latest region, led by `hdr` and `span` bytes long, to `want` bytes from
-    /// the front of the window, without loading its header: the `Vec` that is the last
-    /// allocation made, pushed past its capacity. Returns whether it did (`false`:
-    /// nothing changed; not the latest region, or the window is too small).
+    /// Grows the latest region, led by `hdr` and `span` bytes long, from the front of
+    /// the window, without loading its header: to `want` bytes, or to all the window
+    /// holds if that is less but at least `min`. The `Vec` that is the last allocation
+    /// made, pushed past its capacity; an `ExtBuf` written past its capacity. Returns
+    /// the new span, or `None` (nothing changed): not the latest region, or the window
+    /// is too small.
     ///
     /// # Safety
     /// - the caller, on the owning thread, holds the unique handle of the region led by
     ///   `hdr`;
-    /// - `span` is at most the region's span (see [`rewind`](Self::rewind)), `want`
-    ///   a multiple of [`WORD`] at least `span`.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+    /// - `span` is at most the region's span (see [`rewind`](Self::rewind)); `min` and
+    ///   `want` are multiples of [`WORD`] with `span <= min <= want`.
     #[inline]
     pub(crate) unsafe fn grow_latest(
         &self,
         hdr: NonNull<Header>,
         span: usize,
+        min: usize,
         want: usize,
-    ) -> bool {
+    ) -> Option<usize> {
         let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
         // See `ends_at_head`: past it, `off < head <= limit`, so `limit - off` does
-        // not overflow, and `off + want` is at most `limit` when the window holds it.
-        if !self.ends_at_head(off, span) || self.limit.get() - off < want {
-            return false;
+        // not overflow, and `off + new` is at most `limit`.
+        if !self.ends_at_head(off, span) || self.limit.get() - off < min {
+            return None;
         }
+        let new = want.min(self.limit.get() - off);
         // SAFETY: `hdr` leads our live region (contract), which ends at the window:
-        // `[off, off + want)` is the region and the window's front, both ours. The
+        // `[off, off + new)` is the region and the window's front, both ours. The
         // count stays 1 (a unique handle), so the region stays locked while it grows.
-        unsafe { self.hdr(off) }.store(pack(want, 1), Ordering::Relaxed);
-        self.head.set(off + want);
-        true
+        unsafe { self.hdr(off) }.store(pack(new, 1), Ordering::Relaxed);
+        self.head.set(off + new);
+        Some(new)
     }
 
     /// Grows the live region led by `hdr` (owned by a handle of this thread) in place so
@@ -563,39 +571,6 @@ impl BlockCtl {
             });
         }
         Some(new_span)
-    }
-
-    /// Grows the latest region, led by `hdr` (held by a unique handle of this thread),
-    /// from the front of the window: to `want` bytes, or to all the window holds if that
-    /// is less but at least `min` (both multiples of [`WORD`]). Returns the new span, or
-    /// `None` (nothing changed): not the latest region, or the window is too small.
-    #[inline]
-    pub(crate) fn grow_latest_upto(
-        &self,
-        hdr: NonNull<Header>,
-        min: usize,
-        want: usize,
-    ) -> Option<usize> {
-        let off = self.offset_of(hdr);
-        // SAFETY: `hdr` leads a live region of this block, held by this thread.
-        // Relaxed: only this thread changes the header of a uniquely held region.
-        let h = unsafe { self.hdr(off) }.load(Ordering::Relaxed);
-        let have = span(h);
-        if off + have != self.head.get() {
-            return None;
-        }
-        // No underflow: the region ends at `head <= limit`.
-        let room = self.limit.get() - off;
-        if room < min {
-            return None;
-        }
-        let new = want.min(room).max(have);
-        // SAFETY: `hdr` is ours and `[off, off + new)` is the region and the window's
-        // front, both ours; the count (a unique handle) stays, so the region stays
-        // locked while it grows.
-        unsafe { self.hdr(off) }.store(pack(new, count(h)), Ordering::Relaxed);
-        self.head.set(off + new);
-        Some(new)
     }
 
     /// Moves the live region led by `hdr` (held by a unique handle of this thread, its
@@ -701,36 +676,7 @@ impl BlockCtl {
             // SAFETY: `HDR < used`: the data starts inside the new region.
             data: unsafe { NonNull::new_unchecked(dst.add(HDR)) },
             cap: used - HDR,
-            block: Some(NonNull::from(self)),
         })
-    }
-
-    /// Gives the latest region, led by `hdr`, back to the window: it ends where the
-    /// window starts, or at the block end while the window is closed at the block
-    /// start (as a failed walk leaves it). Returns whether it did; `false`: nothing
-    /// changed, and the caller releases the region as usual.
-    ///
-    /// # Safety
-    /// The caller holds the unique handle of the region led by `hdr`, a region of this
-    /// block, on the owning thread, and gives it up if this returns `true`.
-    #[inline]
-    pub(crate) unsafe fn give_back(&self, hdr: NonNull<Header>) -> bool {
-        let off = self.offset_of(hdr);
-        // SAFETY: `hdr` leads a live region of this block (contract).
-        // Relaxed: only this thread changes the header of a uniquely held region.
-        let end = off + span(unsafe { self.hdr(off) }.load(Ordering::Relaxed));
-        if end == self.head.get() {
-            self.head.set(off);
-            return true;
-        }
-        if end == self.len && self.head.get() == 0 && self.limit.get() == 0 {
-            // The window opens over the region: `[off, len)` is ours, the region
-            // headers before it tile `[0, off)`.
-            self.head.set(off);
-            self.limit.set(self.len);
-            return true;
-        }
-        false
     }
 
     /// Shrinks the live region led by `hdr` to `keep` bytes (a multiple of [`WORD`], at

@@ -10,9 +10,8 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use super::block::Claim;
-use super::header::{count, pack, span, Header, HDR, HEAP, MAX_WORDS, WORD};
+use super::header::{pack, span, Header, HDR, HEAP, MAX_WORDS, WORD};
 use crate::raw;
-use crate::sync::Ordering;
 
 fn layout(bytes: usize, align: usize) -> Option<(Layout, usize)> {
     let a = align.max(WORD).max(HDR.next_power_of_two());
@@ -42,20 +41,23 @@ pub(crate) fn claim(bytes: usize, align: usize, init: u64) -> Option<Claim> {
         // SAFETY: as above.
         data: unsafe { NonNull::new_unchecked(data) },
         cap: layout.size() - a,
-        block: None,
     })
 }
 
 /// Resizes a heap region held by exactly one handle so that it holds `bytes` data
 /// bytes, with the global allocator's `realloc` (which may move it). The first
-/// `min(old, bytes)` data bytes are kept. `None` leaves the region as it was.
+/// `min(old, bytes)` data bytes are kept. `None` leaves the region as it was. Only the
+/// allocator adapters resize heap regions (a buffer that outgrows a heap region moves
+/// back to the ring when it has room).
 ///
 /// # Safety
 /// - `hdr` leads a live heap region created by [`claim`] (or this function) with this
 ///   `align`, and the caller holds its only handle;
 /// - on success the caller uses only the returned claim, never the old pointers.
-#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+#[cfg(feature = "allocator-api2")]
 pub(crate) unsafe fn resize(hdr: NonNull<Header>, align: usize, bytes: usize) -> Option<Claim> {
+    use super::header::count;
+    use crate::sync::Ordering;
     // SAFETY: the caller's handle keeps the region, hence its header, alive.
     // Relaxed: only the holder of a unique handle changes this header.
     let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
@@ -85,7 +87,6 @@ pub(crate) unsafe fn resize(hdr: NonNull<Header>, align: usize, bytes: usize) ->
         // SAFETY: as above.
         data: unsafe { NonNull::new_unchecked(data) },
         cap: new_layout.size() - a,
-        block: None,
     })
 }
 

@@ -5,6 +5,7 @@ mod block;
 mod header;
 mod heap;
 pub(crate) mod orphan;
+mod region;
 #[cfg(feature = "std")]
 pub(crate) mod wait;
 
@@ -13,13 +14,15 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-pub(crate) use block::{BlockCtl, Claim, MAX_ALIGN};
-use header::{count, span, COUNT_MASK, HEAP, MAX_REFS, MAX_WORDS};
+use block::BlockCtl;
+pub(crate) use block::{Claim, MAX_ALIGN};
+use header::MAX_WORDS;
 pub(crate) use header::{round_up, Header, HDR, WORD};
 #[cfg(feature = "allocator-api2")]
-pub(crate) use heap::{claim as heap_claim, resize as heap_resize};
+pub(crate) use region::{claim_in, expose, header_of, resize_in};
+pub(crate) use region::{release_shared, release_unique, release_unique_in, retain_shared};
 
-use crate::sync::{AcquireCount, Cell, Ordering, UnsafeCell};
+use crate::sync::{Cell, UnsafeCell};
 
 /// What a [`Ring`] does when no free region fits a request.
 ///
@@ -504,21 +507,6 @@ impl Ring {
         unsafe { &*self.blocks.get() }
     }
 
-    /// Claims a region for `bytes` data bytes aligned to `align` (a power of two),
-    /// marked with `init` handles, per the ring's policy.
-    #[inline]
-    pub(crate) fn claim(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
-        debug_assert!(align.is_power_of_two());
-        if bytes <= self.block_len && align <= MAX_ALIGN {
-            // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
-            let cur = unsafe { self.cur.get().as_ref() };
-            if let Some(c) = cur.claim(bytes, align, init) {
-                return Some(c);
-            }
-        }
-        self.claim_full(bytes, align, init)
-    }
-
     /// Makes the next claim walk the whole current block (see `BlockCtl::unstick`).
     #[cfg(feature = "std")]
     pub(crate) fn unstick(&self) {
@@ -534,91 +522,6 @@ impl Ring {
             && bytes
                 .checked_add(HDR + WORD)
                 .is_some_and(|b| round_up(b - WORD, WORD) <= self.block_len)
-    }
-
-    /// The block of this ring whose region area holds `hdr`, if any (`None` for a
-    /// heap region or a region of another ring). Checks the current block first.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[inline]
-    pub(crate) fn block_of(&self, hdr: NonNull<Header>) -> Option<&BlockCtl> {
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
-        let cur = unsafe { self.cur.get().as_ref() };
-        if cur.contains(hdr) {
-            return Some(cur);
-        }
-        self.block_of_slow(hdr)
-    }
-
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[cold]
-    fn block_of_slow(&self, hdr: NonNull<Header>) -> Option<&BlockCtl> {
-        self.blocks()
-            .iter()
-            .map(|b| {
-                // SAFETY: the ring's blocks stay alive while the ring does.
-                unsafe { b.as_ref() }
-            })
-            .find(|b| b.contains(hdr))
-    }
-
-    /// [`claim_at_head`](Self::claim_at_head) for data aligned to `align`: only when
-    /// the window's front already puts the data there; `None` means "call `claim`".
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[inline]
-    pub(crate) fn claim_at_head_aligned(
-        &self,
-        bytes: usize,
-        align: usize,
-        init: u64,
-    ) -> Option<Claim> {
-        debug_assert!(bytes <= isize::MAX as usize, "{bytes} bytes");
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
-        // No overflow: `bytes <= isize::MAX`, so rounding up and adding a word fit.
-        unsafe { self.cur.get().as_ref() }.bump_aligned(HDR + round_up(bytes, WORD), align, init)
-    }
-
-    /// The fast path of [`claim`](Self::claim) for alignments up to [`WORD`]: the front
-    /// of the current block's window, if it holds `bytes` (at most `isize::MAX`, as a
-    /// `Layout`'s size); `None` means "call `claim`".
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[inline(always)]
-    pub(crate) fn claim_at_head(&self, bytes: usize, init: u64) -> Option<Claim> {
-        debug_assert!(bytes <= isize::MAX as usize, "{bytes} bytes");
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
-        // No overflow: `bytes <= isize::MAX`, so rounding up and adding a word fit.
-        unsafe { self.cur.get().as_ref() }.bump(HDR + round_up(bytes, WORD), init)
-    }
-
-    /// [`BlockCtl::grow_latest`] on the current block.
-    ///
-    /// # Safety
-    /// As for [`BlockCtl::grow_latest`].
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[inline(always)]
-    pub(crate) unsafe fn grow_latest(
-        &self,
-        hdr: NonNull<Header>,
-        span: usize,
-        want: usize,
-    ) -> bool {
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the rest
-        // is the caller's contract.
-        unsafe { self.cur.get().as_ref().grow_latest(hdr, span, want) }
-    }
-
-    /// [`BlockCtl::rewind`] on the current block: gives the region led by `hdr` back to
-    /// the window if it spans `span` bytes and was the latest allocation.
-    ///
-    /// # Safety
-    /// As for [`BlockCtl::rewind`]: the caller holds the region's unique handle, on this
-    /// ring's thread, and gives it up if this returns `true`; `span` is at most the
-    /// region's span.
-    #[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-    #[inline(always)]
-    pub(crate) unsafe fn rewind(&self, hdr: NonNull<Header>, span: usize) -> bool {
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the rest
-        // is the caller's contract.
-        unsafe { self.cur.get().as_ref().rewind(hdr, span) }
     }
 
     /// The full path: the current block has no room.
@@ -690,126 +593,12 @@ impl Drop for Ring {
     }
 }
 
-/// The ordering of the unique release. Always `Release`; the loom models prove that the
-/// known-bug mutant `--cfg ringmem_mutant_relaxed_release` (never on by default) fails.
-#[cfg(not(ringmem_mutant_relaxed_release))]
-const RELEASE: Ordering = Ordering::Release;
-#[cfg(ringmem_mutant_relaxed_release)]
-const RELEASE: Ordering = Ordering::Relaxed;
-
-/// Releases a region held by exactly one handle.
-///
-/// # Safety
-/// - `hdr` leads a region (ring or heap) whose only handle is the caller's, which
-///   touches neither the region nor `hdr` afterwards;
-/// - `align` is the alignment the region was claimed with.
-#[inline]
-pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
-    // SAFETY: the region is alive until the store below (contract).
-    let header = unsafe { hdr.as_ref() };
-    // Relaxed: only this handle's thread changes the header of a uniquely held region.
-    let h = header.load(Ordering::Relaxed);
-    debug_assert_eq!(
-        count(h),
-        1,
-        "unique release of a region with header {h:#x} at {hdr:p}"
-    );
-    if h & HEAP == 0 {
-        // Release: publishes every access to the region's bytes before the allocating
-        // thread's Acquire load in `BlockCtl::claim` reuses them. One plain store.
-        header.store(h & !COUNT_MASK, RELEASE);
-        orphan::after_release(hdr);
-    } else {
-        // SAFETY: a heap region with no handle left (contract).
-        unsafe { heap::free(hdr, h, align) };
-    }
-}
-
-/// [`release_unique`] on the ring's own thread, which also moves the current block's
-/// head back to the region when it was the latest allocation (see `BlockCtl::rewind`),
-/// so an allocate-free loop or a `Vec` built and dropped over and over reuses the same
-/// bytes instead of cycling through the block.
-///
-/// # Safety
-/// As for [`release_unique`]; and the caller is on `ring`'s thread (it holds `&Ring`).
-#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-#[inline]
-pub(crate) unsafe fn release_unique_in(ring: &Ring, hdr: NonNull<Header>, align: usize) {
-    // SAFETY: the region is alive until the release below (contract).
-    // Relaxed: only this handle's thread changes the header of a uniquely held region.
-    let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
-    // SAFETY: the caller's unique handle, given up here on the ring's thread
-    // (contract); `span(h)` is the region's own span.
-    if h & HEAP == 0 && unsafe { ring.rewind(hdr, span(h)) } {
-        return; // the latest region went back into the window: released
-    }
-    // SAFETY: forwarded from this function's contract.
-    unsafe { release_unique(hdr, align) }
-}
-
-/// Adds a handle to a shared (frozen) region.
-///
-/// # Safety
-/// `hdr` leads a region held by at least one handle that the caller holds.
-#[inline]
-pub(crate) unsafe fn retain_shared(hdr: NonNull<Header>) {
-    // SAFETY: the caller's handle keeps the region alive.
-    let header = unsafe { hdr.as_ref() };
-    // Relaxed: a new handle is made from an existing one, which already synchronises
-    // with the region's owner (as `Arc::clone`).
-    let prev = header.0.fetch_add(1, Ordering::Relaxed);
-    if count(prev) >= MAX_REFS {
-        header.0.fetch_sub(1, Ordering::Relaxed);
-        panic!("ringmem: more than {MAX_REFS} handles to one frozen buffer");
-    }
-}
-
-/// Drops one handle of a shared (frozen) region.
-///
-/// # Safety
-/// - `hdr` leads a region with at least one handle, the caller's, which touches neither
-///   the region nor `hdr` afterwards;
-/// - `align` is the alignment the region was claimed with.
-#[inline]
-pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
-    // SAFETY: the region is alive until our decrement (contract).
-    let header = unsafe { hdr.as_ref() };
-    // Release: every handle's reads happen before the region is reused; the decrements
-    // form a release sequence that the allocator's Acquire load (or the load below)
-    // synchronises with.
-    let prev = header.0.fetch_sub(1, Ordering::Release);
-    if count(prev) == 1 {
-        if prev & HEAP == 0 {
-            orphan::after_release(hdr);
-        } else {
-            // Pairs with the other handles' Release decrements, as in `Arc`.
-            header.0.acquire_count();
-            // SAFETY: the last handle of a heap region is gone.
-            unsafe { heap::free(hdr, prev & !COUNT_MASK, align) };
-        }
-    }
-}
-
-/// Whether the region led by `hdr` (held by the caller) is a heap region.
-#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
-#[inline]
-pub(crate) fn region_is_heap(hdr: NonNull<Header>) -> bool {
-    // SAFETY: callers hold a handle to the region, so the header is alive.
-    // Relaxed: the HEAP bit never changes while a handle exists.
-    unsafe { hdr.as_ref() }.load(Ordering::Relaxed) & HEAP != 0
-}
-
-/// The span of the region led by `hdr` (held by the caller).
-#[inline]
-pub(crate) fn region_span(hdr: NonNull<Header>) -> usize {
-    // SAFETY: callers hold a handle to the region, so the header is alive.
-    span(unsafe { hdr.as_ref() }.load(Ordering::Relaxed))
-}
-
 // Outside loom: they use the ring's atomics outside a model.
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::header::{count, span};
     use super::*;
+    use crate::sync::Ordering;
 
     /// The orphan tests look at the process-wide orphan state: one at a time.
     static ORPHAN_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
