@@ -12,7 +12,9 @@ use core::ptr::NonNull;
 /// model fails when a block is leaked or freed twice.
 #[cfg(not(loom))]
 mod sys {
-    pub(super) use alloc::alloc::{alloc, dealloc, realloc};
+    pub(super) use alloc::alloc::{alloc, dealloc};
+    #[cfg(feature = "allocator-api2")]
+    pub(super) use alloc::alloc::realloc;
 }
 
 #[cfg(loom)]
@@ -20,6 +22,7 @@ mod sys {
     pub(super) use crate::sync::heap::{alloc, dealloc};
 
     /// `realloc` through loom's tracked `alloc` and `dealloc` (loom has none).
+    #[cfg(feature = "allocator-api2")]
     ///
     /// # Safety
     /// As `alloc::alloc::realloc`.
@@ -71,7 +74,7 @@ pub(crate) fn alloc(layout: Layout) -> Option<NonNull<u8>> {
 /// - `new_size` is non-zero and `Layout::from_size_align(new_size, layout.align())`
 ///   is valid;
 /// - on success nothing touches `ptr` afterwards (the memory may have moved).
-#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `alloc_api`
+#[cfg(feature = "allocator-api2")] // only `alloc_api` resizes in place
 #[inline]
 pub(crate) unsafe fn realloc(
     ptr: NonNull<u8>,

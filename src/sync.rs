@@ -379,7 +379,7 @@ pub(crate) mod model {
 /// folding the accesses back into `%fs`-relative addressing; the `asm!` is pure, so a
 /// loop computes it once. (The slab magazine's thread-local, updated on every
 /// `SharedArena` allocation, showed no change this way: it is left as it is.)
-#[cfg(feature = "std")]
+#[cfg(all(feature = "std", feature = "allocator-api2"))] // only `OneRingAlloc` uses it
 #[inline(always)]
 pub(crate) fn plain_ref<T>(r: &T) -> &T {
     #[allow(unused_mut)] // changed by the `asm!` only

@@ -128,7 +128,7 @@ pub fn with_ring<R>(f: impl FnOnce(&Ring) -> R) -> Option<R> {
 
 /// Runs `f` with this thread's ring if it already exists and the thread is not being
 /// torn down: the inlined fast path for callers that fall back to [`with_ring`].
-#[cfg_attr(not(feature = "allocator-api2"), allow(dead_code))] // used by `OneRingAlloc`
+#[cfg(feature = "allocator-api2")] // only `OneRingAlloc` uses it
 #[inline]
 pub(crate) fn with_existing_ring<R>(f: impl FnOnce(&Ring) -> R) -> Option<R> {
     RING.try_with(|cell| cell.get().map(f)).ok().flatten()
