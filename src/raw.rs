@@ -12,9 +12,9 @@ use core::ptr::NonNull;
 /// model fails when a block is leaked or freed twice.
 #[cfg(not(loom))]
 mod sys {
-    pub(super) use alloc::alloc::{alloc, dealloc};
     #[cfg(feature = "allocator-api2")]
     pub(super) use alloc::alloc::realloc;
+    pub(super) use alloc::alloc::{alloc, dealloc};
 }
 
 #[cfg(loom)]

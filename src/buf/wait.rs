@@ -73,16 +73,32 @@ pub(crate) fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
     }
 }
 
-/// Waits (blocking) for `claim` to succeed on `ring`, or says why not.
+/// Waits (blocking) for `claim` to succeed on `ring`, or says why not. The first try
+/// is inlined into the caller, so a ring with room costs what the plain call does; the
+/// deadline is taken only when that try fails.
+#[inline]
 fn block<'r, T>(
     ring: &'r Ring,
     bytes: Option<usize>,
-    deadline: Option<Instant>,
+    timeout: Option<Duration>,
     claim: impl Fn(&'r Ring) -> Option<T>,
 ) -> Result<T, WaitError> {
-    if let Some(t) = claim(ring) {
-        return Ok(t);
+    match claim(ring) {
+        Some(t) => Ok(t),
+        None => block_slow(ring, bytes, timeout, claim),
     }
+}
+
+/// [`block`] after its first try failed.
+#[cold]
+#[inline(never)]
+fn block_slow<'r, T>(
+    ring: &'r Ring,
+    bytes: Option<usize>,
+    timeout: Option<Duration>,
+    claim: impl Fn(&'r Ring) -> Option<T>,
+) -> Result<T, WaitError> {
+    let deadline = timeout.and_then(deadline);
     if let Some(e) = hopeless(ring, bytes) {
         return Err(e);
     }
@@ -121,6 +137,7 @@ impl Ring {
     /// assert_eq!(buf.capacity(), 120);
     /// consumer.join().unwrap();
     /// ```
+    #[inline]
     pub fn fixed_wait(&self, n: usize) -> Result<FixedBufMut, WaitError> {
         block(self, Some(n), None, |r| r.fixed(n))
     }
@@ -137,12 +154,13 @@ impl Ring {
     /// let err = ring.fixed_wait_timeout(8, Duration::from_millis(5)).unwrap_err();
     /// assert_eq!(err, ringmem::WaitError::TimedOut);
     /// ```
+    #[inline]
     pub fn fixed_wait_timeout(
         &self,
         n: usize,
         timeout: Duration,
     ) -> Result<FixedBufMut, WaitError> {
-        block(self, Some(n), deadline(timeout), |r| r.fixed(n))
+        block(self, Some(n), Some(timeout), |r| r.fixed(n))
     }
 
     /// [`extendable`](Ring::extendable), waiting for room for its first `n` bytes (`n`
@@ -158,6 +176,7 @@ impl Ring {
     /// ext.write_all(b"grows as it is written").unwrap();
     /// # drop(ext);
     /// ```
+    #[inline]
     pub fn extendable_wait(&self, n: usize) -> Result<ExtBuf<'_>, WaitError> {
         block(self, Some(n.max(1)), None, |r| r.extendable(n))
     }
@@ -173,12 +192,13 @@ impl Ring {
     /// let _all = ring.fixed(1016).unwrap(); // the whole ring
     /// assert!(ring.extendable_wait_timeout(0, Duration::from_millis(5)).is_err());
     /// ```
+    #[inline]
     pub fn extendable_wait_timeout(
         &self,
         n: usize,
         timeout: Duration,
     ) -> Result<ExtBuf<'_>, WaitError> {
-        block(self, Some(n.max(1)), deadline(timeout), |r| r.extendable(n))
+        block(self, Some(n.max(1)), Some(timeout), |r| r.extendable(n))
     }
 
     /// [`typed`](Ring::typed), waiting for room when the ring is full.
@@ -193,6 +213,7 @@ impl Ring {
     /// v.push(7).unwrap();
     /// assert_eq!(v[0], 7);
     /// ```
+    #[inline]
     pub fn typed_wait<T>(&self, n: usize) -> Result<TypedBuf<T>, WaitError> {
         block(self, typed_bytes::<T>(n), None, |r| r.typed::<T>(n))
     }
@@ -208,12 +229,13 @@ impl Ring {
     /// let _all = ring.fixed(1016).unwrap(); // the whole ring
     /// assert!(ring.typed_wait_timeout::<u32>(4, Duration::from_millis(5)).is_err());
     /// ```
+    #[inline]
     pub fn typed_wait_timeout<T>(
         &self,
         n: usize,
         timeout: Duration,
     ) -> Result<TypedBuf<T>, WaitError> {
-        block(self, typed_bytes::<T>(n), deadline(timeout), |r| {
+        block(self, typed_bytes::<T>(n), Some(timeout), |r| {
             r.typed::<T>(n)
         })
     }
