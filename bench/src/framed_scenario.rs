@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 
 use crate::buffers::{child_exe, prepare_child};
-use crate::harness::{Config, Row, Stats, Table, Unit};
+use crate::harness::{mib_stats, Config, Row, Stats, Table, Unit};
 
 /// The child binary.
 const CHILD: &str = "ringmem-bench-framed";
@@ -208,16 +208,6 @@ fn value(out: &str, key: &str) -> Option<f64> {
         .trim()
         .parse()
         .ok()
-}
-
-fn mib_stats(m: f64) -> Stats {
-    Stats {
-        median: m,
-        min: m,
-        max: m,
-        waits: 0,
-        restarts: 0,
-    }
 }
 
 /// The spike: each receiver in a child process of its own.

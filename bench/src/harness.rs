@@ -659,7 +659,8 @@ pub fn rss_table(
     Some(t)
 }
 
-fn mib_stats(m: f64) -> Stats {
+/// A one-run cell of MiB (an RSS figure): no spread, no waits.
+pub fn mib_stats(m: f64) -> Stats {
     Stats {
         median: m,
         min: m,
