@@ -19,7 +19,9 @@ use crate::{FixedBuf, Ring};
 /// [`Stream`] of frames, each a [`FixedBuf`] slice of the ring region it was read into.
 /// When the frames still held fill the ring, the stream waits (the task is woken by a
 /// release on any thread) instead of failing, so memory stays bounded by the ring
-/// whatever the peer sends. Errors, and what follows them, are the blocking reader's.
+/// whatever the peer sends. Errors, and what follows them, are the blocking reader's
+/// iterator's: after a rejected frame the stream goes on where the decoder
+/// resynchronises, and after an error of the underlying reader it ends.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -44,6 +46,8 @@ pub struct AsyncFramedReader<R, D = LengthDelimited> {
     core: Core<D>,
     /// This stream's place among the ring's waiters while it waits for room.
     slot: TaskSlot,
+    /// `reader` failed: the stream has ended.
+    reader_failed: bool,
 }
 
 impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
@@ -72,6 +76,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
             ring,
             core: Core::new(decoder, read_size),
             slot: TaskSlot::default(),
+            reader_failed: false,
         }
     }
 
@@ -172,6 +177,9 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.reader_failed {
+            return Poll::Ready(None);
+        }
         loop {
             let step = match this.core.step() {
                 Ok(step) => step,
@@ -189,7 +197,10 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     let mut buf = ReadBuf::uninit(this.core.spare());
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
-                        Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                        Poll::Ready(Err(e)) => {
+                            this.reader_failed = true;
+                            return Poll::Ready(Some(Err(e)));
+                        }
                         Poll::Pending => return Poll::Pending,
                     }
                     let n = buf.filled().len();

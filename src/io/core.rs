@@ -4,7 +4,7 @@
 use core::mem::MaybeUninit;
 use std::io;
 
-use super::decoder::{Decode, Decoder, Frame, FrameError};
+use super::decoder::{Decode, Decoder, Frame, FrameError, Resync};
 use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
 
 /// What the reader must do next.
@@ -25,8 +25,8 @@ pub(crate) struct Core<D> {
     pub(crate) decoder: D,
     /// Bytes of a region when no frame asks for more.
     pub(crate) read_size: usize,
-    /// A frozen region's bytes not yet yielded; it starts at a frame boundary and holds
-    /// at least one complete frame when it is made.
+    /// A frozen region's bytes not yet yielded; it starts at a frame boundary (when it
+    /// holds no complete frame, [`Core::step`] moves it to `carry`).
     ready: Option<FixedBuf>,
     /// The region being read into: a partial frame, from its first byte.
     pending: Option<FixedBufMut>,
@@ -40,6 +40,10 @@ pub(crate) struct Core<D> {
     need: usize,
     /// Leading bytes of `pending` known initialised (its data and zeroed spare).
     init: usize,
+    /// Dropping the rest of a rejected frame: every byte read goes to
+    /// [`Decoder::resync`] until it says where the next frame starts (`pending` then
+    /// holds no frame, only bytes not yet shown to it).
+    discarding: bool,
     done: bool,
 }
 
@@ -55,6 +59,7 @@ impl<D: Decoder> Core<D> {
             spilled: false,
             need: 1,
             init: 0,
+            discarding: false,
             done: false,
         }
     }
@@ -85,7 +90,10 @@ impl<D: Decoder> Core<D> {
                     self.need = n.max(ready.len() + 1);
                     self.carry = self.ready.take();
                 }
-                Err(e) => return Err(self.fail(e)),
+                Err(e) => {
+                    let bad = self.ready.take().expect("decoded above");
+                    return Err(self.bad_input(e, bad));
+                }
             }
         }
         Ok(match self.pending {
@@ -161,6 +169,10 @@ impl<D: Decoder> Core<D> {
         let p = self.pending.as_mut().expect("Step::Read without a region");
         // SAFETY: the caller's contract.
         unsafe { p.advance(n) };
+        if self.discarding {
+            self.discard(ring);
+            return Ok(());
+        }
         if p.len() < self.need {
             return Ok(());
         }
@@ -186,14 +198,63 @@ impl<D: Decoder> Core<D> {
                     self.pending = Some(p);
                 }
             }
-            Err(e) => return Err(self.fail(e)),
+            Err(e) => {
+                let mut bad = self.pending.take().expect("checked above");
+                bad.shrink_in(ring);
+                return Err(self.bad_input(e, bad.freeze()));
+            }
         }
         Ok(())
     }
 
+    /// The decoder rejected the frame at the start of `bad` (every byte buffered) with
+    /// `e`: drop that frame as [`Decoder::resync`] says, or end the stream if it cannot.
+    /// Returns `e`, for the reader to yield.
+    fn bad_input(&mut self, e: io::Error, mut bad: FixedBuf) -> io::Error {
+        debug_assert!(self.ready.is_none() && self.pending.is_none() && self.carry.is_none());
+        self.need = 1;
+        match self.decoder.resync(&bad) {
+            Resync::Stop => return self.fail(e),
+            Resync::Skip(n) => {
+                bad.skip(n);
+                // Whatever follows is decoded (and carried, if partial) from `ready`.
+                self.ready = Some(bad).filter(|b| !b.is_empty());
+            }
+            Resync::More => self.discarding = true,
+        }
+        e
+    }
+
+    /// Shows the bytes just read to [`Decoder::resync`] while discarding.
+    fn discard(&mut self, ring: &Ring) {
+        let p = self.pending.as_mut().expect("Step::Read without a region");
+        match self.decoder.resync(p) {
+            // The region is reused for the bytes that follow.
+            Resync::More => p.clear(),
+            Resync::Skip(n) => {
+                self.discarding = false;
+                let mut p = self.pending.take().expect("checked above");
+                p.shrink_in(ring);
+                let mut rest = p.freeze();
+                rest.skip(n);
+                self.ready = Some(rest).filter(|r| !r.is_empty());
+            }
+            Resync::Stop => {
+                // The error was reported when discarding began: end quietly.
+                self.fail(io::ErrorKind::InvalidData.into());
+            }
+        }
+    }
+
     /// The stream ended: the last frame, if the decoder makes one of what is left.
+    /// While discarding, the stream ends cleanly: the rejected frame was reported.
     pub(crate) fn eof(&mut self, ring: &Ring) -> io::Result<Option<FixedBuf>> {
         self.done = true;
+        if self.discarding {
+            self.discarding = false;
+            self.pending = None;
+            return Ok(None);
+        }
         let Some(mut p) = self.pending.take().filter(|p| !p.is_empty()) else {
             return Ok(None);
         };
@@ -214,6 +275,7 @@ impl<D: Decoder> Core<D> {
         self.carry = None;
         self.spill = Vec::new();
         self.spilled = false;
+        self.discarding = false;
         self.done = true;
         e
     }
