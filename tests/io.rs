@@ -366,6 +366,60 @@ fn frames_of_one_read_share_their_region() {
     assert_eq!(r.ring().stats().live_buffers, 1);
 }
 
+/// A reader that records where each read put the stream: (address, stream offset,
+/// bytes), serving as much as asked up to `max` per read (as a socket with data queued).
+struct Recorded<'a> {
+    data: &'a [u8],
+    pos: usize,
+    max: usize,
+    reads: Vec<(usize, usize, usize)>,
+}
+
+impl Read for Recorded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(self.max).min(self.data.len() - self.pos);
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.reads.push((buf.as_ptr() as usize, self.pos, n));
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Frames of one length that keep straddling the end of a read would each be copied
+/// into the next region in part; the reader sizes its reads to end on their boundaries
+/// instead, so every frame (header included) is where the read put it: no copy once
+/// the length is known.
+#[test]
+fn frames_of_one_length_are_not_copied() {
+    for (size, count) in [(16 << 10, 40), (1000, 400), (100, 3000)] {
+        let frames: Vec<Vec<u8>> = (0..count).map(|i| vec![i as u8; size]).collect();
+        let wire = encode(&frames, LengthDelimited::new());
+        let src = Recorded {
+            data: &wire,
+            pos: 0,
+            max: 64 << 10,
+            reads: Vec::new(),
+        };
+        let mut r = FramedReader::new(src, LengthDelimited::new());
+        let mut at = 0; // the frame's header in the stream
+        let mut copied = 0;
+        while let Some(f) = r.next_frame().unwrap() {
+            let (addr, end) = (f.as_ptr() as usize - 4, at + 4 + f.len());
+            let in_place = r.get_ref().reads.iter().rev().any(|&(dest, from, n)| {
+                from <= at && end <= from + n && dest + (at - from) == addr
+            });
+            copied += usize::from(!in_place);
+            at = end;
+        }
+        assert_eq!(at, wire.len());
+        // The first read, before the reader has seen two frames, may stop inside one.
+        assert!(
+            copied <= 1,
+            "{copied} frames of {size} bytes copied after a read"
+        );
+    }
+}
+
 /// A reader whose ring is full of frames the consumer holds waits for their release
 /// (on another thread) instead of failing.
 #[test]

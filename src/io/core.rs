@@ -38,6 +38,11 @@ pub(crate) struct Core<D> {
     spilled: bool,
     /// Bytes `pending` must hold before decoding is worth trying again.
     need: usize,
+    /// Bytes (header included) of the last frame yielded.
+    last: usize,
+    /// `last`, when the frame before it was as long (a stream of like frames), else 0:
+    /// reads are sized to end where such frames would, see [`Core::read_len`].
+    stride: usize,
     /// Leading bytes of `pending` known initialised (its data and zeroed spare).
     init: usize,
     /// Dropping the rest of a rejected frame: every byte read goes to
@@ -58,6 +63,8 @@ impl<D: Decoder> Core<D> {
             spill: Vec::new(),
             spilled: false,
             need: 1,
+            last: 0,
+            stride: 0,
             init: 0,
             discarding: false,
             done: false,
@@ -77,6 +84,12 @@ impl<D: Decoder> Core<D> {
             match self.decoder.decode(ready) {
                 Ok(Decode::Frame(f)) => {
                     check(f, ready.len());
+                    self.stride = if f.consumed == self.last {
+                        f.consumed
+                    } else {
+                        0
+                    };
+                    self.last = f.consumed;
                     let frame = ready.slice(f.start..f.end);
                     if f.consumed == ready.len() {
                         self.ready = None;
@@ -133,29 +146,63 @@ impl<D: Decoder> Core<D> {
         self.pending = Some(region);
     }
 
-    /// The region's unwritten bytes, for an `AsyncRead`'s `ReadBuf`.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
-        self.pending
-            .as_mut()
-            .expect("Step::Read without a region")
-            .spare_mut()
+    /// Bytes to ask of the next read into `pending` (at least 1, at most its spare).
+    ///
+    /// A read that stops inside a frame leaves that frame's first part at the end of a
+    /// region that is then frozen for the frames before it, so the part is copied into
+    /// the next region. Frames of one length are the common case worth sizing for: the
+    /// read is cut to end where such frames would end (the pending frame's end, if the
+    /// decoder knows it, plus whole frames), so that a reader handed what it asks for
+    /// ends each read on a frame boundary and copies nothing. Other streams read the
+    /// whole spare (a stride is only taken after two frames of the same length).
+    fn read_len(&self) -> usize {
+        let p = self.pending.as_ref().expect("Step::Read without a region");
+        let (len, cap) = (p.len(), p.capacity());
+        let spare = cap - len;
+        let stride = self.stride;
+        if stride == 0 {
+            return spare;
+        }
+        // `pending` starts at a frame boundary; its frame ends at `need` when the
+        // decoder has read its header (a `need` shorter than a frame is a header's).
+        let base = if self.need > len && self.need >= stride {
+            self.need
+        } else {
+            0
+        };
+        let end = base + cap.saturating_sub(base) / stride * stride;
+        if len < end && end <= cap {
+            end - len
+        } else {
+            spare
+        }
     }
 
-    /// The region's unwritten bytes, zeroed the first time (a `std::io::Read` may only
-    /// be handed initialised memory).
-    pub(crate) fn spare_init(&mut self) -> &mut [u8] {
+    /// The bytes to read into next, for an `AsyncRead`'s `ReadBuf`: the first
+    /// [`read_len`](Self::read_len) bytes of the region's spare.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
+        let n = self.read_len();
         let p = self.pending.as_mut().expect("Step::Read without a region");
-        let (len, cap) = (p.len(), p.capacity());
-        let spare = p.spare_mut();
-        if self.init < cap {
+        &mut p.spare_mut()[..n]
+    }
+
+    /// The first [`read_len`](Self::read_len) bytes of the region's spare, initialised
+    /// for a `std::io::Read` (which may only be handed initialised memory): zeroed the
+    /// first time, and only as far as a read is asked to go.
+    pub(crate) fn spare_init(&mut self) -> &mut [u8] {
+        let n = self.read_len();
+        let p = self.pending.as_mut().expect("Step::Read without a region");
+        let len = p.len();
+        let spare = &mut p.spare_mut()[..n];
+        if self.init < len + n {
             for b in &mut spare[self.init - len..] {
                 b.write(0);
             }
-            self.init = cap;
+            self.init = len + n;
         }
-        // SAFETY: every spare byte was written above or before (`init == cap`), and
-        // `u8` has no invalid values.
+        // SAFETY: the first `n` spare bytes, up to `init`, were written above or
+        // before, and `u8` has no invalid values.
         unsafe { &mut *(spare as *mut [MaybeUninit<u8>] as *mut [u8]) }
     }
 
@@ -294,6 +341,7 @@ impl<D: Decoder> Core<D> {
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.
+#[inline]
 fn check(f: Frame, len: usize) {
     assert!(
         f.start <= f.end && f.end <= f.consumed && f.consumed <= len && f.consumed > 0,

@@ -393,6 +393,7 @@ impl LengthDelimited {
         Ok(w)
     }
 
+    #[inline]
     fn field(&self, head: &[u8]) -> u64 {
         let mut b = [0u8; 8];
         match self.endian {
@@ -411,6 +412,7 @@ impl LengthDelimited {
 impl LengthDelimited {
     /// The payload length the header at the start of `head` announces (`head` holds the
     /// whole header), checked against memory but not against the maximum.
+    #[inline]
     fn payload_len(&self, head: &[u8]) -> io::Result<usize> {
         let field = self.field(head);
         let len = i128::from(field) + i128::from(self.adjustment);
