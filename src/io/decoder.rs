@@ -428,7 +428,9 @@ impl LengthDelimited {
 }
 
 impl Decoder for LengthDelimited {
-    #[inline]
+    // Always: it is the whole of a reader's per-frame work beside slicing, and called
+    // from two places, which would otherwise keep it out of line.
+    #[inline(always)]
     fn decode(&mut self, buf: &[u8]) -> io::Result<Decode> {
         let w = self.width;
         let Some(head) = buf.get(..w) else {

@@ -84,7 +84,7 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         FramedReader {
             reader,
             ring,
-            core: Core::new(decoder, read_size),
+            core: Core::new(decoder, read_size, false),
             reader_failed: false,
         }
     }
@@ -137,6 +137,12 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
             match self.core.step()? {
                 Step::Frame(f) => return Ok(Some(f)),
                 Step::End => return Ok(None),
+                // A blocking read cannot tell whether the bytes are there: no top-up.
+                Step::TopUp => self.core.settle(&self.ring),
+                Step::ReaderError(e) => {
+                    self.reader_failed = true;
+                    return Err(e);
+                }
                 Step::Alloc(n) => {
                     let region = match self.ring.fixed(n) {
                         Some(region) => region,
