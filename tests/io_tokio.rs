@@ -266,7 +266,14 @@ proptest! {
         fail in any::<bool>(),
         read_size in prop::sample::select(vec![64usize, 200, 4096, 16_384]),
         lines in any::<bool>(),
+        like in any::<bool>(),
     ) {
+        // Frames of one length, then others: reads sized for the run, then not.
+        let lens: Vec<usize> = if like {
+            (0..lens.len() * 2).map(|i| lens.get(i / 20).copied().unwrap_or(7)).collect()
+        } else {
+            lens
+        };
         let mut stalls = stalls;
         stalls.push(false); // not every poll stalls
         let data = if lines {

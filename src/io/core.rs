@@ -34,6 +34,10 @@ const QUEUE: usize = 128;
 /// copying.
 const TOP_UP_MIN: usize = 4 << 10;
 
+/// Frames of one length in a row after which a stream is taken to go on with them
+/// (a mixed stream rarely has as many).
+const RUN: usize = 16;
+
 /// What follows the queued frames in the buffered bytes.
 enum After {
     /// Not decoded yet (the queue filled up first), or nothing.
@@ -87,6 +91,8 @@ pub(crate) struct Core<D> {
     /// `last`, when the frame before it was as long (a stream of like frames), else 0:
     /// reads are sized to end where such frames would, see [`Core::read_len`].
     stride: usize,
+    /// Frames of `last` bytes in a row (up to [`RUN`]).
+    run: usize,
     /// Leading bytes of `pending` known initialised (its data and zeroed spare).
     init: usize,
     /// Dropping the rest of a rejected frame: every byte read goes to
@@ -116,6 +122,7 @@ impl<D: Decoder> Core<D> {
             need: 1,
             last: 0,
             stride: 0,
+            run: 0,
             init: 0,
             discarding: false,
             done: false,
@@ -132,11 +139,15 @@ impl<D: Decoder> Core<D> {
     /// Decodes frames of `buf` from `from` into the queue; returns where they end and
     /// what follows.
     fn walk(&mut self, buf: &[u8], mut from: usize) -> (usize, After) {
-        // Without top-ups only the first frame is needed ahead (to know the region
-        // holds one); the rest are decoded as they are taken.
-        let most = if self.top_up { QUEUE } else { 1 };
+        // Only the first frame is needed ahead (to know the region holds one) without
+        // top-ups, or when the bytes are a whole number of frames of a long run of like
+        // frames (reads are sized for that: no partial frame is expected); the rest
+        // are then decoded as they are taken.
+        let stride = self.stride;
+        let aligned = self.run >= RUN && (buf.len() - from) % stride == 0;
+        let most = if self.top_up && !aligned { QUEUE } else { 1 };
         while from < buf.len() {
-            if self.queue.len() == most {
+            if self.queue.len() >= most {
                 return (from, After::Unwalked);
             }
             match self.decoder.decode(&buf[from..]) {
@@ -195,11 +206,13 @@ impl<D: Decoder> Core<D> {
                     break;
                 }
             };
-            self.stride = if f.consumed == self.last {
-                f.consumed
+            if f.consumed == self.last {
+                self.stride = f.consumed;
+                self.run = (self.run + 1).min(RUN);
             } else {
-                0
-            };
+                self.stride = 0;
+                self.run = 1;
+            }
             self.last = f.consumed;
             let frame = ready.slice(f.start..f.end);
             ready.skip(f.consumed);
