@@ -392,6 +392,8 @@ impl Read for Recorded<'_> {
 #[test]
 fn frames_of_one_length_are_not_copied() {
     for (size, count) in [(16 << 10, 40), (1000, 400), (100, 3000)] {
+        // A few regions' worth under Miri, which zeroes each region a byte at a time.
+        let count = if cfg!(miri) { count / 4 } else { count };
         let frames: Vec<Vec<u8>> = (0..count).map(|i| vec![i as u8; size]).collect();
         let wire = encode(&frames, LengthDelimited::new());
         let src = Recorded {
