@@ -1,6 +1,7 @@
 //! The framed reader against a reference decoder: a byte string is a reader
-//! configuration, a pattern of read sizes and a stream. Shared by the fuzz target
-//! `framed` and `tests/io.rs`.
+//! configuration, a pattern of read sizes and a stream. Frames and errors must come in
+//! the same order, a rejected frame being skipped where its decoder can resynchronise.
+//! Shared by the fuzz target `framed` and `tests/io.rs`.
 
 use std::io::{self, ErrorKind, Read};
 
@@ -25,17 +26,20 @@ impl Read for Chunked<'_> {
     }
 }
 
-/// The frames a plain decoder finds, then how the stream ended (`None`: cleanly).
-type Outcome = (Vec<Vec<u8>>, Option<ErrorKind>);
+/// What a plain decoder makes of a stream, in order: each frame, or the error for a
+/// frame it rejects (after which it goes on where the next frame is known to start, or
+/// ends); then the end.
+type Outcome = Vec<Result<Vec<u8>, ErrorKind>>;
 
 fn reference_length(mut s: &[u8], width: usize, big: bool, adjust: i64, max: usize) -> Outcome {
-    let mut frames = Vec::new();
+    let mut out = Vec::new();
     loop {
         if s.is_empty() {
-            return (frames, None);
+            return out;
         }
         if s.len() < width {
-            return (frames, Some(ErrorKind::UnexpectedEof));
+            out.push(Err(ErrorKind::UnexpectedEof));
+            return out;
         }
         let mut b = [0u8; 8];
         let field = if big {
@@ -46,52 +50,67 @@ fn reference_length(mut s: &[u8], width: usize, big: bool, adjust: i64, max: usi
             u64::from_le_bytes(b)
         };
         let len = i128::from(field) + i128::from(adjust);
-        if len < 0 || len + width as i128 > isize::MAX as i128 || len > max as i128 {
-            return (frames, Some(ErrorKind::InvalidData));
+        if len < 0 || len + width as i128 > isize::MAX as i128 {
+            // The length overflows: nothing says where the next frame starts.
+            out.push(Err(ErrorKind::InvalidData));
+            return out;
         }
         let end = width + len as usize;
-        if s.len() < end {
-            return (frames, Some(ErrorKind::UnexpectedEof));
+        if len > max as i128 {
+            // Too long: reported, then skipped (a stream ending inside it ends cleanly).
+            out.push(Err(ErrorKind::InvalidData));
+            s = s.get(end..).unwrap_or_default();
+            continue;
         }
-        frames.push(s[width..end].to_vec());
+        if s.len() < end {
+            out.push(Err(ErrorKind::UnexpectedEof));
+            return out;
+        }
+        out.push(Ok(s[width..end].to_vec()));
         s = &s[end..];
     }
 }
 
 fn reference_lines(mut s: &[u8], max: usize) -> Outcome {
-    let mut frames = Vec::new();
+    let mut out = Vec::new();
     while !s.is_empty() {
         let (line, rest) = match s.iter().position(|&b| b == b'\n') {
             Some(i) => (&s[..i], &s[i + 1..]),
             None => (s, &s[s.len()..]),
         };
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.len() > max {
-            return (frames, Some(ErrorKind::InvalidData));
-        }
-        frames.push(line.to_vec());
+        // A line too long is reported, then skipped up to its newline.
+        out.push(if line.len() > max {
+            Err(ErrorKind::InvalidData)
+        } else {
+            Ok(line.to_vec())
+        });
         s = rest;
     }
-    (frames, None)
+    out
 }
 
 fn read_all<D: ringmem::io::Decoder>(mut r: FramedReader<Chunked<'_>, D>) -> Outcome {
-    let mut frames = Vec::new();
+    let mut out = Vec::new();
     let mut held = Vec::new();
-    let end = loop {
+    // Every event but the end takes at least one byte of the stream (a header, a
+    // newline): a reader that yields more is stuck.
+    let bound = r.get_ref().data.len() + 2;
+    loop {
         match r.next_frame() {
             Ok(Some(f)) => {
-                frames.push(f.to_vec());
+                out.push(Ok(f.to_vec()));
                 // Keep a few frames alive, so regions are shared and the ring wraps.
                 held.push(f);
                 if held.len() > 3 {
                     held.remove(0);
                 }
             }
-            Ok(None) => break None,
-            Err(e) => break Some(e.kind()),
+            Ok(None) => break,
+            Err(e) => out.push(Err(e.kind())),
         }
-    };
+        assert!(out.len() <= bound, "more events than bytes: {out:?}");
+    }
     assert!(r.next_frame().unwrap().is_none(), "a frame after the end");
     drop(held);
     assert_eq!(
@@ -99,7 +118,7 @@ fn read_all<D: ringmem::io::Decoder>(mut r: FramedReader<Chunked<'_>, D>) -> Out
         0,
         "the reader kept ring memory"
     );
-    (frames, end)
+    out
 }
 
 /// Runs one input: `[config, read sizes.., 0, stream..]`.

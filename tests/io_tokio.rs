@@ -1,14 +1,18 @@
 //! The async framed reader on loopback TCP (feature `tokio`).
 
 use std::future::poll_fn;
-use std::io::ErrorKind;
+use std::io::{self, ErrorKind, Read};
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
-use ringmem::io::{AsyncFramedReader, FrameError, FramedWriter, LengthDelimited, Lines};
+use proptest::prelude::*;
+use ringmem::io::{
+    AsyncFramedReader, Decoder, FrameError, FramedReader, FramedWriter, LengthDelimited, Lines,
+};
 use ringmem::{FixedBuf, Ring};
-use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 async fn next<R: AsyncRead + Unpin, D: ringmem::io::Decoder + Unpin>(
@@ -92,13 +96,14 @@ async fn a_full_ring_waits_for_the_consumer() {
 }
 
 #[tokio::test]
-async fn bad_input_ends_the_stream_with_an_error() {
-    // Lines over the maximum, then a frame cut by the peer's close.
-    let conn = serve(b"short\nmuch too long for this\n".to_vec(), 7).await;
+async fn bad_input_is_an_error_then_skipped_or_the_end() {
+    // A line over the maximum (skipped), then a frame cut by the peer's close (the end).
+    let conn = serve(b"short\nmuch too long for this\nnext\n".to_vec(), 7).await;
     let mut r = AsyncFramedReader::new(conn, Lines::with_max_length(10));
     assert_eq!(&next(&mut r).await.unwrap().unwrap()[..], b"short");
     let e = next(&mut r).await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert_eq!(&next(&mut r).await.unwrap().unwrap()[..], b"next");
     assert!(next(&mut r).await.is_none());
     assert_eq!(r.ring().stats().live_buffers, 0);
 
@@ -131,4 +136,196 @@ async fn a_frame_larger_than_the_ring_is_invalid_data() {
         }
     ));
     assert!(next(&mut r).await.is_none());
+}
+
+/// Hands out a stream in reads of `sizes[i % len]` bytes (at least 1), answering
+/// `Pending` (and waking itself) on the polls `stalls[i % len]` marks, and, once the
+/// stream is out, an error if `fail` (else the end).
+#[derive(Clone)]
+struct Scripted {
+    data: Vec<u8>,
+    pos: usize,
+    sizes: Vec<usize>,
+    stalls: Vec<bool>,
+    fail: bool,
+    i: usize,
+}
+
+impl Scripted {
+    /// The next read: `None` to stall, else the bytes to hand out (or the error).
+    fn serve(&mut self, room: usize) -> Option<io::Result<&[u8]>> {
+        let i = self.i;
+        self.i += 1;
+        if self.stalls[i % self.stalls.len()] {
+            return None;
+        }
+        if self.pos == self.data.len() && self.fail {
+            return Some(Err(ErrorKind::ConnectionReset.into()));
+        }
+        let n = self.sizes[i % self.sizes.len()]
+            .max(1)
+            .min(room)
+            .min(self.data.len() - self.pos);
+        self.pos += n;
+        Some(Ok(&self.data[self.pos - n..self.pos]))
+    }
+}
+
+impl AsyncRead for Scripted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut().serve(buf.remaining()) {
+            None => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Some(got) => Poll::Ready(got.map(|b| buf.put_slice(b))),
+        }
+    }
+}
+
+/// The same reads, blocking: the stalls skipped.
+impl Read for Scripted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.serve(buf.len()) {
+                None => continue,
+                Some(got) => {
+                    let got = got?;
+                    buf[..got.len()].copy_from_slice(got);
+                    return Ok(got.len());
+                }
+            }
+        }
+    }
+}
+
+type Events = Vec<Result<Vec<u8>, ErrorKind>>;
+
+/// Every frame and error the async reader yields, to the end.
+fn read_async<D: Decoder + Unpin>(src: Scripted, d: D, read_size: usize) -> Events {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let bound = src.data.len() + 2;
+        let mut r =
+            AsyncFramedReader::with_ring(src, d, Ring::new(1 << 18)).with_read_size(read_size);
+        let mut got = Vec::new();
+        let mut held = Vec::new();
+        while let Some(f) = next(&mut r).await {
+            got.push(
+                f.map(|f| {
+                    held.push(f.clone());
+                    if held.len() > 3 {
+                        held.remove(0);
+                    }
+                    f.to_vec()
+                })
+                .map_err(|e| e.kind()),
+            );
+            assert!(got.len() <= bound, "more events than bytes");
+        }
+        drop(held);
+        assert_eq!(
+            r.ring().stats().live_buffers,
+            0,
+            "the reader kept ring memory"
+        );
+        got
+    })
+}
+
+/// The blocking reader's (checked against a reference decoder by the fuzz target).
+fn read_blocking<D: Decoder>(src: Scripted, d: D, read_size: usize) -> Events {
+    let r = FramedReader::with_ring(src, d, Ring::new(1 << 18)).with_read_size(read_size);
+    r.map(|f| f.map(|f| f.to_vec()).map_err(|e| e.kind()))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 256 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Whatever reads return and however often they stall, the async reader (which
+    /// completes a region's last frame in place when the bytes are there) yields what
+    /// the blocking reader does: the same frames, errors, skips and end.
+    #[test]
+    fn the_async_reader_agrees_with_the_blocking_one(
+        lens in prop::collection::vec(prop_oneof![0..300usize, 0..12_000usize], 0..40),
+        cut in any::<prop::sample::Index>(),
+        whole in any::<bool>(),
+        sizes in prop::collection::vec(1..30_000usize, 1..5),
+        stalls in prop::collection::vec(any::<bool>(), 1..4),
+        fail in any::<bool>(),
+        read_size in prop::sample::select(vec![64usize, 200, 4096, 16_384]),
+        lines in any::<bool>(),
+        like in any::<bool>(),
+    ) {
+        // Frames of one length, then others: reads sized for the run, then not.
+        let lens: Vec<usize> = if like {
+            (0..lens.len() * 2).map(|i| lens.get(i / 20).copied().unwrap_or(7)).collect()
+        } else {
+            lens
+        };
+        let mut stalls = stalls;
+        stalls.push(false); // not every poll stalls
+        let data = if lines {
+            lens.iter().flat_map(|&n| {
+                let mut l = vec![b'a'; n % 9000];
+                l.push(if n % 7 == 0 { b'\r' } else { b'\n' });
+                l
+            }).collect::<Vec<u8>>()
+        } else {
+            let frames: Vec<Vec<u8>> = lens.iter().map(|&n| vec![n as u8; n]).collect();
+            let mut w = FramedWriter::new(Vec::new(), LengthDelimited::new().field_width(2));
+            for f in &frames {
+                w.write_frame(f).unwrap();
+            }
+            w.into_inner()
+        };
+        let end = if whole || data.is_empty() { data.len() } else { cut.index(data.len()) };
+        let src = Scripted {
+            data: data[..end].to_vec(),
+            pos: 0,
+            sizes,
+            stalls,
+            fail,
+            i: 0,
+        };
+        let (got, want) = if lines {
+            let d = Lines::with_max_length(6000);
+            (read_async(src.clone(), d, read_size), read_blocking(src, d, read_size))
+        } else {
+            let d = LengthDelimited::new().field_width(2).max_frame_length(10_000);
+            (read_async(src.clone(), d, read_size), read_blocking(src, d, read_size))
+        };
+        prop_assert_eq!(got, want);
+    }
+}
+
+/// An error of the reader while the async reader tops up a region: the frames already
+/// in the region come first, then the error, then the end.
+#[test]
+fn a_read_error_while_topping_up_comes_after_the_frames() {
+    let frames: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 10_000]).collect();
+    let wire = encode(&frames);
+    // One read ends 6000 bytes into the second frame (worth a top-up); the next fails.
+    let src = Scripted {
+        data: wire[..16_004].to_vec(),
+        pos: 0,
+        sizes: vec![16_004],
+        stalls: vec![false],
+        fail: true,
+        i: 0,
+    };
+    let got = read_async(src, LengthDelimited::new(), 16_384);
+    let want = vec![Ok(frames[0].clone()), Err(ErrorKind::ConnectionReset)];
+    assert_eq!(got, want);
 }

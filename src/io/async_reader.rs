@@ -19,7 +19,13 @@ use crate::{FixedBuf, Ring};
 /// [`Stream`] of frames, each a [`FixedBuf`] slice of the ring region it was read into.
 /// When the frames still held fill the ring, the stream waits (the task is woken by a
 /// release on any thread) instead of failing, so memory stays bounded by the ring
-/// whatever the peer sends. Errors, and what follows them, are the blocking reader's.
+/// whatever the peer sends. Where the blocking reader copies a frame cut by the end of
+/// a read into the next region, this one first asks the reader for the rest of it in
+/// place (a region keeps a quarter of its size spare for that), and copies only if the
+/// bytes are not there yet: it never waits for them while frames are ready. Errors, and what follows them, are the blocking reader's
+/// iterator's: after a rejected frame the stream goes on where the decoder
+/// resynchronises, and after an error of the underlying reader it ends (releasing
+/// what it buffered).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -70,7 +76,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         AsyncFramedReader {
             reader,
             ring,
-            core: Core::new(decoder, read_size),
+            core: Core::new(decoder, read_size, true),
             slot: TaskSlot::default(),
         }
     }
@@ -180,6 +186,34 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
             match step {
                 Step::Frame(f) => return Poll::Ready(Some(Ok(f))),
                 Step::End => return Poll::Ready(None),
+                // The stream ends with an error of the reader, its bytes released.
+                Step::ReaderError(e) => return Poll::Ready(Some(Err(this.core.fail(e)))),
+                Step::TopUp => {
+                    // The region's last frame, if its rest is there now; if it is not,
+                    // the frames before it go out and the part is carried.
+                    let mut buf = ReadBuf::uninit(this.core.spare());
+                    match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => {
+                            this.core.defer(e, &this.ring);
+                            continue;
+                        }
+                        Poll::Pending => {
+                            this.core.settle(&this.ring);
+                            continue;
+                        }
+                    }
+                    let n = buf.filled().len();
+                    if n == 0 {
+                        this.core.top_up_eof(&this.ring);
+                        continue;
+                    }
+                    // SAFETY: `ReadBuf` vouches that its first `n` (filled) bytes, of
+                    // the spare it was made from, are initialised.
+                    if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
                 Step::Alloc(n) => match this.poll_region(cx, n) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
@@ -189,7 +223,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     let mut buf = ReadBuf::uninit(this.core.spare());
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
-                        Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                        Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(this.core.fail(e)))),
                         Poll::Pending => return Poll::Pending,
                     }
                     let n = buf.filled().len();

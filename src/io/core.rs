@@ -2,9 +2,10 @@
 //! differ only in how they wait for ring room and for bytes.
 
 use core::mem::MaybeUninit;
+use std::collections::VecDeque;
 use std::io;
 
-use super::decoder::{Decode, Decoder, Frame, FrameError};
+use super::decoder::{Decode, Decoder, Frame, FrameError, Resync};
 use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
 
 /// What the reader must do next.
@@ -15,20 +16,67 @@ pub(crate) enum Step {
     Alloc(usize),
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
     Read,
+    /// Read into [`Core::spare`] if the bytes are there now (report as for `Read`);
+    /// if they are not, or on an error, call [`Core::settle`] and go on.
+    TopUp,
+    /// Yield this error of the underlying reader, deferred behind the frames that
+    /// arrived before it.
+    ReaderError(io::Error),
     /// The stream has ended (cleanly, or after an error that was returned).
     End,
+}
+
+/// Frames decoded ahead at most: the queue's bound whatever the frames' sizes.
+const QUEUE: usize = 128;
+
+/// Bytes of a partial frame from which completing it in place (one more read) is
+/// preferred to copying them into the next region: about what a read call costs in
+/// copying.
+const TOP_UP_MIN: usize = 4 << 10;
+
+/// Frames of one length in a row after which a stream is taken to go on with them
+/// (a mixed stream rarely has as many).
+const RUN: usize = 16;
+
+/// What follows the queued frames in the buffered bytes.
+enum After {
+    /// Not decoded yet (the queue filled up first), or nothing.
+    Unwalked,
+    /// A partial frame, needing this many bytes from its first.
+    Need(usize),
+    /// Bytes the decoder rejected.
+    Error(io::Error),
 }
 
 /// The buffered bytes. At most one of `ready`, `pending` holds data at a time, and
 /// `carry` only between a `Need` that outgrew its region and the next `install`.
 pub(crate) struct Core<D> {
     pub(crate) decoder: D,
-    /// Bytes of a region when no frame asks for more.
+    /// Bytes of a region's bulk read when no frame asks for more.
     pub(crate) read_size: usize,
-    /// A frozen region's bytes not yet yielded; it starts at a frame boundary and holds
-    /// at least one complete frame when it is made.
+    /// Whether the reader can read without waiting ([`Step::TopUp`]): regions then get
+    /// room beyond `read_size` to complete their last frame in place.
+    top_up: bool,
+    /// Frames decoded and not yet yielded, each as the decoder found it at the end of
+    /// the one before (the first at the start of `ready`, or of `pending` while
+    /// `topping`); at most [`QUEUE`].
+    queue: VecDeque<Frame>,
+    /// What follows the queued frames.
+    after: After,
+    /// Bytes of `pending` the queued frames take (0 unless `topping`).
+    walked: usize,
+    /// `pending` is kept open after frames were decoded in it, to complete its last
+    /// (partial) frame in place if the reader has the bytes at once.
+    topping: bool,
+    /// A read (a top-up) saw the end of the stream: it ends once the queue drains.
+    at_eof: bool,
+    /// An error of a top-up read, yielded once the queue drains.
+    deferred: Option<io::Error>,
+    /// A frozen region's bytes not yet yielded: the queued frames, then what `after`
+    /// says; it starts at a frame boundary.
     ready: Option<FixedBuf>,
-    /// The region being read into: a partial frame, from its first byte.
+    /// The region being read into: from its first byte, the queued frames (while
+    /// `topping`) and a partial frame.
     pending: Option<FixedBufMut>,
     /// A partial frame to copy into the next region.
     carry: Option<FixedBuf>,
@@ -38,60 +86,190 @@ pub(crate) struct Core<D> {
     spilled: bool,
     /// Bytes `pending` must hold before decoding is worth trying again.
     need: usize,
+    /// Bytes (header included) of the last frame yielded.
+    last: usize,
+    /// `last`, when the frame before it was as long (a stream of like frames), else 0:
+    /// reads are sized to end where such frames would, see [`Core::read_len`].
+    stride: usize,
+    /// Frames of `last` bytes in a row (up to [`RUN`]).
+    run: usize,
     /// Leading bytes of `pending` known initialised (its data and zeroed spare).
     init: usize,
+    /// Dropping the rest of a rejected frame: every byte read goes to
+    /// [`Decoder::resync`] until it says where the next frame starts (`pending` then
+    /// holds no frame, only bytes not yet shown to it).
+    discarding: bool,
     done: bool,
 }
 
 impl<D: Decoder> Core<D> {
-    pub(crate) fn new(decoder: D, read_size: usize) -> Self {
+    pub(crate) fn new(decoder: D, read_size: usize, top_up: bool) -> Self {
         Core {
             decoder,
             read_size,
+            top_up,
+            queue: VecDeque::with_capacity(QUEUE),
+            after: After::Unwalked,
+            walked: 0,
+            topping: false,
+            at_eof: false,
+            deferred: None,
             ready: None,
             pending: None,
             carry: None,
             spill: Vec::new(),
             spilled: false,
             need: 1,
+            last: 0,
+            stride: 0,
+            run: 0,
             init: 0,
+            discarding: false,
             done: false,
         }
     }
 
-    /// Region bytes for a frame that needs `need` in all.
+    /// Region bytes for a frame that needs `need` in all: a bulk read, and room to
+    /// complete the frame it ends in if the reader can top up.
     fn region_for(&self, need: usize) -> usize {
-        need.max(self.read_size)
+        let slack = if self.top_up { self.read_size / 4 } else { 0 };
+        need.max(self.read_size + slack)
+    }
+
+    /// Decodes frames of `buf` from `from` into the queue; returns where they end and
+    /// what follows.
+    fn walk(&mut self, buf: &[u8], mut from: usize) -> (usize, After) {
+        // Only the first frame is needed ahead (to know the region holds one) without
+        // top-ups, or when the bytes are a whole number of frames of a long run of like
+        // frames (reads are sized for that: no partial frame is expected); the rest
+        // are then decoded as they are taken.
+        let stride = self.stride;
+        let aligned = self.run >= RUN && (buf.len() - from) % stride == 0;
+        let most = if self.top_up && !aligned { QUEUE } else { 1 };
+        while from < buf.len() {
+            if self.queue.len() >= most {
+                return (from, After::Unwalked);
+            }
+            match self.decoder.decode(&buf[from..]) {
+                Ok(Decode::Frame(f)) => {
+                    check(f, buf.len() - from);
+                    self.queue.push_back(f);
+                    from += f.consumed;
+                }
+                Ok(Decode::Need(n)) => return (from, After::Need(n)),
+                Err(e) => return (from, After::Error(e)),
+            }
+        }
+        (from, After::Unwalked)
     }
 
     pub(crate) fn step(&mut self) -> io::Result<Step> {
-        if self.done {
-            return Ok(Step::End);
-        }
-        if let Some(ready) = &mut self.ready {
-            match self.decoder.decode(ready) {
-                Ok(Decode::Frame(f)) => {
-                    check(f, ready.len());
-                    let frame = ready.slice(f.start..f.end);
-                    if f.consumed == ready.len() {
-                        self.ready = None;
-                        self.need = 1;
-                    } else {
-                        ready.skip(f.consumed);
-                    }
-                    return Ok(Step::Frame(frame));
-                }
-                Ok(Decode::Need(n)) => {
-                    self.need = n.max(ready.len() + 1);
-                    self.carry = self.ready.take();
-                }
-                Err(e) => return Err(self.fail(e)),
+        loop {
+            if self.done {
+                return Ok(Step::End);
             }
+            if self.topping {
+                return Ok(Step::TopUp);
+            }
+            let Some(ready) = &mut self.ready else { break };
+            let f = match self.queue.pop_front() {
+                Some(f) => f,
+                // Past the frames decoded ahead: one at a time, as they are taken.
+                None if matches!(self.after, After::Unwalked) => match self.decoder.decode(ready) {
+                    Ok(Decode::Frame(f)) => {
+                        check(f, ready.len());
+                        f
+                    }
+                    Ok(Decode::Need(n)) => {
+                        self.after = After::Need(n);
+                        continue;
+                    }
+                    Err(e) => {
+                        self.after = After::Error(e);
+                        continue;
+                    }
+                },
+                None => {
+                    let rest = self.ready.take().expect("checked above");
+                    match core::mem::replace(&mut self.after, After::Unwalked) {
+                        After::Need(_) if self.at_eof => {
+                            self.done = true;
+                            return Ok(self.finish(rest)?.map_or(Step::End, Step::Frame));
+                        }
+                        After::Need(n) => {
+                            self.need = n.max(rest.len() + 1);
+                            self.carry = Some(rest);
+                        }
+                        After::Error(e) => return Err(self.bad_input(e, rest)),
+                        After::Unwalked => unreachable!("matched above"),
+                    }
+                    break;
+                }
+            };
+            if f.consumed == self.last {
+                self.stride = f.consumed;
+                self.run = (self.run + 1).min(RUN);
+            } else {
+                self.stride = 0;
+                self.run = 1;
+            }
+            self.last = f.consumed;
+            let frame = ready.slice(f.start..f.end);
+            ready.skip(f.consumed);
+            if ready.is_empty() {
+                debug_assert!(self.queue.is_empty(), "frames past {ready:?}");
+                self.ready = None;
+                self.need = 1;
+                self.after = After::Unwalked;
+            }
+            return Ok(Step::Frame(frame));
+        }
+        if let Some(e) = self.deferred.take() {
+            return Ok(Step::ReaderError(e));
+        }
+        if self.at_eof {
+            // A top-up saw the end, and nothing (or only discarded bytes) is left.
+            self.done = true;
+            self.discarding = false;
+            self.pending = None;
+            return Ok(Step::End);
         }
         Ok(match self.pending {
             None => Step::Alloc(self.region_for(self.need)),
             Some(_) => Step::Read,
         })
+    }
+
+    /// A top-up found no bytes ready (or failed, or saw the end): freezes the region
+    /// with the frames decoded in it, its partial frame to be carried.
+    pub(crate) fn settle(&mut self, ring: &Ring) {
+        debug_assert!(self.topping, "settle without a top-up");
+        self.topping = false;
+        self.freeze_pending(ring);
+    }
+
+    /// Makes `pending` (its queued frames, then `after`) the `ready` bytes.
+    fn freeze_pending(&mut self, ring: &Ring) {
+        debug_assert!(self.ready.is_none());
+        self.walked = 0;
+        let mut p = self.pending.take().expect("no region to freeze");
+        p.shrink_in(ring);
+        self.ready = Some(p.freeze());
+    }
+
+    /// As [`settle`](Self::settle), after a top-up read failed with `e`: the frames
+    /// before it are yielded first.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn defer(&mut self, e: io::Error, ring: &Ring) {
+        self.settle(ring);
+        self.deferred = Some(e);
+    }
+
+    /// As [`settle`](Self::settle), after a top-up read saw the end of the stream.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn top_up_eof(&mut self, ring: &Ring) {
+        self.settle(ring);
+        self.at_eof = true;
     }
 
     /// Called when the ring has no room for a `Step::Alloc` and the reader is about to
@@ -109,7 +287,7 @@ impl<D: Decoder> Core<D> {
 
     /// Takes a region from a `Step::Alloc` of at least that size.
     pub(crate) fn install(&mut self, mut region: FixedBufMut) {
-        debug_assert!(self.pending.is_none() && self.ready.is_none());
+        debug_assert!(self.pending.is_none() && self.ready.is_none() && self.queue.is_empty());
         // The one copy of a partial frame: `need > ` its length, and the region was
         // sized for `need`.
         let fits = if let Some(carry) = self.carry.take() {
@@ -125,29 +303,70 @@ impl<D: Decoder> Core<D> {
         self.pending = Some(region);
     }
 
-    /// The region's unwritten bytes, for an `AsyncRead`'s `ReadBuf`.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
-        self.pending
-            .as_mut()
-            .expect("Step::Read without a region")
-            .spare_mut()
+    /// Bytes to ask of the next read into `pending` (at least 1, at most its spare).
+    ///
+    /// A read that stops inside a frame leaves that frame's first part at the end of a
+    /// region that is then frozen for the frames before it, so the part is copied into
+    /// the next region. Frames of one length are the common case worth sizing for: the
+    /// read is cut to end where such frames would end (the pending frame's end, if the
+    /// decoder knows it, plus whole frames), so that a reader handed what it asks for
+    /// ends each read on a frame boundary and copies nothing. Other streams read the
+    /// whole spare (a stride is only taken after two frames of the same length).
+    fn read_len(&self) -> usize {
+        let p = self.pending.as_ref().expect("Step::Read without a region");
+        let (len, cap) = (p.len(), p.capacity());
+        if self.topping {
+            // Exactly the rest of the last frame (`need <= cap` when topping began).
+            return self.need - len;
+        }
+        // A bulk read leaves the region's slack for a top-up.
+        let limit = self.need.max(self.read_size).min(cap);
+        let limit = if limit > len { limit } else { cap };
+        let spare = limit - len;
+        let stride = self.stride;
+        if stride == 0 {
+            return spare;
+        }
+        // `pending` starts at a frame boundary; its frame ends at `need` when the
+        // decoder has read its header (a `need` shorter than a frame is a header's).
+        let base = if self.need > len && self.need >= stride {
+            self.need
+        } else {
+            0
+        };
+        let end = base + limit.saturating_sub(base) / stride * stride;
+        if len < end && end <= limit {
+            end - len
+        } else {
+            spare
+        }
     }
 
-    /// The region's unwritten bytes, zeroed the first time (a `std::io::Read` may only
-    /// be handed initialised memory).
-    pub(crate) fn spare_init(&mut self) -> &mut [u8] {
+    /// The bytes to read into next, for an `AsyncRead`'s `ReadBuf`: the first
+    /// [`read_len`](Self::read_len) bytes of the region's spare.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
+        let n = self.read_len();
         let p = self.pending.as_mut().expect("Step::Read without a region");
-        let (len, cap) = (p.len(), p.capacity());
-        let spare = p.spare_mut();
-        if self.init < cap {
+        &mut p.spare_mut()[..n]
+    }
+
+    /// The first [`read_len`](Self::read_len) bytes of the region's spare, initialised
+    /// for a `std::io::Read` (which may only be handed initialised memory): zeroed the
+    /// first time, and only as far as a read is asked to go.
+    pub(crate) fn spare_init(&mut self) -> &mut [u8] {
+        let n = self.read_len();
+        let p = self.pending.as_mut().expect("Step::Read without a region");
+        let len = p.len();
+        let spare = &mut p.spare_mut()[..n];
+        if self.init < len + n {
             for b in &mut spare[self.init - len..] {
                 b.write(0);
             }
-            self.init = cap;
+            self.init = len + n;
         }
-        // SAFETY: every spare byte was written above or before (`init == cap`), and
-        // `u8` has no invalid values.
+        // SAFETY: the first `n` spare bytes, up to `init`, were written above or
+        // before, and `u8` has no invalid values.
         unsafe { &mut *(spare as *mut [MaybeUninit<u8>] as *mut [u8]) }
     }
 
@@ -161,47 +380,124 @@ impl<D: Decoder> Core<D> {
         let p = self.pending.as_mut().expect("Step::Read without a region");
         // SAFETY: the caller's contract.
         unsafe { p.advance(n) };
+        if self.discarding {
+            self.discard(ring);
+            return Ok(());
+        }
         if p.len() < self.need {
             return Ok(());
         }
-        match self
-            .decoder
-            .decode(self.pending.as_deref().unwrap_or_default())
-        {
-            Ok(Decode::Frame(_)) => {
-                // `step` decodes it again from `ready`: the decoder may keep state.
-                let mut p = self.pending.take().expect("checked above");
-                p.shrink_in(ring);
-                self.ready = Some(p.freeze());
-                self.need = 1;
-            }
-            Ok(Decode::Need(n)) => {
-                let p = self.pending.take().expect("checked above");
-                self.need = n.max(p.len() + 1);
-                if self.need > p.capacity() {
-                    let mut p = p;
-                    p.shrink_in(ring);
-                    self.carry = Some(p.freeze());
-                } else {
-                    self.pending = Some(p);
+        let p = self.pending.take().expect("checked above");
+        let (end, after) = self.walk(&p, self.walked);
+        let (len, cap) = (p.len(), p.capacity());
+        if self.queue.is_empty() {
+            // Still the region's first frame, from its first byte.
+            match after {
+                After::Need(n) => {
+                    self.need = n.max(len + 1);
+                    if self.need > cap {
+                        let mut p = p;
+                        p.shrink_in(ring);
+                        self.carry = Some(p.freeze());
+                    } else {
+                        self.pending = Some(p);
+                    }
                 }
+                After::Error(e) => {
+                    let mut bad = p;
+                    bad.shrink_in(ring);
+                    return Err(self.bad_input(e, bad.freeze()));
+                }
+                After::Unwalked => unreachable!("{len} bytes, no frame and no need"),
             }
-            Err(e) => return Err(self.fail(e)),
+            return Ok(());
         }
+        self.pending = Some(p);
+        if let After::Need(n) = after {
+            // Rather than freeze the region with the last frame's first part at its end
+            // (to be copied into the next), complete it in place if the reader has the
+            // rest at once: one more read, worth it for a part too long to copy cheaply,
+            // when the decoder knows where the frame ends (a `Lines` decoder, asking
+            // for one more byte at a time, would make a read of each).
+            let (part, need) = (len - end, end + n);
+            if self.top_up && part >= TOP_UP_MIN && n > part + 1 && need <= cap {
+                self.walked = end;
+                self.need = need;
+                self.after = After::Need(n);
+                self.topping = true;
+                return Ok(());
+            }
+        }
+        self.topping = false;
+        self.freeze_pending(ring);
+        self.after = after;
+        self.need = 1;
         Ok(())
     }
 
+    /// The decoder rejected the frame at the start of `bad` (every byte buffered) with
+    /// `e`: drop that frame as [`Decoder::resync`] says, or end the stream if it cannot.
+    /// Returns `e`, for the reader to yield.
+    fn bad_input(&mut self, e: io::Error, mut bad: FixedBuf) -> io::Error {
+        debug_assert!(self.ready.is_none() && self.pending.is_none() && self.carry.is_none());
+        debug_assert!(self.queue.is_empty());
+        self.need = 1;
+        self.after = After::Unwalked;
+        match self.decoder.resync(&bad) {
+            Resync::Stop => return self.fail(e),
+            Resync::Skip(n) => {
+                bad.skip(n);
+                // Whatever follows is decoded (and carried, if partial) from `ready`.
+                self.ready = Some(bad).filter(|b| !b.is_empty());
+            }
+            Resync::More => self.discarding = true,
+        }
+        e
+    }
+
+    /// Shows the bytes just read to [`Decoder::resync`] while discarding.
+    fn discard(&mut self, ring: &Ring) {
+        let p = self.pending.as_mut().expect("Step::Read without a region");
+        match self.decoder.resync(p) {
+            // The region is reused for the bytes that follow.
+            Resync::More => p.clear(),
+            Resync::Skip(n) => {
+                self.discarding = false;
+                let mut p = self.pending.take().expect("checked above");
+                p.shrink_in(ring);
+                let mut rest = p.freeze();
+                rest.skip(n);
+                self.ready = Some(rest).filter(|r| !r.is_empty());
+            }
+            Resync::Stop => {
+                // The error was reported when discarding began: end quietly.
+                self.fail(io::ErrorKind::InvalidData.into());
+            }
+        }
+    }
+
     /// The stream ended: the last frame, if the decoder makes one of what is left.
+    /// While discarding, the stream ends cleanly: the rejected frame was reported.
     pub(crate) fn eof(&mut self, ring: &Ring) -> io::Result<Option<FixedBuf>> {
         self.done = true;
+        if self.discarding {
+            self.discarding = false;
+            self.pending = None;
+            return Ok(None);
+        }
         let Some(mut p) = self.pending.take().filter(|p| !p.is_empty()) else {
             return Ok(None);
         };
-        match self.decoder.decode_eof(&p) {
+        p.shrink_in(ring);
+        self.finish(p.freeze())
+    }
+
+    /// The last frame, if the decoder makes one of `tail`, what is left at the end.
+    fn finish(&mut self, tail: FixedBuf) -> io::Result<Option<FixedBuf>> {
+        match self.decoder.decode_eof(&tail) {
             Ok(f) => {
-                check(f, p.len());
-                p.shrink_in(ring);
-                Ok(Some(p.freeze().slice(f.start..f.end)))
+                check(f, tail.len());
+                Ok(Some(tail.slice(f.start..f.end)))
             }
             Err(e) => Err(self.fail(e)),
         }
@@ -214,6 +510,11 @@ impl<D: Decoder> Core<D> {
         self.carry = None;
         self.spill = Vec::new();
         self.spilled = false;
+        self.queue.clear();
+        self.after = After::Unwalked;
+        self.topping = false;
+        self.deferred = None;
+        self.discarding = false;
         self.done = true;
         e
     }
@@ -232,6 +533,7 @@ impl<D: Decoder> Core<D> {
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.
+#[inline]
 fn check(f: Frame, len: usize) {
     assert!(
         f.start <= f.end && f.end <= f.consumed && f.consumed <= len && f.consumed > 0,

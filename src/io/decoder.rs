@@ -42,6 +42,26 @@ pub enum Decode {
     Need(usize),
 }
 
+/// How a reader gets past a frame its [`Decoder`] rejected ([`Decoder::resync`]).
+///
+/// ```
+/// use ringmem::io::{Decoder, Lines, Resync};
+/// let mut d = Lines::with_max_length(2);
+/// assert!(d.decode(b"long\nok\n").is_err());
+/// // The bad line ends at the first newline: drop it and its newline.
+/// assert_eq!(d.resync(b"long\nok\n"), Resync::Skip(5));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resync {
+    /// The stream cannot be followed any further: the reader ends after the error.
+    Stop,
+    /// Drop this many of the bytes shown (at most all of them); the next frame starts
+    /// right after.
+    Skip(usize),
+    /// Drop all the bytes shown and show the next ones that arrive.
+    More,
+}
+
 /// Finds frame boundaries in a byte stream. The reader passes every byte buffered since
 /// the end of the last frame, and calls again with more once told what is missing.
 ///
@@ -87,6 +107,30 @@ pub trait Decoder {
             buffered: buf.len(),
         }
         .into())
+    }
+
+    /// After [`decode`](Self::decode) returned an error, how to reach the next frame.
+    /// The reader yields the error, then calls this with the buffered bytes (starting
+    /// at the rejected frame's first byte), and, while it answers [`Resync::More`],
+    /// again with each read's bytes; a stream that ends meanwhile ends cleanly (the
+    /// error has been reported).
+    ///
+    /// By default [`Resync::Stop`]: the reader drops what it buffered and ends.
+    /// [`LengthDelimited`] skips a frame over its maximum (its length is known),
+    /// [`Lines`] a line over its maximum (up to its newline); a length field that
+    /// overflows stops both.
+    ///
+    /// ```
+    /// use ringmem::io::{Decoder, LengthDelimited, Resync};
+    /// let mut d = LengthDelimited::new().field_width(1).max_frame_length(2);
+    /// assert!(d.decode(&[5, b'a']).is_err());
+    /// // The bad frame is 1 + 5 bytes; 2 are here, 4 more are to be dropped.
+    /// assert_eq!(d.resync(&[5, b'a']), Resync::More);
+    /// assert_eq!(d.resync(b"bcdef"), Resync::Skip(4));
+    /// ```
+    fn resync(&mut self, buf: &[u8]) -> Resync {
+        let _ = buf;
+        Resync::Stop
     }
 }
 
@@ -193,6 +237,8 @@ pub struct LengthDelimited {
     endian: Endian,
     adjustment: i64,
     max: usize,
+    /// Bytes of a frame over the maximum still to be dropped (0: none).
+    discard: u64,
 }
 
 impl Default for LengthDelimited {
@@ -213,6 +259,7 @@ impl LengthDelimited {
             endian: Endian::Big,
             adjustment: 0,
             max: 8 << 20,
+            discard: 0,
         }
     }
 
@@ -346,6 +393,7 @@ impl LengthDelimited {
         Ok(w)
     }
 
+    #[inline]
     fn field(&self, head: &[u8]) -> u64 {
         let mut b = [0u8; 8];
         match self.endian {
@@ -361,22 +409,34 @@ impl LengthDelimited {
     }
 }
 
-impl Decoder for LengthDelimited {
+impl LengthDelimited {
+    /// The payload length the header at the start of `head` announces (`head` holds the
+    /// whole header), checked against memory but not against the maximum.
     #[inline]
+    fn payload_len(&self, head: &[u8]) -> io::Result<usize> {
+        let field = self.field(head);
+        let len = i128::from(field) + i128::from(self.adjustment);
+        // The payload and its header must be addressable.
+        usize::try_from(len)
+            .ok()
+            .filter(|l| {
+                l.checked_add(self.width)
+                    .is_some_and(|t| t <= isize::MAX as usize)
+            })
+            .ok_or_else(|| FrameError::LengthOverflow { field }.into())
+    }
+}
+
+impl Decoder for LengthDelimited {
+    // Always: it is the whole of a reader's per-frame work beside slicing, and called
+    // from two places, which would otherwise keep it out of line.
+    #[inline(always)]
     fn decode(&mut self, buf: &[u8]) -> io::Result<Decode> {
         let w = self.width;
         let Some(head) = buf.get(..w) else {
             return Ok(Decode::Need(w));
         };
-        let field = self.field(head);
-        let len = i128::from(field) + i128::from(self.adjustment);
-        // The payload and its header must be addressable.
-        let Some(len) = usize::try_from(len)
-            .ok()
-            .filter(|l| l.checked_add(w).is_some_and(|t| t <= isize::MAX as usize))
-        else {
-            return Err(FrameError::LengthOverflow { field }.into());
-        };
+        let len = self.payload_len(head)?;
         if len > self.max {
             return Err(FrameError::TooLong {
                 len: len as u64,
@@ -394,6 +454,30 @@ impl Decoder for LengthDelimited {
         } else {
             Decode::Need(end)
         })
+    }
+
+    /// Skips a frame over the maximum, header and payload; stops at a length field
+    /// that overflows (nothing says where the next frame starts).
+    fn resync(&mut self, buf: &[u8]) -> Resync {
+        if self.discard == 0 {
+            // The first call: `buf` starts with the rejected frame's header.
+            let len = match buf.get(..self.width).map(|h| self.payload_len(h)) {
+                Some(Ok(len)) if len > self.max => len,
+                _ => return Resync::Stop,
+            };
+            // Addressable, so no overflow (checked by `payload_len`).
+            self.discard = (self.width + len) as u64;
+        }
+        match usize::try_from(self.discard) {
+            Ok(n) if n <= buf.len() => {
+                self.discard = 0;
+                Resync::Skip(n)
+            }
+            _ => {
+                self.discard -= buf.len() as u64;
+                Resync::More
+            }
+        }
     }
 }
 
@@ -495,6 +579,15 @@ impl Decoder for Lines {
                 }
                 Ok(Decode::Need(buf.len() + 1))
             }
+        }
+    }
+
+    /// Skips a line over the maximum, up to and with its newline.
+    fn resync(&mut self, buf: &[u8]) -> Resync {
+        self.searched = 0;
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(nl) => Resync::Skip(nl + 1),
+            None => Resync::More,
         }
     }
 

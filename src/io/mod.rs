@@ -31,6 +31,6 @@ mod writer;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_reader::AsyncFramedReader;
-pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines};
+pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Resync};
 pub use reader::FramedReader;
 pub use writer::FramedWriter;

@@ -23,9 +23,14 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// block arrives once the frames held elsewhere are released (the one heap copy outside
 /// the steady state, once per wait).
 ///
-/// After an error from the decoder (or a region that never fits) the reader has dropped
-/// every buffered byte and yields no more frames; an error from the underlying reader
-/// (`WouldBlock`, say) leaves it as it was, to be called again.
+/// After the decoder rejects a frame, the reader yields the error and goes on with the
+/// next frame where the decoder can find it ([`Decoder::resync`]: a frame or line over
+/// the maximum is skipped); otherwise (a length field that overflows, a region that
+/// never fits, a stream that ends mid-frame) it has dropped every buffered byte and
+/// yields no more frames. An error from the underlying reader (`WouldBlock`, say)
+/// leaves it as it was: [`next_frame`](Self::next_frame) may be called again, but the
+/// [`Iterator`] ends after yielding it, so that a `for` loop over a reader that keeps
+/// failing ends too.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited};
@@ -43,6 +48,8 @@ pub struct FramedReader<R, D = LengthDelimited> {
     reader: R,
     ring: Ring,
     core: Core<D>,
+    /// The last call's error came from `reader`: the iterator yields no more.
+    reader_failed: bool,
 }
 
 /// The ring of [`FramedReader::new`]: 1 MiB.
@@ -77,7 +84,8 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         FramedReader {
             reader,
             ring,
-            core: Core::new(decoder, read_size),
+            core: Core::new(decoder, read_size, false),
+            reader_failed: false,
         }
     }
 
@@ -124,10 +132,17 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     ///
     /// [`FrameError::LargerThanRing`]: super::FrameError::LargerThanRing
     pub fn next_frame(&mut self) -> io::Result<Option<FixedBuf>> {
+        self.reader_failed = false;
         loop {
             match self.core.step()? {
                 Step::Frame(f) => return Ok(Some(f)),
                 Step::End => return Ok(None),
+                // A blocking read cannot tell whether the bytes are there: no top-up.
+                Step::TopUp => self.core.settle(&self.ring),
+                Step::ReaderError(e) => {
+                    self.reader_failed = true;
+                    return Err(e);
+                }
                 Step::Alloc(n) => {
                     let region = match self.ring.fixed(n) {
                         Some(region) => region,
@@ -147,7 +162,10 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     let n = match self.reader.read(spare) {
                         Ok(n) => n.min(room),
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(e),
+                        Err(e) => {
+                            self.reader_failed = true;
+                            return Err(e);
+                        }
                     };
                     if n == 0 {
                         return self.core.eof(&self.ring);
@@ -202,10 +220,17 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     }
 }
 
+/// The frames, then the end: after an error of the underlying reader the iterator
+/// yields `None` (until [`FramedReader::next_frame`] is called again), so that a reader
+/// that keeps failing does not make a `for` loop spin; after a rejected frame it goes on
+/// where the decoder resynchronises.
 impl<R: Read, D: Decoder> Iterator for FramedReader<R, D> {
     type Item = io::Result<FixedBuf>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.reader_failed {
+            return None;
+        }
         self.next_frame().transpose()
     }
 }
