@@ -709,57 +709,53 @@ impl BlockCtl {
         }
     }
 
+    /// The regions from offset `from` (a header offset) to the block end, as (offset,
+    /// header word) pairs, each header read with Acquire: it pairs with the region's
+    /// release, so once a region reads free, no handle touches it any more. The window
+    /// must be closed (its inside is not tiled by headers).
+    fn regions_from(&self, from: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let mut off = from;
+        core::iter::from_fn(move || {
+            (off < self.len).then(|| {
+                // SAFETY: `off` is a header offset: `from` is, and the walk moves by
+                // spans.
+                let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+                let at = off;
+                off += span(h);
+                (at, h)
+            })
+        })
+    }
+
     /// Walks the regions from `cursor`, returning `true` when all of them are free.
     /// Otherwise records the first live region in `cursor` so the next scan resumes
     /// there (each free region is visited once over all scans).
     pub(crate) fn scan_free(&self) -> bool {
         debug_assert_eq!(self.head.get(), self.limit.get(), "sweeping an open window");
-        let mut off = self.cursor.get();
-        while off < self.len {
-            // SAFETY: `cursor` is a header offset and the walk moves by spans.
-            // Acquire: pairs with each region's release, so once every region reads
-            // free, no handle touches the block any more.
-            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-            if count(h) != 0 {
+        match self
+            .regions_from(self.cursor.get())
+            .find(|&(_, h)| count(h) != 0)
+        {
+            Some((off, _)) => {
                 self.cursor.set(off);
-                return false;
+                false
             }
-            off += span(h);
+            None => true,
         }
-        true
     }
 
     /// Counts live regions and their bytes (for `Ring::stats`).
     pub(crate) fn usage(&self) -> (usize, usize) {
         self.close();
-        let (mut live, mut bytes, mut off) = (0, 0, 0);
-        while off < self.len {
-            // SAFETY: header walk from offset 0, as in `scan_free`.
-            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-            if count(h) != 0 {
-                live += 1;
-                bytes += span(h);
-            }
-            off += span(h);
-        }
-        (live, bytes)
+        self.regions_from(0)
+            .filter(|&(_, h)| count(h) != 0)
+            .fold((0, 0), |(live, bytes), (_, h)| (live + 1, bytes + span(h)))
     }
 
     /// Whether no region of this block is live: [`usage`](Self::usage) that stops at
     /// the first live region (a long-lived buffer near the start costs one load).
     pub(crate) fn drained(&self) -> bool {
         self.close();
-        let mut off = 0;
-        while off < self.len {
-            // SAFETY: header walk from offset 0, as in `usage`.
-            // Acquire: as in `usage`, so a drained block's last writes happen before
-            // it is freed.
-            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-            if count(h) != 0 {
-                return false;
-            }
-            off += span(h);
-        }
-        true
+        self.regions_from(0).all(|(_, h)| count(h) == 0)
     }
 }
