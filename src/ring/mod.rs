@@ -217,7 +217,6 @@ impl RingBuilder {
             block_len: len,
             when_full: self.when_full,
             spare_blocks: self.spare_blocks,
-            surplus: Cell::new(false),
             give_back_skip: Cell::new((0, 0)),
             heap_fallbacks: Cell::new(0),
             _not_sync: PhantomData,
@@ -293,8 +292,6 @@ pub struct Ring {
     when_full: WhenFull,
     /// Drained blocks a `Grow` ring keeps beyond its first (see `release_drained`).
     spare_blocks: usize,
-    /// Whether the ring has blocks it would give back once drained (see `set_defer`).
-    surplus: Cell<bool>,
     /// Laps of the first block to let pass before looking for drained blocks again,
     /// and the next such pause: doubled while a long-lived buffer pins a block, so the
     /// look costs little however long it stays (see `give_back_drained`).
@@ -444,7 +441,7 @@ impl Ring {
         while i < blocks.len() {
             let b = blocks[i];
             // SAFETY: the ring's blocks stay alive while the ring does.
-            // `usage` reads every header with Acquire: a block it finds with no live
+            // `drained` reads every header with Acquire: a block it finds with no live
             // region has no handle left, and nothing else refers to it but this list.
             let block = unsafe { b.as_ref() };
             let drained = b != cur && block.drained();
@@ -477,12 +474,18 @@ impl Ring {
             .filter(|&b| len(b) == self.block_len)
             .count();
         let on = normal > self.spare_blocks || normal + 1 < blocks.len();
-        self.surplus.set(on);
         self.give_back_skip.set((0, 0));
         for b in blocks {
             // SAFETY: the ring's blocks stay alive while the ring does.
             unsafe { b.as_ref() }.defer.set(on);
         }
+    }
+
+    /// Whether the ring has blocks it would give back once drained: what `set_defer`
+    /// last set every block's `defer` to, the first block's included.
+    fn surplus(&self) -> bool {
+        // SAFETY: a ring always has its first block, alive while the ring is.
+        unsafe { self.blocks()[0].as_ref() }.defer.get()
     }
 
     /// Gives back the drained blocks beyond the spares, now or after a pause: a block
@@ -495,7 +498,7 @@ impl Ring {
             return;
         }
         self.release_drained(self.spare_blocks);
-        if self.surplus.get() {
+        if self.surplus() {
             let pause = (pause * 2).clamp(1, 64);
             self.give_back_skip.set((pause, pause));
         }
@@ -555,7 +558,7 @@ impl Ring {
                     self.cur.set(b);
                     // The current block ran out of room: the moment to give back the
                     // blocks a spike left drained (not on the hot path, and rare).
-                    if self.surplus.get() {
+                    if self.surplus() {
                         self.give_back_drained();
                     }
                     return Some(c);
