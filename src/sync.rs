@@ -210,17 +210,16 @@ pub(crate) mod local {
             // SAFETY: made from a box in `LOCALS`' initialiser and freed below, only.
             unsafe { self.0.as_ref() }.run_destructors();
             teardown().retain(|&(_, v)| v != values);
-            // SAFETY: made by `Box::into_raw` in `LOCALS`' initialiser; no access remains
+            // SAFETY: leaked from a box in `LOCALS`' initialiser; no access remains
             // (this thread's end, the destructors are done).
             drop(unsafe { Box::from_raw(self.0.as_ptr()) });
         }
     }
 
     loom::thread_local! {
-        static LOCALS: Locals = Locals(
-            // SAFETY: `Box::into_raw` is never null.
-            unsafe { NonNull::new_unchecked(Box::into_raw(Box::new(Values(RefCell::new(Vec::new()))))) }
-        );
+        // Leaked here, freed by `Locals::drop` (`Box::from_raw`).
+        static LOCALS: Locals =
+            Locals(NonNull::from(Box::leak(Box::new(Values(RefCell::new(Vec::new()))))));
     }
 
     /// The dropping `Locals`: the address of a local of their `drop`, and their values.
