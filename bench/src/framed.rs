@@ -7,7 +7,8 @@
 //!   frames per second, heap allocations per frame (the child's counting global
 //!   allocator), and each frame's latency: the sender stamps every frame's first 8
 //!   payload bytes with the time it hands the frame to the socket, the receiver takes
-//!   the difference when the reader yields it.
+//!   the difference when the reader yields it. A run's sender goes as fast as the
+//!   receiver takes frames, or is paced at a given rate.
 //! - [`spike`]: one connection, a burst of 16 MiB frames, then small frames; the
 //!   process's resident set before, at its peak and after the small frames.
 
@@ -16,13 +17,13 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 use ringmem::io::{AsyncFramedReader, LengthDelimited};
 use ringmem::{Ring, WhenFull};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 /// Heap allocations made in the process so far (the binary's allocator counts them).
@@ -159,13 +160,26 @@ async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
     poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
 }
 
-/// Sends `wire` in `CHUNK`-byte writes. Before each write, every frame whose stamp
-/// begins in it gets the current time: the moment it is handed to the socket.
-async fn send(mut s: TcpStream, mut wire: Vec<u8>, payloads: Arc<[usize]>) {
+/// Sends `wire` in writes of at most `CHUNK` bytes. Before each write, every frame
+/// whose stamp begins in it gets the current time: the moment it is handed to the
+/// socket. With a `pace` (bytes per second), a write never runs ahead of
+/// `pace × time since the first write`: the sender sleeps (a millisecond at a time, the
+/// timer's resolution) until the bytes are due, so the load is offered at that rate
+/// whatever the receiver does.
+async fn send(mut s: TcpStream, mut wire: Vec<u8>, payloads: Arc<[usize]>, pace: Option<f64>) {
+    let start = Instant::now();
     let mut next_frame = 0;
     let mut at = 0;
     while at < wire.len() {
-        let end = (at + CHUNK).min(wire.len());
+        let mut end = (at + CHUNK).min(wire.len());
+        if let Some(rate) = pace {
+            let due = (start.elapsed().as_secs_f64() * rate) as usize;
+            if due <= at {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+            end = end.min(due);
+        }
         let now = now_ns().to_le_bytes();
         // A stamp cut by the chunk's end is written whole now: its frame's first bytes
         // leave in this write.
@@ -212,29 +226,47 @@ async fn receive(conn: TcpStream, reader: Reader, latencies: &mut Vec<u32>) -> i
     Ok(n)
 }
 
-/// Two connected loopback sockets per connection: (sending ends, receiving ends).
-async fn connect(conns: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+/// Two connected loopback sockets per connection: (sending ends, receiving ends). With
+/// `rcvbuf`, each receiving end's `SO_RCVBUF` is set to it before it connects (which
+/// turns off the kernel's receive-buffer autotuning for it).
+async fn connect(conns: usize, rcvbuf: Option<u32>) -> (Vec<TcpStream>, Vec<TcpStream>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (mut senders, mut receivers) = (Vec::new(), Vec::new());
     for _ in 0..conns {
-        let (accepted, connected) = tokio::join!(listener.accept(), TcpStream::connect(addr));
+        let socket = TcpSocket::new_v4().unwrap();
+        if let Some(bytes) = rcvbuf {
+            socket.set_recv_buffer_size(bytes).unwrap();
+        }
+        let (accepted, connected) = tokio::join!(listener.accept(), socket.connect(addr));
         receivers.push(connected.unwrap());
         senders.push(accepted.unwrap().0);
     }
     (senders, receivers)
 }
 
-/// One run: `conns` connections, each sending `wire` (of `frames` frames) once.
+/// How a run's connections are driven.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Load {
+    /// Frames per second in all (split evenly between the connections); `None`: as
+    /// fast as the receiver takes them.
+    pub pace: Option<f64>,
+    /// The receiving sockets' `SO_RCVBUF`; `None`: the kernel's autotuning.
+    pub rcvbuf: Option<u32>,
+}
+
+/// One run: `conns` connections, each sending `wire` (of `frames` frames) once, driven
+/// as `load` says.
 pub fn run(
     rt: &tokio::runtime::Runtime,
     reader: Reader,
     conns: usize,
     wire: &Wire,
     frames: u64,
+    load: Load,
 ) -> Run {
     rt.block_on(async {
-        let (senders, receivers) = connect(conns).await;
+        let (senders, receivers) = connect(conns, load.rcvbuf).await;
         // Each sender stamps its own copy; the copies and the latency records are made
         // before the clock and the allocation count start.
         let copies: Vec<Vec<u8>> = (0..conns).map(|_| wire.bytes.clone()).collect();
@@ -242,8 +274,11 @@ pub fn run(
         let mut records: Vec<Vec<u32>> = (0..conns).map(|_| Vec::with_capacity(per_conn)).collect();
         let start = Instant::now();
         let allocs0 = ALLOCATIONS.load(Ordering::Relaxed);
+        // Frames per second in all, as wire bytes per second per connection.
+        let bytes_per_frame = wire.bytes.len() as f64 / frames as f64;
+        let pace = load.pace.map(|fps| fps * bytes_per_frame / conns as f64);
         for (s, copy) in senders.into_iter().zip(copies) {
-            tokio::spawn(send(s, copy, wire.payloads.clone()));
+            tokio::spawn(send(s, copy, wire.payloads.clone(), pace));
         }
         let tasks: Vec<_> = receivers
             .into_iter()
@@ -378,7 +413,7 @@ pub fn spike(
 ) -> Option<SpikeOut> {
     let name = *SPIKE_READERS.get(which)?;
     Some(rt.block_on(async {
-        let (mut senders, mut receivers) = connect(1).await;
+        let (mut senders, mut receivers) = connect(1, None).await;
         let conn = receivers.pop().expect("one connection");
         let before = status_mib("VmRSS");
         let sender = tokio::spawn(send_spike(senders.pop().expect("one"), big, small));

@@ -81,9 +81,13 @@ struct Runs {
     per_frame: Vec<f64>,
     /// Heap allocations per 1,000 frames.
     allocs: Vec<f64>,
-    /// Seconds, per quantile.
-    latency: [Vec<f64>; 3],
+    /// Seconds, per quantile, at full load (`cell` records) and paced (`paced`).
+    latency: [[Vec<f64>; 3]; 2],
 }
+
+/// The loads of the latency table, in the records' order: the sender as fast as the
+/// receiver takes frames, and paced at a quarter of the slower reader's rate.
+const LOADS: [(&str, &str); 2] = [("cell\t", "full"), ("paced\t", "¼")];
 
 /// A cell: frame sizes, connections, and the runs of each reader.
 struct Cell {
@@ -95,7 +99,10 @@ struct Cell {
 /// Reads the child's `cell` records, grouped by cell in their order.
 fn parse_cells(out: &str) -> Result<Vec<Cell>, String> {
     let mut cells: Vec<Cell> = Vec::new();
-    for line in out.lines().filter(|l| l.starts_with("cell\t")) {
+    for line in out.lines() {
+        let Some(load) = LOADS.iter().position(|(tag, _)| line.starts_with(tag)) else {
+            continue;
+        };
         let f: Vec<&str> = line.split('\t').collect();
         let bad = || format!("{CHILD} printed a record this bench cannot read: {line}");
         let [_, sizes, conns, reader, frames, secs, allocs, p50, p99, p999] = f[..] else {
@@ -118,10 +125,12 @@ fn parse_cells(out: &str) -> Result<Vec<Cell>, String> {
             });
         }
         let runs = &mut cells.last_mut().expect("pushed above").runs[reader];
-        runs.per_frame.push(num(secs)? / frames);
-        runs.allocs.push(num(allocs)? * 1000.0 / frames);
+        if load == 0 {
+            runs.per_frame.push(num(secs)? / frames);
+            runs.allocs.push(num(allocs)? * 1000.0 / frames);
+        }
         for (q, v) in [p50, p99, p999].into_iter().enumerate() {
-            runs.latency[q].push(num(v)? * 1e-9);
+            runs.latency[load][q].push(num(v)? * 1e-9);
         }
     }
     Ok(cells)
@@ -140,7 +149,7 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
     rate.wait_columns = vec![0, 1];
     let mut latency = Table::new(
         "framed reading on loopback TCP: latency per frame (sender's stamp to reader's yield)",
-        &["frames", "conns", "quantile"],
+        &["frames", "conns", "load", "quantile"],
         &columns,
         Unit::Auto,
     );
@@ -158,16 +167,26 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
             })
             .collect();
         rate.rows.push(Row { params, cells });
-        for (q, name) in QUANTILES.iter().enumerate() {
-            let cells = cell
-                .runs
-                .iter_mut()
-                .map(|r| (!r.latency[q].is_empty()).then(|| stats(&mut r.latency[q], 0)))
-                .collect();
-            latency.rows.push(Row {
-                params: vec![cell.sizes.clone(), cell.conns.clone(), name.to_string()],
-                cells,
-            });
+        for (load, (_, load_name)) in LOADS.iter().enumerate() {
+            for (q, name) in QUANTILES.iter().enumerate() {
+                let cells = cell
+                    .runs
+                    .iter_mut()
+                    .map(|r| {
+                        let v = &mut r.latency[load][q];
+                        (!v.is_empty()).then(|| stats(v, 0))
+                    })
+                    .collect();
+                latency.rows.push(Row {
+                    params: vec![
+                        cell.sizes.clone(),
+                        cell.conns.clone(),
+                        load_name.to_string(),
+                        name.to_string(),
+                    ],
+                    cells,
+                });
+            }
         }
     }
     rate.notes = vec![
@@ -189,12 +208,17 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
     latency.notes = vec![
         "Latency: before each 64 KiB write, the sender puts the time (nanoseconds since one `Instant` of the child) into \
          the first 8 payload bytes of every frame that starts in it; the receiver subtracts that from the time the reader \
-         yields the frame. The sender never waits for the receiver, so most of this latency is the frame's wait behind \
-         earlier frames in the socket buffers: it shows how fast each reader drains a full connection, not an idle round trip."
+         yields the frame.".into(),
+        "Load `full`: the runs of the frames-per-second table, where the sender never waits for the receiver. Most of \
+         their latency is the frame's wait behind earlier frames in the socket buffers, and the kernel sizes those: it \
+         grows a connection's receive buffer for a reader that takes more per read, so a faster reader can see a longer \
+         queue. Load `¼`: the same frames, offered at a quarter of the slower reader's median frames per second of the \
+         `full` runs (split evenly between the connections; the sender sleeps a millisecond at a time until the bytes \
+         are due), so both readers keep up and the latency is mostly the reader's own."
             .into(),
         format!(
-            "Quantiles over all frames of a run (up to 1,048,576 per connection); median of the {} runs' quantiles (min–max). \
-             Same runs as the frames-per-second table.",
+            "Quantiles over all frames of a run (up to 1,048,576 per connection); median of the {} runs' quantiles (min–max), \
+             the two readers interleaved.",
             cfg.reps
         ),
     ];
@@ -396,8 +420,21 @@ mod tests {
         assert_eq!(cells[0].runs[0].per_frame, [0.5 / 1000.0]);
         assert_eq!(cells[0].runs[0].allocs, [2000.0]);
         assert_eq!(cells[0].runs[1].per_frame.len(), 2);
-        assert_eq!(cells[0].runs[1].latency[2], [3000e-9, 3000e-9]);
+        assert_eq!(cells[0].runs[1].latency[0][2], [3000e-9, 3000e-9]);
+        assert!(cells[0].runs[1].latency[1][2].is_empty());
         assert!(cells[1].runs[1].per_frame.is_empty());
+    }
+
+    #[test]
+    fn paced_records_add_latency_not_throughput() {
+        let paced = record("64 B", 1, 1, 1000, 9.0, 7).replacen("cell", "paced", 1);
+        let out = format!("{}{paced}", record("64 B", 1, 1, 1000, 0.5, 0));
+        let cells = parse_cells(&out).unwrap();
+        assert_eq!(cells.len(), 1);
+        let runs = &cells[0].runs[1];
+        assert_eq!((runs.per_frame.len(), runs.allocs.len()), (1, 1));
+        assert_eq!(runs.latency[0][0], runs.latency[1][0]);
+        assert_eq!((runs.latency[0][0].len(), runs.latency[1][2].len()), (1, 1));
     }
 
     #[test]

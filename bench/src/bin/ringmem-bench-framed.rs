@@ -8,13 +8,15 @@
 //! cargo run --release -p ringmem-bench -- --only framed          # the tables and charts
 //! cargo build --release -p ringmem-bench --features framed --bin ringmem-bench-framed
 //! target/release/ringmem-bench-framed --mib 16 --reps 3          # one record per run
+//! target/release/ringmem-bench-framed --rcvbuf 262144            # fixed SO_RCVBUF
 //! target/release/ringmem-bench-framed --spike-readers            # the spike's receivers
 //! target/release/ringmem-bench-framed --spike 1 --big 8 --small 32768
 //! ```
 //!
-//! Runs: each cell `--reps` times, the two readers interleaved; one tab-separated record
-//! per run: `cell`, frame sizes, connections, reader, frames, seconds, heap allocations,
-//! latency p50, p99 and p99.9 in nanoseconds. Spike: `name`, `before`, `peak`, `after`
+//! Runs: each cell `--reps` times with the sender at full speed, then `--reps` times
+//! paced at a quarter of the slower reader's median rate, the two readers interleaved;
+//! one tab-separated record per run: `cell` (or `paced`), frame sizes, connections,
+//! reader, frames, seconds, heap allocations, latency p50, p99 and p99.9 in nanoseconds. Spike: `name`, `before`, `peak`, `after`
 //! (MiB of resident set) and, for a ring, `ring_start` and `ring_end` (its capacity
 //! at the start and at the end, MiB).
 
@@ -71,6 +73,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_io()
+        .enable_time()
         .build()
         .unwrap();
     if args.iter().any(|a| a == "--spike-readers") {
@@ -100,26 +103,46 @@ fn main() {
     let reps = arg(&args, "--reps", 3).max(1);
     // Wire bytes per connection and run.
     let mib = arg(&args, "--mib", 16);
+    // The receiving sockets' `SO_RCVBUF` (0: the kernel's autotuning).
+    let rcvbuf = Some(arg(&args, "--rcvbuf", 0) as u32).filter(|&b| b > 0);
     println!("# cell\tframes\tconns\treader\tframes received\tseconds\theap allocations\tp50 ns\tp99 ns\tp99.9 ns");
     for sizes in framed::ROWS {
         let frames = ((mib << 20) / sizes.average_wire()) as u64;
         let wire = sizes.wire(frames);
         for conns in framed::CONNS {
-            for rep in 0..reps {
-                // Interleaved, each repetition starting from the other reader.
-                for k in 0..Reader::ALL.len() {
-                    let reader = Reader::ALL[(rep + k) % Reader::ALL.len()];
-                    let mut r = framed::run(&rt, reader, conns, &wire, frames);
-                    let mut q = |q| framed::quantile(&mut r.latencies, q);
-                    let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
-                    println!(
-                        "cell\t{}\t{conns}\t{}\t{}\t{:.9}\t{}\t{p50}\t{p99}\t{p999}",
-                        sizes.label(),
-                        reader.name(),
-                        r.frames,
-                        r.secs,
-                        r.allocations,
-                    );
+            // Saturated (`cell`), then paced (`paced`) at half the slower reader's
+            // median rate of the saturated runs.
+            let mut rates: [Vec<f64>; 2] = Default::default();
+            for pace in [None, Some(())] {
+                let pace = pace.map(|()| {
+                    let median = |v: &mut Vec<f64>| {
+                        v.sort_by(f64::total_cmp);
+                        v[v.len() / 2]
+                    };
+                    0.25 * rates.iter_mut().map(median).fold(f64::INFINITY, f64::min)
+                });
+                for rep in 0..reps {
+                    // Interleaved, each repetition starting from the other reader.
+                    for k in 0..Reader::ALL.len() {
+                        let i = (rep + k) % Reader::ALL.len();
+                        let reader = Reader::ALL[i];
+                        let load = framed::Load { pace, rcvbuf };
+                        let mut r = framed::run(&rt, reader, conns, &wire, frames, load);
+                        if pace.is_none() {
+                            rates[i].push(r.frames as f64 / r.secs);
+                        }
+                        let mut q = |q| framed::quantile(&mut r.latencies, q);
+                        let (p50, p99, p999) = (q(0.5), q(0.99), q(0.999));
+                        println!(
+                            "{}\t{}\t{conns}\t{}\t{}\t{:.9}\t{}\t{p50}\t{p99}\t{p999}",
+                            if pace.is_some() { "paced" } else { "cell" },
+                            sizes.label(),
+                            reader.name(),
+                            r.frames,
+                            r.secs,
+                            r.allocations,
+                        );
+                    }
                 }
             }
         }
