@@ -1,6 +1,7 @@
 //! The framed reader against a reference decoder: a byte string is a reader
 //! configuration, a pattern of read sizes and a stream. Frames and errors must come in
-//! the same order, a rejected frame being skipped where its decoder can resynchronise.
+//! the same order, a rejected frame (over the maximum, or larger than the ring) being
+//! skipped where its decoder can resynchronise.
 //! Shared by the fuzz target `framed` and `tests/io.rs`.
 
 use std::io::{self, ErrorKind, Read};
@@ -31,7 +32,15 @@ impl Read for Chunked<'_> {
 /// ends); then the end.
 type Outcome = Vec<Result<Vec<u8>, ErrorKind>>;
 
-fn reference_length(mut s: &[u8], width: usize, big: bool, adjust: i64, max: usize) -> Outcome {
+/// `fits`: the most bytes (header included) a frame of the reader's ring can have.
+fn reference_length(
+    mut s: &[u8],
+    width: usize,
+    big: bool,
+    adjust: i64,
+    max: usize,
+    fits: usize,
+) -> Outcome {
     let mut out = Vec::new();
     loop {
         if s.is_empty() {
@@ -56,8 +65,9 @@ fn reference_length(mut s: &[u8], width: usize, big: bool, adjust: i64, max: usi
             return out;
         }
         let end = width + len as usize;
-        if len > max as i128 {
-            // Too long: reported, then skipped (a stream ending inside it ends cleanly).
+        if len > max as i128 || end > fits {
+            // Too long or larger than the ring: reported, then skipped (a stream ending
+            // inside it ends cleanly).
             out.push(Err(ErrorKind::InvalidData));
             s = s.get(end..).unwrap_or_default();
             continue;
@@ -71,16 +81,20 @@ fn reference_length(mut s: &[u8], width: usize, big: bool, adjust: i64, max: usi
     }
 }
 
-fn reference_lines(mut s: &[u8], max: usize) -> Outcome {
+/// `fits` as for [`reference_length`]: the reader, looking for a line's end, asks for
+/// one more byte than it holds, so a line is larger than the ring when its bytes up to
+/// its newline (or the end), plus one, are more than `fits`.
+fn reference_lines(mut s: &[u8], max: usize, fits: usize) -> Outcome {
     let mut out = Vec::new();
     while !s.is_empty() {
         let (line, rest) = match s.iter().position(|&b| b == b'\n') {
             Some(i) => (&s[..i], &s[i + 1..]),
             None => (s, &s[s.len()..]),
         };
+        let held = line.len() + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         // A line too long is reported, then skipped up to its newline.
-        out.push(if line.len() > max {
+        out.push(if line.len() > max || held > fits {
             Err(ErrorKind::InvalidData)
         } else {
             Ok(line.to_vec())
@@ -90,7 +104,10 @@ fn reference_lines(mut s: &[u8], max: usize) -> Outcome {
     out
 }
 
-fn read_all<D: ringmem::io::Decoder>(mut r: FramedReader<Chunked<'_>, D>) -> Outcome {
+/// Reads every event of `r`, holding the last `hold` frames (a reader waits for room
+/// that held frames take: with frames that can outgrow a quarter of the ring, a
+/// single-threaded caller holding any would wait for ever).
+fn read_all<D: ringmem::io::Decoder>(mut r: FramedReader<Chunked<'_>, D>, hold: usize) -> Outcome {
     let mut out = Vec::new();
     let mut held = Vec::new();
     // Every event but the end takes at least one byte of the stream (a header, a
@@ -102,7 +119,7 @@ fn read_all<D: ringmem::io::Decoder>(mut r: FramedReader<Chunked<'_>, D>) -> Out
                 out.push(Ok(f.to_vec()));
                 // Keep a few frames alive, so regions are shared and the ring wraps.
                 held.push(f);
-                if held.len() > 3 {
+                if held.len() > hold {
                     held.remove(0);
                 }
             }
@@ -121,16 +138,52 @@ fn read_all<D: ringmem::io::Decoder>(mut r: FramedReader<Chunked<'_>, D>) -> Out
     out
 }
 
-/// Runs one input: `[config, read sizes.., 0, stream..]`.
+/// The most bytes one buffer of an empty `Ring::new(capacity)` can have.
+fn largest_buffer(capacity: usize) -> usize {
+    let (mut lo, mut hi) = (0, capacity);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if Ring::new(capacity).fixed(mid).is_some() {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// Runs one input: `[config, extra, read sizes.., 0, stream..]`. `extra` bit 0: frames
+/// up to 16 MiB for the length-delimited decoder (larger than the ring); bit 1: a ring
+/// of 4 KiB, which frames and lines in a short stream can outgrow.
 pub fn run(data: &[u8]) {
-    let Some((&config, rest)) = data.split_first() else {
+    let [config, extra, rest @ ..] = data else {
         return;
     };
+    let (config, extra) = (*config, *extra);
     let split = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
     let (sizes, stream) = rest.split_at(split);
     let stream = stream.get(1..).unwrap_or_default();
     let sizes: &[u8] = if sizes.is_empty() { &[255] } else { sizes };
-    let ring = Ring::new([1 << 15, 1 << 16][usize::from(config >> 7)]);
+    let capacity = if extra & 2 != 0 {
+        1 << 12
+    } else {
+        [1 << 15, 1 << 16][usize::from(config >> 7)]
+    };
+    static FITS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+    let fits = {
+        let mut known = FITS.lock().unwrap();
+        match known.iter().find(|(c, _)| *c == capacity) {
+            Some(&(_, f)) => f,
+            None => {
+                let f = largest_buffer(capacity);
+                known.push((capacity, f));
+                f
+            }
+        }
+    };
+    let ring = Ring::new(capacity);
+    // Frames bounded by a quarter of the ring leave room for three held ones.
+    let hold = if extra == 0 { 3 } else { 0 };
     let read_size = [64, 200, 4096, 1 << 16][usize::from(config >> 5 & 3)];
     let reader = Chunked {
         data: stream,
@@ -141,13 +194,13 @@ pub fn run(data: &[u8]) {
         let max = [16, 1000][usize::from(config >> 1 & 1)];
         let r = FramedReader::with_ring(reader, Lines::with_max_length(max), ring)
             .with_read_size(read_size);
-        (read_all(r), reference_lines(stream, max))
+        (read_all(r, hold), reference_lines(stream, max, fits))
     } else {
         let width = [1, 2, 4, 8][usize::from(config >> 1 & 3)];
         let big = config & 8 != 0;
         let adjust = if config & 16 != 0 { -(width as i64) } else { 0 };
-        // At most a quarter of the smaller ring: a frame never outgrows a region.
-        let max = 4000;
+        // Under a quarter of the 32 KiB ring, or more than the largest ring.
+        let max = if extra & 1 != 0 { 1 << 24 } else { 4000 };
         let c = LengthDelimited::new()
             .field_width(width)
             .adjustment(adjust)
@@ -159,9 +212,12 @@ pub fn run(data: &[u8]) {
         };
         let r = FramedReader::with_ring(reader, c, ring).with_read_size(read_size);
         (
-            read_all(r),
-            reference_length(stream, width, big, adjust, max),
+            read_all(r, hold),
+            reference_length(stream, width, big, adjust, max, fits),
         )
     };
-    assert_eq!(got, want, "config {config:#010b}, read sizes {sizes:?}");
+    assert_eq!(
+        got, want,
+        "config {config:#010b}, extra {extra:#04b}, read sizes {sizes:?}"
+    );
 }

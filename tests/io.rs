@@ -324,21 +324,68 @@ fn a_peer_that_closes_mid_frame_is_unexpected_eof() {
     }
 }
 
+/// A frame no region of the ring can hold is an error, and the reader skips it as it
+/// skips one over the maximum: the frames after it arrive, in reads of any size.
 #[test]
-fn a_frame_larger_than_the_ring_is_invalid_data() {
+fn a_frame_larger_than_the_ring_is_invalid_data_then_skipped() {
     let c = LengthDelimited::new().max_frame_length(1 << 20);
-    let wire = encode(&[vec![1; 100], vec![2; 100_000]], c);
-    let mut r = FramedReader::with_ring(&wire[..], c, Ring::new(1 << 16));
+    let wire = encode(&[vec![1; 100], vec![2; 100_000], vec![3; 50]], c);
+    for reads in [vec![1 << 16], vec![7, 4096], vec![70_000]] {
+        let mut r =
+            FramedReader::with_ring(Chunked::new(&wire, reads.clone()), c, Ring::new(1 << 16));
+        assert_eq!(r.next_frame().unwrap().unwrap().len(), 100);
+        let e = r.next_frame().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData);
+        assert!(
+            matches!(
+                frame_error(&e),
+                FrameError::LargerThanRing {
+                    needed: 100_004,
+                    ..
+                }
+            ),
+            "{e:?}, reads {reads:?}"
+        );
+        assert_eq!(&r.next_frame().unwrap().unwrap()[..], &[3; 50]);
+        assert_ended(r);
+    }
+    // Cut inside it, the stream ends cleanly: the error was the report.
+    let mut r = FramedReader::with_ring(&wire[..90_000], c, Ring::new(1 << 16));
     assert_eq!(r.next_frame().unwrap().unwrap().len(), 100);
+    assert_eq!(r.next_frame().unwrap_err().kind(), ErrorKind::InvalidData);
+    assert_ended(r);
+}
+
+/// A line longer than a region: the decoder asks for one byte more than it holds, and
+/// the reader doubles the region it carries the line into rather than growing it by
+/// that byte, which would read one byte (and copy the whole line) at a time.
+#[test]
+fn a_long_line_takes_reads_in_proportion_to_its_length() {
+    let mut wire = vec![b'x'; 256 << 10];
+    wire.extend(b"\nnext\n");
+    let lines = Lines::with_max_length(1 << 20);
+    let mut r = FramedReader::with_ring(Chunked::new(&wire, vec![4096]), lines, Ring::new(4 << 20));
+    assert_eq!(r.next_frame().unwrap().unwrap().len(), 256 << 10);
+    assert_eq!(&r.next_frame().unwrap().unwrap()[..], b"next");
+    assert!(r.next_frame().unwrap().is_none());
+    let reads = r.get_ref().i;
+    assert!(reads <= 2 * wire.len() / 4096 + 16, "{reads} reads");
+}
+
+/// A line larger than the ring (under the maximum) is skipped up to its newline.
+#[test]
+fn a_line_larger_than_the_ring_is_skipped() {
+    let mut wire = b"short\n".to_vec();
+    wire.extend(vec![b'x'; 40_000]);
+    wire.extend(b"\nafter\n");
+    let mut r = FramedReader::with_ring(&wire[..], Lines::new(), Ring::new(1 << 15));
+    assert_eq!(&r.next_frame().unwrap().unwrap()[..], b"short");
     let e = r.next_frame().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidData);
-    assert!(matches!(
-        frame_error(&e),
-        FrameError::LargerThanRing {
-            needed: 100_004,
-            ..
-        }
-    ));
+    assert!(
+        matches!(frame_error(&e), FrameError::LargerThanRing { .. }),
+        "{e:?}"
+    );
+    assert_eq!(&r.next_frame().unwrap().unwrap()[..], b"after");
     assert_ended(r);
 }
 
@@ -526,13 +573,14 @@ proptest! {
     #[test]
     fn the_fuzz_driver_agrees(
         config in any::<u8>(),
+        extra in 0..4u8,
         sizes in prop::collection::vec(1..=255u8, 0..6),
         stream in prop::collection::vec(
             prop::sample::select(vec![0u8, 1, 2, 3, 10, 13, 0x0f, 0x10, 0x80, 0xff, b'a']),
             0..3000,
         ),
     ) {
-        let data = [&[config][..], &sizes, &[0], &stream].concat();
+        let data = [&[config, extra][..], &sizes, &[0], &stream].concat();
         fuzz_framed::run(&data);
     }
 }
@@ -540,10 +588,20 @@ proptest! {
 #[test]
 fn the_fuzz_driver_on_fixed_inputs() {
     fuzz_framed::run(&[]);
-    fuzz_framed::run(&[0b1000_0011]);
-    fuzz_framed::run(&[0b0000_0011, 1, 0, 0, 0, 0, 2, b'h', b'i']);
-    fuzz_framed::run(&[0b0110_0000, 7, 3, 0, b'a', b'\r', b'\n', b'b']);
-    fuzz_framed::run(&[0b0000_0111, 5, 0, 0xff, 0xff, 0xff, 0xff]);
+    fuzz_framed::run(&[0b1000_0011, 0]);
+    fuzz_framed::run(&[0b0000_0011, 0, 1, 0, 0, 0, 0, 2, b'h', b'i']);
+    fuzz_framed::run(&[0b0110_0000, 0, 7, 3, 0, b'a', b'\r', b'\n', b'b']);
+    fuzz_framed::run(&[0b0000_0111, 0, 5, 0, 0xff, 0xff, 0xff, 0xff]);
+    // A 4 KiB ring: a 5,000-byte frame (2-byte big-endian header) between two small
+    // ones, and a 5,000-byte line between two short ones.
+    let mut wire = vec![0, 1, b'a', 0x13, 0x88];
+    wire.extend([b'x'; 5000]);
+    wire.extend([0, 1, b'b']);
+    fuzz_framed::run(&[[0b0000_1011, 3].as_slice(), &[200, 0], &wire].concat());
+    let mut lines = b"a\n".to_vec();
+    lines.extend([b'x'; 5000]);
+    lines.extend(b"\nb\n");
+    fuzz_framed::run(&[[0b0000_0010, 2].as_slice(), &[0], &lines].concat());
 }
 
 /// A frame over half the ring (but within a block) while the reader still holds the

@@ -121,9 +121,9 @@ async fn bad_input_is_an_error_then_skipped_or_the_end() {
 }
 
 #[tokio::test]
-async fn a_frame_larger_than_the_ring_is_invalid_data() {
+async fn a_frame_larger_than_the_ring_is_invalid_data_then_skipped() {
     let c = LengthDelimited::new();
-    let conn = serve(encode(&[vec![9; 200_000]]), 1 << 16).await;
+    let conn = serve(encode(&[vec![9; 200_000], vec![7; 30]]), 1 << 16).await;
     let mut r = AsyncFramedReader::with_ring(conn, c, Ring::new(1 << 16));
     let e = next(&mut r).await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidData);
@@ -135,7 +135,9 @@ async fn a_frame_larger_than_the_ring_is_invalid_data() {
             ..
         }
     ));
+    assert_eq!(&next(&mut r).await.unwrap().unwrap()[..], &[7; 30]);
     assert!(next(&mut r).await.is_none());
+    assert_eq!(r.ring().stats().live_buffers, 0);
 }
 
 /// Hands out a stream in reads of `sizes[i % len]` bytes (at least 1), answering

@@ -8,7 +8,7 @@ use std::io;
 use futures_core::Stream;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::core::{Core, Step};
+use super::core::{try_region, Core, Step};
 use super::decoder::{Decoder, LengthDelimited};
 use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
 use crate::buf::hopeless;
@@ -75,8 +75,8 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         let read_size = clamp_read_size(&ring, DEFAULT_READ);
         AsyncFramedReader {
             reader,
+            core: Core::new(decoder, &ring, read_size, true),
             ring,
-            core: Core::new(decoder, read_size, true),
             slot: TaskSlot::default(),
         }
     }
@@ -149,10 +149,10 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         &self.core.decoder
     }
 
-    /// A region of `n` bytes, waiting for room.
-    fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
+    /// A region of `want` bytes if the ring has them now, else of `n`, waiting for room.
+    fn poll_region(&mut self, cx: &mut Context<'_>, want: usize, n: usize) -> Poll<io::Result<()>> {
         let ring = &self.ring;
-        let region = match ring.fixed(n) {
+        let region = match try_region(ring, want, n) {
             Some(region) => region,
             None => {
                 if let Some(e) = hopeless(ring, Some(n)) {
@@ -214,7 +214,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
-                Step::Alloc(n) => match this.poll_region(cx, n) {
+                Step::Alloc { want, need } => match this.poll_region(cx, want, need) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                     Poll::Pending => return Poll::Pending,

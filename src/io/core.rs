@@ -12,8 +12,14 @@ use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
 pub(crate) enum Step {
     /// Yield this frame.
     Frame(FixedBuf),
-    /// Get a region of at least this many bytes and pass it to [`Core::install`].
-    Alloc(usize),
+    /// Get a region of at least `need` bytes, `want` if the ring has it now (both may
+    /// be the same), and pass it to [`Core::install`].
+    Alloc {
+        /// The bytes to ask for first.
+        want: usize,
+        /// The bytes to settle for, and wait for if the ring has not even those.
+        need: usize,
+    },
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
     Read,
     /// Read into [`Core::spare`] if the bytes are there now (report as for `Read`);
@@ -86,6 +92,14 @@ pub(crate) struct Core<D> {
     spilled: bool,
     /// Bytes `pending` must hold before decoding is worth trying again.
     need: usize,
+    /// `need` is only one byte more than the partial frame holds: the decoder does not
+    /// know where the frame ends (a line). Past a bulk read, a region for it is made
+    /// twice as large, as far as `fit` allows: growing by a byte at a time would read
+    /// a byte, and copy the partial frame, per region.
+    open_ended: bool,
+    /// The most bytes one region of the ring can have (`usize::MAX` for a ring that
+    /// makes larger blocks on demand).
+    fit: usize,
     /// Bytes (header included) of the last frame yielded.
     last: usize,
     /// `last`, when the frame before it was as long (a stream of like frames), else 0:
@@ -103,7 +117,11 @@ pub(crate) struct Core<D> {
 }
 
 impl<D: Decoder> Core<D> {
-    pub(crate) fn new(decoder: D, read_size: usize, top_up: bool) -> Self {
+    pub(crate) fn new(decoder: D, ring: &Ring, read_size: usize, top_up: bool) -> Self {
+        let fit = match ring.when_full() {
+            crate::WhenFull::Fail => ring.largest_fit(),
+            _ => usize::MAX,
+        };
         Core {
             decoder,
             read_size,
@@ -120,6 +138,8 @@ impl<D: Decoder> Core<D> {
             spill: Vec::new(),
             spilled: false,
             need: 1,
+            open_ended: false,
+            fit,
             last: 0,
             stride: 0,
             run: 0,
@@ -129,11 +149,27 @@ impl<D: Decoder> Core<D> {
         }
     }
 
-    /// Region bytes for a frame that needs `need` in all: a bulk read, and room to
-    /// complete the frame it ends in if the reader can top up.
-    fn region_for(&self, need: usize) -> usize {
+    /// The region for a frame that needs `need` in all: a bulk read, and room to
+    /// complete the frame it ends in if the reader can top up; twice `need` if the
+    /// decoder does not know the frame's end and it is longer than a bulk read.
+    fn region_for(&self, need: usize) -> Step {
         let slack = if self.top_up { self.read_size / 4 } else { 0 };
-        need.max(self.read_size + slack)
+        let want = if self.long_open_frame() {
+            need.saturating_mul(2).min(self.fit)
+        } else {
+            need
+        };
+        let need = need.max(self.read_size + slack);
+        Step::Alloc {
+            want: want.max(need),
+            need,
+        }
+    }
+
+    /// Whether the partial frame is of unknown end and already longer than a bulk read:
+    /// its regions double, and its reads take all their room.
+    fn long_open_frame(&self) -> bool {
+        self.open_ended && self.need > self.read_size
     }
 
     /// Decodes frames of `buf` from `from` into the queue; returns where they end and
@@ -198,6 +234,7 @@ impl<D: Decoder> Core<D> {
                         }
                         After::Need(n) => {
                             self.need = n.max(rest.len() + 1);
+                            self.open_ended = n <= rest.len() + 1;
                             self.carry = Some(rest);
                         }
                         After::Error(e) => return Err(self.bad_input(e, rest)),
@@ -220,6 +257,7 @@ impl<D: Decoder> Core<D> {
                 debug_assert!(self.queue.is_empty(), "frames past {ready:?}");
                 self.ready = None;
                 self.need = 1;
+                self.open_ended = false;
                 self.after = After::Unwalked;
             }
             return Ok(Step::Frame(frame));
@@ -235,7 +273,7 @@ impl<D: Decoder> Core<D> {
             return Ok(Step::End);
         }
         Ok(match self.pending {
-            None => Step::Alloc(self.region_for(self.need)),
+            None => self.region_for(self.need),
             Some(_) => Step::Read,
         })
     }
@@ -319,8 +357,13 @@ impl<D: Decoder> Core<D> {
             // Exactly the rest of the last frame (`need <= cap` when topping began).
             return self.need - len;
         }
-        // A bulk read leaves the region's slack for a top-up.
-        let limit = self.need.max(self.read_size).min(cap);
+        // A bulk read leaves the region's slack for a top-up, which a frame of unknown
+        // end never takes: it reads all the room it has.
+        let limit = if self.long_open_frame() {
+            cap
+        } else {
+            self.need.max(self.read_size).min(cap)
+        };
         let limit = if limit > len { limit } else { cap };
         let spare = limit - len;
         let stride = self.stride;
@@ -397,6 +440,7 @@ impl<D: Decoder> Core<D> {
             match after {
                 After::Need(n) => {
                     self.need = n.max(len + 1);
+                    self.open_ended = n <= len + 1;
                     if self.need > cap {
                         let mut p = p;
                         p.shrink_in(ring);
@@ -434,6 +478,7 @@ impl<D: Decoder> Core<D> {
         self.freeze_pending(ring);
         self.after = after;
         self.need = 1;
+        self.open_ended = false;
         Ok(())
     }
 
@@ -444,6 +489,7 @@ impl<D: Decoder> Core<D> {
         debug_assert!(self.ready.is_none() && self.pending.is_none() && self.carry.is_none());
         debug_assert!(self.queue.is_empty());
         self.need = 1;
+        self.open_ended = false;
         self.after = After::Unwalked;
         match self.decoder.resync(&bad) {
             Resync::Stop => return self.fail(e),
@@ -521,17 +567,32 @@ impl<D: Decoder> Core<D> {
         e
     }
 
-    /// Ends the stream with why a region of `n` bytes could not be had.
+    /// Why a region of `n` bytes could not be had, as the error to yield. A frame that
+    /// no region of the ring can hold is rejected like one the decoder rejects: the
+    /// reader goes on where [`Decoder::resync`] finds the next frame (its partial
+    /// bytes are still `carry`: the caller asks before [`before_wait`](Self::before_wait)
+    /// spills them). Otherwise the stream ends.
     pub(crate) fn fail_alloc(&mut self, e: WaitError, n: usize) -> io::Error {
-        let e = match e {
+        match e {
             WaitError::NeverFits { block, .. } => {
-                FrameError::LargerThanRing { needed: n, block }.into()
+                let e = FrameError::LargerThanRing { needed: n, block }.into();
+                match self.carry.take() {
+                    Some(part) => self.bad_input(e, part),
+                    None => self.fail(e),
+                }
             }
-            WaitError::OutOfMemory { .. } => io::Error::new(io::ErrorKind::OutOfMemory, e),
-            e => io::Error::other(e),
-        };
-        self.fail(e)
+            WaitError::OutOfMemory { .. } => {
+                self.fail(io::Error::new(io::ErrorKind::OutOfMemory, e))
+            }
+            e => self.fail(io::Error::other(e)),
+        }
     }
+}
+
+/// A region for a [`Step::Alloc`]: `want` bytes if the ring has them now, else `need`.
+pub(crate) fn try_region(ring: &Ring, want: usize, need: usize) -> Option<FixedBufMut> {
+    ring.fixed(want)
+        .or_else(|| if want > need { ring.fixed(need) } else { None })
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.

@@ -109,15 +109,16 @@ pub trait Decoder {
         .into())
     }
 
-    /// After [`decode`](Self::decode) returned an error, how to reach the next frame.
-    /// The reader yields the error, then calls this with the buffered bytes (starting
-    /// at the rejected frame's first byte), and, while it answers [`Resync::More`],
+    /// After [`decode`](Self::decode) returned an error, or the reader found a frame
+    /// larger than its ring ([`FrameError::LargerThanRing`]), how to reach the next
+    /// frame. The reader yields the error, then calls this with the buffered bytes
+    /// (starting at the rejected frame's first byte), and, while it answers [`Resync::More`],
     /// again with each read's bytes; a stream that ends meanwhile ends cleanly (the
     /// error has been reported).
     ///
     /// By default [`Resync::Stop`]: the reader drops what it buffered and ends.
-    /// [`LengthDelimited`] skips a frame over its maximum (its length is known),
-    /// [`Lines`] a line over its maximum (up to its newline); a length field that
+    /// [`LengthDelimited`] skips a frame over its maximum or larger than the ring (its
+    /// length is known), [`Lines`] such a line (up to its newline); a length field that
     /// overflows stops both.
     ///
     /// ```
@@ -169,7 +170,8 @@ pub enum FrameError {
     /// A frame (with its header) larger than a block of the reader's ring, which no
     /// release of memory can make room for ([`io::ErrorKind::InvalidData`]: the peer
     /// sent it; a [`LengthDelimited::max_frame_length`] under the ring's size turns it
-    /// into [`FrameError::TooLong`]).
+    /// into [`FrameError::TooLong`]). The reader skips it as it skips a frame over the
+    /// maximum ([`Decoder::resync`]).
     LargerThanRing {
         /// Bytes the frame needs in one region.
         needed: usize,
@@ -237,7 +239,7 @@ pub struct LengthDelimited {
     endian: Endian,
     adjustment: i64,
     max: usize,
-    /// Bytes of a frame over the maximum still to be dropped (0: none).
+    /// Bytes of a rejected frame still to be dropped (0: none).
     discard: u64,
 }
 
@@ -456,13 +458,14 @@ impl Decoder for LengthDelimited {
         })
     }
 
-    /// Skips a frame over the maximum, header and payload; stops at a length field
-    /// that overflows (nothing says where the next frame starts).
+    /// Skips the rejected frame, header and payload (one over the maximum, or larger
+    /// than the reader's ring); stops at a length field that overflows (nothing says
+    /// where the next frame starts).
     fn resync(&mut self, buf: &[u8]) -> Resync {
         if self.discard == 0 {
             // The first call: `buf` starts with the rejected frame's header.
             let len = match buf.get(..self.width).map(|h| self.payload_len(h)) {
-                Some(Ok(len)) if len > self.max => len,
+                Some(Ok(len)) => len,
                 _ => return Resync::Stop,
             };
             // Addressable, so no overflow (checked by `payload_len`).
@@ -582,7 +585,8 @@ impl Decoder for Lines {
         }
     }
 
-    /// Skips a line over the maximum, up to and with its newline.
+    /// Skips the rejected line (over the maximum, or larger than the reader's ring), up
+    /// to and with its newline.
     fn resync(&mut self, buf: &[u8]) -> Resync {
         self.searched = 0;
         match buf.iter().position(|&b| b == b'\n') {

@@ -3,8 +3,9 @@
 use core::fmt;
 use std::io::{self, Read};
 
-use super::core::{Core, Step};
+use super::core::{try_region, Core, Step};
 use super::decoder::{Decoder, LengthDelimited};
+use crate::buf::hopeless;
 use crate::{FixedBuf, Ring};
 
 /// Bytes of a region by default.
@@ -18,15 +19,15 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// Memory is bounded by the ring: when the frames still held fill it, the reader waits
 /// ([`Ring::fixed_wait`]) for a release on any thread instead of failing. A frame that
 /// could never fit one region of the ring is an error, [`FrameError::LargerThanRing`]
-/// (`InvalidData`). Before it waits, the reader moves the partial frame it holds to the
+/// (`InvalidData`), after which the reader skips it as the decoder says. Before it waits, the reader moves the partial frame it holds to the
 /// heap and releases that region, so it never waits for itself: any frame that fits a
 /// block arrives once the frames held elsewhere are released (the one heap copy outside
 /// the steady state, once per wait).
 ///
 /// After the decoder rejects a frame, the reader yields the error and goes on with the
 /// next frame where the decoder can find it ([`Decoder::resync`]: a frame or line over
-/// the maximum is skipped); otherwise (a length field that overflows, a region that
-/// never fits, a stream that ends mid-frame) it has dropped every buffered byte and
+/// the maximum or larger than the ring is skipped); otherwise (a length field that
+/// overflows, a stream that ends mid-frame) it has dropped every buffered byte and
 /// yields no more frames. An error from the underlying reader (`WouldBlock`, say)
 /// leaves it as it was: [`next_frame`](Self::next_frame) may be called again, but the
 /// [`Iterator`] ends after yielding it, so that a `for` loop over a reader that keeps
@@ -83,8 +84,8 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         let read_size = clamp_read_size(&ring, DEFAULT_READ);
         FramedReader {
             reader,
+            core: Core::new(decoder, &ring, read_size, false),
             ring,
-            core: Core::new(decoder, read_size, false),
             reader_failed: false,
         }
     }
@@ -143,10 +144,15 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     self.reader_failed = true;
                     return Err(e);
                 }
-                Step::Alloc(n) => {
-                    let region = match self.ring.fixed(n) {
+                Step::Alloc { want, need: n } => {
+                    let region = match try_region(&self.ring, want, n) {
                         Some(region) => region,
                         None => {
+                            // Before the partial frame is spilled: a frame that can
+                            // never fit is skipped from it.
+                            if let Some(e) = hopeless(&self.ring, Some(n)) {
+                                return Err(self.core.fail_alloc(e, n));
+                            }
                             self.core.before_wait();
                             match self.ring.fixed_wait(n) {
                                 Ok(region) => region,

@@ -527,6 +527,14 @@ impl Ring {
                 .is_some_and(|b| round_up(b - WORD, WORD) <= self.block_len)
     }
 
+    /// The most bytes a request can have and still pass [`could_fit`](Self::could_fit).
+    #[cfg(feature = "std")]
+    pub(crate) fn largest_fit(&self) -> usize {
+        // `round_up(b + HDR, WORD) <= block_len` ⇔ `b + HDR <= block_len` rounded down
+        // to a word (`HDR` is a whole number of words).
+        (self.block_len / WORD * WORD).saturating_sub(HDR)
+    }
+
     /// The full path: the current block has no room.
     #[cold]
     #[inline(never)]
@@ -605,6 +613,18 @@ mod tests {
 
     /// The orphan tests look at the process-wide orphan state: one at a time.
     static ORPHAN_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[cfg(feature = "std")]
+    #[test]
+    fn the_largest_fit_is_the_largest_request_an_empty_ring_serves() {
+        for cap in [1000, 1024, 4096, 1 << 16] {
+            let ring = Ring::new(cap);
+            let n = ring.largest_fit();
+            assert!(ring.could_fit(n) && !ring.could_fit(n + 1), "capacity {cap}");
+            assert!(Ring::new(cap).fixed(n).is_some(), "capacity {cap}");
+            assert!(Ring::new(cap).fixed(n + 1).is_none(), "capacity {cap}");
+        }
+    }
 
     #[test]
     fn dropped_ring_is_freed_by_the_last_release() {
