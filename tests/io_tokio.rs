@@ -331,3 +331,36 @@ fn a_read_error_while_topping_up_comes_after_the_frames() {
     let want = vec![Ok(frames[0].clone()), Err(ErrorKind::ConnectionReset)];
     assert_eq!(got, want);
 }
+
+/// Interop with tokio_util's codecs (features `tokio` and `bytes`): a frame from the
+/// ring becomes a `Bytes` without a copy (`Bytes::from`, backed by the frame's region)
+/// and goes out through `FramedWrite<_, LengthDelimitedCodec>`, which writes the wire
+/// format `LengthDelimited::new()` reads (its encoder copies into its write buffer, as
+/// for any `Bytes`). The regions are released once the codec has written them.
+#[cfg(feature = "bytes")]
+#[tokio::test]
+async fn frames_go_out_through_tokio_util_framed_write() {
+    use futures_sink::Sink;
+    use tokio_util::codec::{FramedWrite, LengthDelimitedCodec};
+    let sent = frames(40);
+    let conn = serve(encode(&sent), 4096).await;
+    let mut r = AsyncFramedReader::new(conn, LengthDelimited::new());
+    let mut out = FramedWrite::new(Vec::new(), LengthDelimitedCodec::new());
+    while let Some(frame) = next(&mut r).await {
+        let frame = frame.unwrap();
+        let at = frame.as_ptr();
+        let frame = bytes::Bytes::from(frame);
+        if !frame.is_empty() {
+            assert_eq!(frame.as_ptr(), at, "Bytes::from copied the frame");
+        }
+        poll_fn(|cx| Sink::<bytes::Bytes>::poll_ready(Pin::new(&mut out), cx))
+            .await
+            .unwrap();
+        Pin::new(&mut out).start_send(frame).unwrap();
+    }
+    poll_fn(|cx| Sink::<bytes::Bytes>::poll_flush(Pin::new(&mut out), cx))
+        .await
+        .unwrap();
+    assert_eq!(out.get_ref(), &encode(&sent));
+    assert_eq!(r.ring().stats().live_buffers, 0);
+}
