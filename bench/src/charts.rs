@@ -63,9 +63,11 @@ pub fn write_speedups(table: &Table, path: &Path) -> Result<bool, String> {
         .configure_mesh()
         .disable_y_mesh()
         .disable_y_axis()
-        .x_desc(format!(
-            "speed-up against {reference} (log scale; higher is better)"
-        ))
+        .x_desc(if table.title.contains("latency") {
+            format!("{reference}'s latency over this one's (log scale; higher is shorter)")
+        } else {
+            format!("speed-up against {reference} (log scale; higher is better)")
+        })
         .x_label_formatter(&|x| format!("{x:.2}×"))
         .draw()
         .map_err(|e| err(&e))?;

@@ -620,7 +620,10 @@ mod tests {
         for cap in [1000, 1024, 4096, 1 << 16] {
             let ring = Ring::new(cap);
             let n = ring.largest_fit();
-            assert!(ring.could_fit(n) && !ring.could_fit(n + 1), "capacity {cap}");
+            assert!(
+                ring.could_fit(n) && !ring.could_fit(n + 1),
+                "capacity {cap}"
+            );
             assert!(Ring::new(cap).fixed(n).is_some(), "capacity {cap}");
             assert!(Ring::new(cap).fixed(n + 1).is_none(), "capacity {cap}");
         }
