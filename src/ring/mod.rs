@@ -528,7 +528,7 @@ impl Ring {
     }
 
     /// The most bytes a request can have and still pass [`could_fit`](Self::could_fit).
-    #[cfg(feature = "std")]
+    #[cfg(real_std)]
     pub(crate) fn largest_fit(&self) -> usize {
         // `round_up(b + HDR, WORD) <= block_len` ⇔ `b + HDR <= block_len` rounded down
         // to a word (`HDR` is a whole number of words).
@@ -614,7 +614,7 @@ mod tests {
     /// The orphan tests look at the process-wide orphan state: one at a time.
     static ORPHAN_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    #[cfg(feature = "std")]
+    #[cfg(real_std)]
     #[test]
     fn the_largest_fit_is_the_largest_request_an_empty_ring_serves() {
         for cap in [1000, 1024, 4096, 1 << 16] {
