@@ -131,6 +131,55 @@ fn a_long_lived_buffer_does_not_stall_the_ring() {
     assert_eq!(&pinned[..], b"pinned");
 }
 
+/// The highest byte past the first buffer that a FIFO of `live` buffers of `size`
+/// bytes reaches in `ring` over `n` messages, built by `make`.
+fn reach<'r, B: std::ops::Deref<Target = [u8]> + 'r>(
+    live: usize,
+    n: usize,
+    mut make: impl FnMut() -> B,
+) -> usize {
+    let mut queue = std::collections::VecDeque::new();
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    for _ in 0..n {
+        if queue.len() == live {
+            queue.pop_front();
+        }
+        let b = make();
+        lo = lo.min(b.as_ptr() as usize);
+        hi = hi.max(b.as_ptr() as usize + b.len());
+        queue.push_back(b);
+    }
+    hi - lo
+}
+
+#[test]
+fn released_memory_is_reused_before_untouched_memory() {
+    // 16 live buffers of 4 KiB (64 KiB) in a 4 MiB ring: the ring wraps to the
+    // released space at its start instead of touching all of its pages.
+    const RING: usize = 4 << 20;
+    let n = scaled(4_000);
+    let ring = Ring::new(RING);
+    let fixed = reach(16, n, || {
+        let mut b = ring.fixed(4096).unwrap();
+        b.try_extend_from_slice(&[7; 4096]).unwrap();
+        b
+    });
+    let ring = Ring::new(RING);
+    let ext = reach(16, n, || {
+        let mut b = ring.extendable(0).unwrap();
+        for _ in 0..64 {
+            b.write_all(&[9; 64]).unwrap();
+        }
+        b
+    });
+    for (what, reach) in [("fixed", fixed), ("extendable", ext)] {
+        assert!(
+            reach < 512 << 10,
+            "{what}: {n} messages reached {reach} bytes of a {RING}-byte ring"
+        );
+    }
+}
+
 #[test]
 fn policies_when_full() {
     let fail = Ring::builder().capacity(128).build().unwrap();

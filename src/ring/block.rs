@@ -13,7 +13,10 @@
 //! - `head` is always the offset of a region header, or `len` while the window ends
 //!   at the block end;
 //! - only the owning thread writes a header's length, and only while the region is free
-//!   or held by an `ExtBuf` of that thread.
+//!   or held by an `ExtBuf` of that thread;
+//! - the window never reaches past `edge`, the end of the memory handed out so far; a
+//!   claim past it first tries the block start, so pages stay untouched until the live
+//!   buffers need them (resident memory only: nothing relies on it for soundness).
 //!
 //! # The window
 //!
@@ -48,6 +51,10 @@ pub(crate) struct BlockCtl {
     head: Cell<usize>,
     /// The end of the window (`head <= limit <= len`; `limit == head`: closed).
     limit: Cell<usize>,
+    /// The edge of the memory handed out so far: no region at or past it has been
+    /// live yet (owner thread only; see [`BlockCtl::extend_edge`]). The window never
+    /// reaches past it, so its pages stay untouched until a claim needs them.
+    edge: Cell<usize>,
     /// Orphan sweep progress: every region before this offset is known free.
     pub(crate) cursor: Cell<usize>,
     /// Link in the orphan stack (see `orphan.rs`).
@@ -71,6 +78,11 @@ pub(crate) struct BlockCtl {
 /// lap, and does not pull every header's cache line away from the releasing threads.
 /// A pinned buffer at the head delays the next full walk by at most this many claims.
 const RETRIES_AT_HEAD: u32 = 16;
+
+/// The edge of the memory handed out moves by at least this many bytes (a sixteenth of
+/// a smaller block), or a quarter of the memory handed out so far, whichever is more
+/// (see [`BlockCtl::extend_edge`]).
+const EDGE_STEP: usize = 64 * 1024;
 
 /// Bytes of the control area; the region area starts here.
 const CTL: usize = core::mem::size_of::<BlockCtl>();
@@ -104,6 +116,7 @@ impl BlockCtl {
                 len,
                 head: Cell::new(0),
                 limit: Cell::new(0),
+                edge: Cell::new(0),
                 cursor: Cell::new(0),
                 next: Cell::new(core::ptr::null_mut()),
                 stuck: Cell::new(0),
@@ -257,8 +270,9 @@ impl BlockCtl {
     #[inline]
     fn open(&self) {
         debug_assert_eq!(self.head.get(), self.limit.get(), "window already open");
+        let edge = self.edge.get();
         let mut end = self.head.get();
-        while end < self.len {
+        while end < edge {
             // SAFETY: `end` is a header offset: `head` is, and the walk moves by spans.
             // Acquire: pairs with the Release of whichever thread released the region,
             // so its last writes happen before the window hands the bytes out again.
@@ -266,9 +280,67 @@ impl BlockCtl {
             if count(h) != 0 {
                 break;
             }
-            end += span(h);
+            let next = end + span(h);
+            if next > edge {
+                // The free region reaches past the edge: split it there, so the window
+                // ends at the edge and the headers still tile the block once it closes.
+                // SAFETY: `end < edge < next`: inside a free region, which this thread
+                // owns; `edge` is word-aligned (see `extend_edge`).
+                unsafe { self.hdr_ptr(edge).write(Header::new(pack(next - edge, 0))) };
+                end = edge;
+                break;
+            }
+            end = next;
         }
         self.limit.set(end);
+    }
+
+    /// Moves the edge of the memory handed out (see [`BlockCtl::edge`]) to at least `to`
+    /// (a multiple of [`WORD`], at most the block length): by a quarter of the memory
+    /// handed out so far, at least [`EDGE_STEP`] (or a sixteenth of a smaller block), so
+    /// a block that fills up takes few steps to do so.
+    fn extend_edge(&self, to: usize) {
+        let edge = self.edge.get();
+        if to > edge {
+            let step = round_up((edge / 4).max(EDGE_STEP.min(self.len / 16)), WORD);
+            self.edge.set(to.max(edge + step).min(self.len));
+        }
+    }
+
+    /// Whether the region at the block start is free.
+    #[inline]
+    fn start_is_free(&self) -> bool {
+        // SAFETY: offset 0 always leads a region.
+        // Relaxed: a hint; whoever reuses the region loads its header again with Acquire.
+        count(unsafe { self.hdr(0) }.load(Ordering::Relaxed)) == 0
+    }
+
+    /// Lets the window reach the whole block: for the blocks a `Grow` ring adds for a
+    /// spike, which fill up and are given back once drained. (Their edge steps would
+    /// each send a claim to the ring's walk over every block, see `defer`.)
+    #[inline]
+    pub(crate) fn without_edge(&self) {
+        self.edge.set(self.len);
+    }
+
+    /// A claim at the block start, if the free regions there hold it: the walk's choice
+    /// over a region past the edge, so memory released behind the head is reused before
+    /// pages that were never touched (the block's resident memory stays near its live
+    /// set, not its length).
+    #[cold]
+    fn claim_at_start(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        // SAFETY: offset 0 always leads a region.
+        // Acquire: as in `walk`.
+        let h = unsafe { self.hdr(0) }.load(Ordering::Acquire);
+        if count(h) != 0 {
+            return None;
+        }
+        let (need, pad) = Self::need(0, bytes, align);
+        let mut have = span(h);
+        if have < need {
+            have = self.merge(0, have, need);
+        }
+        (have >= need).then(|| self.take(0, have, need, pad, init))
     }
 
     /// The walk, after the window's front did not hold the request (`Ring::claim`):
@@ -327,6 +399,14 @@ impl BlockCtl {
                     have = self.merge(off, have, need);
                 }
                 if have >= need {
+                    if off + need > self.edge.get() {
+                        if !wrapped && off != 0 {
+                            if let Some(c) = self.claim_at_start(bytes, align, init) {
+                                return Some(c);
+                            }
+                        }
+                        self.extend_edge(off + need);
+                    }
                     return Some(self.take(off, have, need, pad, init));
                 }
             }
@@ -536,6 +616,9 @@ impl BlockCtl {
             return Some(want.max(have));
         }
         self.close();
+        if off != 0 && off + want > self.edge.get() && self.start_is_free() {
+            return None; // the caller moves it to the start instead (see `relocate`)
+        }
         let mut end = off + have;
         while end - off < want {
             if end >= self.len {
@@ -562,6 +645,7 @@ impl BlockCtl {
         // SAFETY: `hdr` is ours; the count (1, a unique handle) stays, so the region
         // stays locked while it grows (ringal loses that lock here).
         unsafe { self.hdr(off) }.store(pack(new_span, count(h)), Ordering::Relaxed);
+        self.extend_edge(off + new_span);
         let head = self.head.get();
         if head > off && head < off + new_span {
             self.set_head(if off + new_span == self.len {
@@ -604,30 +688,44 @@ impl BlockCtl {
         let ours_span = span(unsafe { self.hdr(ours) }.load(Ordering::Relaxed));
         let len_total = self.len;
         let start = self.head.get();
-        let (mut off, mut wrapped) = (start, false);
-        let found = loop {
+        // The run of free regions (ours among them, counted free) from the header at
+        // `off`, up to `need` bytes: (its bytes, or 0 when `off` leads a live region;
+        // the span of the region at `off`). No header is merged, as a merge over our
+        // region would free it before the move.
+        let run = |off: usize| {
             // Acquire: pairs with the release of whichever thread released the
             // region, so its last writes happen before our reuse (as in `walk`).
-            // SAFETY: `off` is a header offset: `head` always is, and the walk moves
-            // from header to header by their spans.
+            // SAFETY: `off` is a header offset (the callers walk from header to header
+            // by their spans).
             let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+            if count(h) != 0 && off != ours {
+                return (0, span(h));
+            }
             let mut have = span(h);
-            if count(h) == 0 || off == ours {
-                // A run of free regions (ours among them, counted free): no header is
-                // merged, as a merge over our region would free it before the move.
-                while have < need && off + have < len_total {
-                    let end = off + have;
-                    // SAFETY: the boundary after a region is a header offset.
-                    // Acquire: as above.
-                    let n = unsafe { self.hdr(end) }.load(Ordering::Acquire);
-                    if count(n) != 0 && end != ours {
-                        break;
+            while have < need && off + have < len_total {
+                let end = off + have;
+                // SAFETY: the boundary after a region is a header offset.
+                // Acquire: as above.
+                let n = unsafe { self.hdr(end) }.load(Ordering::Acquire);
+                if count(n) != 0 && end != ours {
+                    break;
+                }
+                have += span(n);
+            }
+            (have, span(h).max(have))
+        };
+        let (mut off, mut wrapped) = (start, false);
+        let found = loop {
+            let (free, have) = run(off);
+            if free >= need {
+                // As in `walk`: the block start before pages never touched.
+                if off != 0 && !wrapped && off + need > self.edge.get() {
+                    let (at_start, _) = run(0);
+                    if at_start >= need {
+                        break Some((0, at_start));
                     }
-                    have += span(n);
                 }
-                if have >= need {
-                    break Some((off, have));
-                }
+                break Some((off, free));
             }
             off += have;
             if off == len_total {
@@ -666,6 +764,7 @@ impl BlockCtl {
         // SAFETY: `at` leads the free run we just took (our old region, if inside it, is
         // given up by this store). Relaxed: as in `take`.
         unsafe { self.hdr_ptr(at).write(Header::new(pack(used, 1))) };
+        self.extend_edge(at + used);
         let next = at + used;
         self.set_head(if next == self.len { 0 } else { next });
         self.stuck.set(0);

@@ -255,6 +255,9 @@ pub struct RingStats {
 /// operation on the region's header. The walk for free space starts where the last
 /// allocation ended, steps over regions that are still live, merges free neighbours
 /// and wraps at the end of the block; when nothing fits, the [`WhenFull`] policy applies.
+/// Before it hands out memory that no allocation has used yet, it wraps early if the
+/// start of the block has room: so the pages of a large ring are touched only as far
+/// as its live buffers ever reach, and its resident memory stays near what they need.
 ///
 /// Waiting on a full ring is cheap: after a walk finds no room, the next 16 requests
 /// look only at the oldest region (the next to be released when buffers are dropped in
@@ -579,6 +582,8 @@ impl Ring {
                 // Room in the list first: a block made and then not kept would leak.
                 blocks.try_reserve(1).ok()?;
                 let b = BlockCtl::create(len)?;
+                // SAFETY: just created, owned by this ring.
+                unsafe { b.as_ref() }.without_edge();
                 blocks.push(b);
                 self.cur.set(b);
                 self.set_defer();
