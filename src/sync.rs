@@ -407,7 +407,12 @@ pub(crate) fn plain_ref<T>(r: &T) -> &T {
 /// the kernel refuses it at run time, [`ready`](barrier::ready) says so before the first
 /// ring is built and releases fence through the orphans' word (`ring/orphan.rs`). Under
 /// loom both sides are `SeqCst` fences, which loom models; the mutant
-/// `--cfg ringmem_mutant_no_barrier` drops the light side, and the loom models fail.
+/// `--cfg ringmem_mutant_no_barrier` drops the release's side, and the loom models fail.
+///
+/// `--cfg ringmem_refuse_membarrier` (tests only) acts as a kernel that refuses
+/// `membarrier`: the light side is a compiler fence and [`ready`](barrier::ready) says
+/// `false`, so the releases' fence through the orphans' word is all that closes the
+/// window. Under loom that puts the fallback itself in the models.
 pub(crate) mod barrier {
     use super::Ordering;
 
@@ -420,13 +425,16 @@ pub(crate) mod barrier {
         not(loom)
     ));
 
+    /// `--cfg ringmem_refuse_membarrier`: as if the kernel refused `membarrier`.
+    const REFUSED: bool = cfg!(ringmem_refuse_membarrier);
+
     /// The frequent side: after its store, before its load.
     #[inline(always)]
     pub(crate) fn light() {
         if cfg!(ringmem_mutant_no_barrier) {
             return;
         }
-        if ASYMMETRIC {
+        if ASYMMETRIC || REFUSED {
             core::sync::atomic::compiler_fence(Ordering::SeqCst);
         } else {
             super::fence(Ordering::SeqCst);
@@ -436,7 +444,7 @@ pub(crate) mod barrier {
     /// The rare side: after its store, before its load.
     #[cold]
     pub(crate) fn heavy() {
-        if !(ASYMMETRIC && membarrier::expedited()) {
+        if REFUSED || !(ASYMMETRIC && membarrier::expedited()) {
             // No `membarrier` (or refused, in which case releases fence too: `ready`).
             super::fence(Ordering::SeqCst);
         }
@@ -445,7 +453,7 @@ pub(crate) mod barrier {
     /// Registers this process for `membarrier` (once; later calls return the first
     /// answer). `false` when the kernel refuses it: the light side must then fence.
     pub(crate) fn ready() -> bool {
-        !ASYMMETRIC || membarrier::register()
+        !REFUSED && (!ASYMMETRIC || membarrier::register())
     }
 
     /// Linux's `membarrier` through a raw system call (no libc dependency).

@@ -21,8 +21,11 @@
 //! The mutant `--cfg ringmem_mutant_no_barrier` drops the release's side of the
 //! store-load barrier (`src/sync.rs`); a waiter then misses its wake-up
 //! (`waiter_woken_by_a_release_elsewhere` deadlocks) and a dropped ring's block leaks
-//! (`drop_ring_while_buffers_live_elsewhere`). No model runs ring activity after its
-//! releases: every block must be freed by the releases alone.
+//! (`drop_ring_while_buffers_live_elsewhere`). With `--cfg ringmem_refuse_membarrier`
+//! (a kernel that refuses `membarrier`) every model runs on the fallback, the fence a
+//! release pays when the orphans' word says so; with the mutant as well, the same two
+//! models fail. No model runs ring activity after its releases: every block must be
+//! freed by the releases alone.
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};

@@ -691,6 +691,27 @@ mod tests {
         }));
     }
 
+    /// Whether releases fence follows the kernel's answer; with
+    /// `--cfg ringmem_refuse_membarrier` the fallback is on, and a producer that waits
+    /// is still woken by a release on another thread (the CI's ASan stage runs the
+    /// integration tests that way too).
+    #[cfg(feature = "std")]
+    #[test]
+    fn releases_fence_when_membarrier_is_refused() {
+        let ring = Ring::new(1024);
+        assert_eq!(orphan::fenced(), !crate::sync::barrier::ready());
+        if cfg!(ringmem_refuse_membarrier) {
+            assert!(orphan::fenced(), "the fallback is on");
+        }
+        let full = ring.fixed(1000).unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(full);
+        });
+        assert!(ring.fixed_wait(1000).is_ok());
+        t.join().unwrap();
+    }
+
     #[test]
     fn walk_keeps_regions_tiled() {
         let ring = Ring::new(2048);

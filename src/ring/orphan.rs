@@ -158,8 +158,9 @@ pub(crate) fn after_release(hdr: NonNull<Header>) {
 /// must fence.
 #[inline(always)]
 fn after_release_slow(mut w: usize, hdr: *mut Header) {
-    if w & FENCED != 0 {
-        // No `membarrier`: this release pays the full fence, then looks again.
+    if w & FENCED != 0 && !cfg!(ringmem_mutant_no_barrier) {
+        // No `membarrier`: this release pays the full fence, then looks again. (The
+        // mutant drops this fence too: it is the release's side of the barrier here.)
         fence(Ordering::SeqCst);
         // Relaxed: as in `after_release`.
         w = ORPHANS.word.load(Ordering::Relaxed) as usize;
@@ -384,6 +385,12 @@ fn update(order: Ordering, mut f: impl FnMut(*mut BlockCtl) -> *mut BlockCtl) ->
 /// Sweeps run so far in this process (unit tests only).
 #[cfg(all(test, not(loom)))]
 pub(crate) static SWEEPS: crate::sync::AtomicUsize = crate::sync::AtomicUsize::new(0);
+
+/// Whether releases fence (the kernel refused `membarrier`).
+#[cfg(all(test, not(loom)))]
+pub(crate) fn fenced() -> bool {
+    ORPHANS.word.load(Ordering::Acquire) as usize & FENCED != 0
+}
 
 /// Whether any orphaned block waits for its buffers.
 #[cfg(all(test, not(loom)))]
