@@ -110,7 +110,7 @@ fn main() {
         let frames = ((mib << 20) / sizes.average_wire()) as u64;
         let wire = sizes.wire(frames);
         for conns in framed::CONNS {
-            // Saturated (`cell`), then paced (`paced`) at half the slower reader's
+            // Saturated (`cell`), then paced (`paced`) at a quarter of the slower reader's
             // median rate of the saturated runs.
             let mut rates: [Vec<f64>; 2] = Default::default();
             for pace in [None, Some(())] {
