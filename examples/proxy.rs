@@ -1,8 +1,9 @@
 //! A frame proxy on loopback TCP: frames read from one connection by one task are
 //! handed to another task, on another runtime thread, that writes them to a second
 //! connection. The frames are [`FixedBuf`] slices of the reading side's ring, so
-//! they cross threads without a copy and go back to the ring where the writing task
-//! drops them; the reader waits for those releases when its ring is full.
+//! they cross threads without a copy, go out in vectored writes (`AsyncFramedWriter`)
+//! and go back to the ring where the writing task drops them; the reader waits for
+//! those releases when its ring is full.
 //!
 //! ```text
 //! source --TCP--> [reader task] --channel--> [writer task] --TCP--> sink
@@ -21,9 +22,9 @@ use std::pin::Pin;
 use std::time::Instant;
 
 use futures_core::Stream;
-use ringmem::io::{AsyncFramedReader, FramedWriter, LengthDelimited};
+use ringmem::io::{AsyncFramedReader, AsyncFramedWriter, FramedWriter, LengthDelimited};
 use ringmem::{FixedBuf, Ring};
-use tokio::io::{AsyncRead, AsyncWriteExt, BufWriter};
+use tokio::io::AsyncRead;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -47,19 +48,22 @@ async fn pair() -> io::Result<(TcpStream, TcpStream)> {
     Ok((accepted?.0, connected?))
 }
 
-/// Writes frames from the channel to `out`, each behind its length header.
+/// Writes frames from the channel to `out`, each behind its length header: the frames
+/// waiting in the channel go out together, in one vectored write and without a copy.
 async fn forward(mut rx: mpsc::Receiver<FixedBuf>, out: TcpStream) -> io::Result<u64> {
-    let codec = LengthDelimited::new();
-    let mut out = BufWriter::with_capacity(64 << 10, out);
+    let mut out = AsyncFramedWriter::new(out, LengthDelimited::new());
     let mut n = 0;
-    let mut header = [0; 8];
     while let Some(frame) = rx.recv().await {
-        let h = codec.encode_header(frame.len(), &mut header)?;
-        out.write_all(&header[..h]).await?;
-        out.write_all(&frame).await?;
+        out.feed(frame)?;
         n += 1;
-        // `frame` drops here, on this task's thread: its region goes back to the
-        // reader's ring, and a reader waiting for room wakes.
+        while out.queued_bytes() < out.high_water() {
+            let Ok(frame) = rx.try_recv() else { break };
+            out.feed(frame)?;
+            n += 1;
+        }
+        // Each frame drops in the writer once written, on this task's thread: its
+        // region goes back to the reader's ring, and a reader waiting for room wakes.
+        out.flush().await?;
     }
     out.shutdown().await?;
     Ok(n)

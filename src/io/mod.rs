@@ -6,7 +6,8 @@
 //! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
 //! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad
 //! input is an `io::Error` carrying a [`FrameError`]. The async reader is
-//! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature.
+//! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature; its writing
+//! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes.
 //!
 //! ```
 //! use ringmem::io::{FramedReader, FramedWriter, LengthDelimited};
@@ -23,6 +24,8 @@
 
 #[cfg(feature = "tokio")]
 mod async_reader;
+#[cfg(feature = "tokio")]
+mod async_writer;
 mod core;
 mod decoder;
 mod reader;
@@ -31,6 +34,9 @@ mod writer;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_reader::AsyncFramedReader;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use async_writer::AsyncFramedWriter;
 pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Resync};
 pub use reader::FramedReader;
 pub use writer::FramedWriter;

@@ -1,0 +1,385 @@
+//! `AsyncFramedWriter`: length-delimited frames to a tokio `AsyncWrite`, many frames per
+//! vectored write.
+
+use core::fmt;
+use core::future::poll_fn;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+
+use tokio::io::AsyncWrite;
+
+use super::decoder::LengthDelimited;
+use crate::FixedBuf;
+
+/// Slices of one vectored write: the headers and payloads of up to 32 frames.
+const SLICES: usize = 64;
+
+/// Queued bytes at which [`send`](AsyncFramedWriter::send) writes the queue out.
+const DEFAULT_HIGH_WATER: usize = 64 << 10;
+
+/// A frame waiting to be written: its header, then its payload.
+struct Queued<F> {
+    header: [u8; 8],
+    header_len: u8,
+    payload: F,
+}
+
+impl<F: AsRef<[u8]>> Queued<F> {
+    fn header(&self) -> &[u8] {
+        &self.header[..usize::from(self.header_len)]
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.header_len) + self.payload.as_ref().len()
+    }
+}
+
+/// Writes frames (each payload behind a length header, as a [`LengthDelimited`]
+/// decoder reads it) to a tokio [`AsyncWrite`], gathering the headers and payloads of
+/// the frames queued so far into vectored writes: a payload is never copied, and a run
+/// of small frames costs one system call, not one per frame. The writer holds each
+/// payload (a [`FixedBuf`] frame from a ring, a `Vec`, anything `AsRef<[u8]>`) until
+/// its last byte is written, then drops it: a frame read by an
+/// [`AsyncFramedReader`](super::AsyncFramedReader) goes back to its ring there.
+///
+/// [`send`](Self::send) queues a frame and writes the queue once it holds 64 KiB
+/// ([`with_high_water`](Self::with_high_water)); [`flush`](Self::flush) writes
+/// everything. Both keep their progress in the writer, so a cancelled call loses
+/// nothing: the next one goes on where it stopped. A writer whose
+/// [`is_write_vectored`](AsyncWrite::is_write_vectored) is false takes one slice per
+/// call; give it a `tokio::io::BufWriter` (which gathers them by copying).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+/// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+/// w.send(b"hello".to_vec()).await?;
+/// w.send(Vec::new()).await?;
+/// w.flush().await?;
+/// assert_eq!(&w.get_ref()[..], b"\0\0\0\x05hello\0\0\0\0");
+/// # Ok::<(), std::io::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct AsyncFramedWriter<W, F = FixedBuf> {
+    writer: W,
+    codec: LengthDelimited,
+    queue: VecDeque<Queued<F>>,
+    /// Bytes of the front frame (header, then payload) already written.
+    written: usize,
+    /// Bytes queued and not yet written.
+    queued: usize,
+    high_water: usize,
+}
+
+impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
+    /// A writer of frames with `codec`'s header.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let w: AsyncFramedWriter<_> = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// assert_eq!(w.queued_bytes(), 0);
+    /// ```
+    pub fn new(writer: W, codec: LengthDelimited) -> Self {
+        AsyncFramedWriter {
+            writer,
+            codec,
+            queue: VecDeque::new(),
+            written: 0,
+            queued: 0,
+            high_water: DEFAULT_HIGH_WATER,
+        }
+    }
+
+    /// Sets the queued bytes at which [`send`](Self::send) writes the queue out (at
+    /// least 1: every `send` then writes).
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let w = AsyncFramedWriter::<_, Vec<u8>>::new(Vec::new(), LengthDelimited::new())
+    ///     .with_high_water(4096);
+    /// assert_eq!(w.high_water(), 4096);
+    /// ```
+    pub fn with_high_water(mut self, bytes: usize) -> Self {
+        self.high_water = bytes.max(1);
+        self
+    }
+
+    /// The queued bytes at which [`send`](Self::send) writes the queue out.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let w: AsyncFramedWriter<_> = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// assert_eq!(w.high_water(), 64 << 10);
+    /// ```
+    pub fn high_water(&self) -> usize {
+        self.high_water
+    }
+
+    /// Queues a frame without writing anything.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a payload over the codec's maximum or one its length field
+    /// cannot express (see [`LengthDelimited::encode_header`]); nothing is queued then.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let codec = LengthDelimited::new().field_width(1);
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), codec);
+    /// assert!(w.feed(vec![0; 256]).is_err()); // 256 needs more than one byte
+    /// w.feed(vec![7; 3])?;
+    /// assert_eq!(w.queued_bytes(), 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn feed(&mut self, frame: F) -> io::Result<()> {
+        let mut header = [0; 8];
+        let n = self
+            .codec
+            .encode_header(frame.as_ref().len(), &mut header)?;
+        let q = Queued {
+            header,
+            header_len: n as u8,
+            payload: frame,
+        };
+        self.queued += q.len();
+        self.queue.push_back(q);
+        Ok(())
+    }
+
+    /// Queues a frame and, once the queue holds [`high_water`](Self::high_water)
+    /// bytes, writes it out (without flushing the underlying writer).
+    ///
+    /// # Errors
+    /// As [`feed`](Self::feed), and [`poll_write_queued`](Self::poll_write_queued)'s.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new()).with_high_water(10);
+    /// w.send(b"abc".to_vec()).await?; // 7 bytes queued
+    /// assert!(w.get_ref().is_empty());
+    /// w.send(b"de".to_vec()).await?; // 13: written
+    /// assert_eq!(w.get_ref().len(), 13);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn send(&mut self, frame: F) -> io::Result<()> {
+        self.feed(frame)?;
+        if self.queued >= self.high_water {
+            poll_fn(|cx| self.poll_write_queued(cx)).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes every queued frame, then flushes the underlying writer.
+    ///
+    /// # Errors
+    /// As [`poll_flush`](Self::poll_flush).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(b"x".to_vec())?;
+    /// w.flush().await?;
+    /// assert_eq!(&w.get_ref()[..], b"\0\0\0\x01x");
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn flush(&mut self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_flush(cx)).await
+    }
+
+    /// Writes every queued frame, flushes and shuts the underlying writer down.
+    ///
+    /// # Errors
+    /// As [`poll_flush`](Self::poll_flush), and the writer's `poll_shutdown`.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(b"bye".to_vec())?;
+    /// w.shutdown().await?;
+    /// assert_eq!(w.get_ref().len(), 7);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn shutdown(&mut self) -> io::Result<()> {
+        self.flush().await?;
+        poll_fn(|cx| Pin::new(&mut self.writer).poll_shutdown(cx)).await
+    }
+
+    /// Writes the queued frames with vectored writes until none is left, dropping each
+    /// payload once it is written; does not flush the underlying writer. Progress is
+    /// kept across `Pending` and errors: the next call goes on where this one stopped.
+    ///
+    /// # Errors
+    /// The writer's, and `WriteZero` when it accepts no more bytes.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::future::poll_fn;
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(b"ab".to_vec())?;
+    /// w.feed(b"c".to_vec())?;
+    /// poll_fn(|cx| w.poll_write_queued(cx)).await?;
+    /// assert_eq!((w.get_ref().len(), w.queued_bytes()), (11, 0));
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn poll_write_queued(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.queue.is_empty() {
+            let mut slices = [IoSlice::new(&[]); SLICES];
+            let mut n = 0;
+            let mut skip = self.written;
+            for q in self.queue.iter() {
+                for part in [q.header(), q.payload.as_ref()] {
+                    let s = part.get(skip..).unwrap_or_default();
+                    skip = skip.saturating_sub(part.len());
+                    if !s.is_empty() && n < SLICES {
+                        slices[n] = IoSlice::new(s);
+                        n += 1;
+                    }
+                }
+                if n >= SLICES - 1 {
+                    break;
+                }
+            }
+            if n == 0 {
+                // Only empty frames behind zero-length headers are left.
+                self.pop_written(0);
+                continue;
+            }
+            let wrote = match Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..n]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(k)) => k,
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            self.pop_written(wrote);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Counts `k` more bytes written: drops the frames now written whole.
+    fn pop_written(&mut self, k: usize) {
+        self.queued -= k;
+        let mut done = self.written + k;
+        while let Some(front) = self.queue.front() {
+            let len = front.len();
+            if done < len {
+                break;
+            }
+            done -= len;
+            // Written whole: the payload goes (a ring frame back to its ring).
+            self.queue.pop_front();
+        }
+        self.written = done;
+    }
+
+    /// Writes every queued frame ([`poll_write_queued`](Self::poll_write_queued)), then
+    /// flushes the underlying writer.
+    ///
+    /// # Errors
+    /// As [`poll_write_queued`](Self::poll_write_queued), and the writer's
+    /// `poll_flush`.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::future::poll_fn;
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(b"z".to_vec())?;
+    /// poll_fn(|cx| w.poll_flush(cx)).await?;
+    /// assert_eq!(w.get_ref().len(), 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.poll_write_queued(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut self.writer).poll_flush(cx),
+            other => other,
+        }
+    }
+
+    /// Bytes queued (headers and payloads) and not yet written.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(vec![1, 2])?;
+    /// assert_eq!(w.queued_bytes(), 6);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn queued_bytes(&self) -> usize {
+        self.queued
+    }
+
+    /// Frames queued and not yet written whole.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(vec![1])?;
+    /// w.feed(vec![])?;
+    /// assert_eq!(w.queued_frames(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn queued_frames(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+impl<W, F> AsyncFramedWriter<W, F> {
+    /// The underlying writer.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let w: AsyncFramedWriter<_> = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// assert!(w.get_ref().is_empty());
+    /// ```
+    pub fn get_ref(&self) -> &W {
+        &self.writer
+    }
+
+    /// The underlying writer, mutably (bytes written to it directly go out between
+    /// frames: before the queued ones, or inside a frame that is partly written).
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w: AsyncFramedWriter<_> = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.get_mut().push(1);
+    /// assert_eq!(w.get_ref().len(), 1);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.writer
+    }
+
+    /// The underlying writer, given back; the frames still queued are dropped unwritten.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+    /// w.feed(vec![9])?;
+    /// assert!(w.into_inner().is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_inner(self) -> W {
+        self.writer
+    }
+}
+
+impl<W, F> fmt::Debug for AsyncFramedWriter<W, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncFramedWriter")
+            .field("codec", &self.codec)
+            .field("queued_frames", &self.queue.len())
+            .field("queued_bytes", &self.queued)
+            .field("high_water", &self.high_water)
+            .finish_non_exhaustive()
+    }
+}
