@@ -514,3 +514,22 @@ async fn frames_round_trip_through_the_async_writer() {
     assert_eq!(r.ring().stats().live_buffers, 0);
     assert_eq!(back.await.unwrap(), sent);
 }
+
+/// The writer as a `Sink`: `poll_ready` writes the queue out at the high-water mark
+/// (so the queue stays bounded), `poll_close` writes the rest and shuts down.
+#[tokio::test]
+async fn the_writer_is_a_bounded_sink() {
+    use futures_sink::Sink;
+    use ringmem::io::AsyncFramedWriter;
+    let sent = frames(50);
+    let mut w =
+        AsyncFramedWriter::new(Trickle::new(100), LengthDelimited::new()).with_high_water(1000);
+    for f in &sent {
+        poll_fn(|cx| Pin::new(&mut w).poll_ready(cx)).await.unwrap();
+        assert!(w.queued_bytes() < 1000, "{} bytes queued", w.queued_bytes());
+        Pin::new(&mut w).start_send(f.clone()).unwrap();
+    }
+    poll_fn(|cx| Pin::new(&mut w).poll_close(cx)).await.unwrap();
+    assert_eq!(w.queued_frames(), 0);
+    assert_eq!(w.into_inner().out, encode(&sent));
+}

@@ -8,6 +8,7 @@ use core::task::{Context, Poll};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 
+use futures_sink::Sink;
 use tokio::io::AsyncWrite;
 
 use super::decoder::LengthDelimited;
@@ -50,6 +51,10 @@ impl<F: AsRef<[u8]>> Queued<F> {
 /// nothing: the next one goes on where it stopped. A writer whose
 /// [`is_write_vectored`](AsyncWrite::is_write_vectored) is false takes one slice per
 /// call; give it a `tokio::io::BufWriter` (which gathers them by copying).
+///
+/// It is also a [`Sink`] of frames (`poll_ready` writes the queue out once it reaches
+/// the high-water mark), so a reader's frames can be forwarded with
+/// `StreamExt::forward` or `SinkExt::send_all` from the `futures` crate.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -370,6 +375,54 @@ impl<W, F> AsyncFramedWriter<W, F> {
     /// ```
     pub fn into_inner(self) -> W {
         self.writer
+    }
+}
+
+/// The queue as a [`Sink`]: `start_send` is [`feed`](AsyncFramedWriter::feed),
+/// `poll_ready` writes the queue out once it holds the high-water mark, `poll_flush`
+/// is [`poll_flush`](AsyncFramedWriter::poll_flush), and `poll_close` flushes and shuts
+/// the writer down.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use std::future::poll_fn;
+/// use std::pin::Pin;
+/// use futures_sink::Sink;
+/// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+/// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
+/// poll_fn(|cx| Pin::new(&mut w).poll_ready(cx)).await?;
+/// Pin::new(&mut w).start_send(b"hi".to_vec())?;
+/// poll_fn(|cx| Pin::new(&mut w).poll_close(cx)).await?;
+/// assert_eq!(&w.get_ref()[..], b"\0\0\0\x02hi");
+/// # Ok::<(), std::io::Error>(())
+/// # }).unwrap();
+/// ```
+impl<W: AsyncWrite + Unpin, F: AsRef<[u8]> + Unpin> Sink<F> for AsyncFramedWriter<W, F> {
+    type Error = io::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.queued >= this.high_water {
+            this.poll_write_queued(cx)
+        } else {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn start_send(self: Pin<&mut Self>, frame: F) -> io::Result<()> {
+        self.get_mut().feed(frame)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        AsyncFramedWriter::poll_flush(self.get_mut(), cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match AsyncFramedWriter::poll_flush(this, cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.writer).poll_shutdown(cx),
+            other => other,
+        }
     }
 }
 
