@@ -441,6 +441,16 @@ pub(crate) mod barrier {
         }
     }
 
+    /// The frequent side where `membarrier` was refused ([`ready`] said `false`): a
+    /// full fence, which releases pay once the orphans' word says so. The mutant drops
+    /// it too: it is then the release's side of the barrier.
+    #[inline(always)]
+    pub(crate) fn refused_light() {
+        if !cfg!(ringmem_mutant_no_barrier) {
+            super::fence(Ordering::SeqCst);
+        }
+    }
+
     /// The rare side: after its store, before its load.
     #[cold]
     pub(crate) fn heavy() {

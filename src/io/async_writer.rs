@@ -171,10 +171,16 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
     /// ```
     pub async fn send(&mut self, frame: F) -> io::Result<()> {
         self.feed(frame)?;
+        poll_fn(|cx| self.poll_below_high_water(cx)).await
+    }
+
+    /// Writes the queue out if it holds [`high_water`](Self::high_water) bytes.
+    fn poll_below_high_water(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.queued >= self.high_water {
-            poll_fn(|cx| self.poll_write_queued(cx)).await?;
+            self.poll_write_queued(cx)
+        } else {
+            Poll::Ready(Ok(()))
         }
-        Ok(())
     }
 
     /// Writes every queued frame, then flushes the underlying writer.
@@ -212,8 +218,15 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
     /// # }).unwrap();
     /// ```
     pub async fn shutdown(&mut self) -> io::Result<()> {
-        self.flush().await?;
-        poll_fn(|cx| Pin::new(&mut self.writer).poll_shutdown(cx)).await
+        poll_fn(|cx| self.poll_shutdown(cx)).await
+    }
+
+    /// [`poll_flush`](Self::poll_flush), then the writer's `poll_shutdown`.
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.poll_flush(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut self.writer).poll_shutdown(cx),
+            other => other,
+        }
     }
 
     /// Writes the queued frames with vectored writes until none is left, dropping each
@@ -240,24 +253,19 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
             let mut slices = [IoSlice::new(&[]); SLICES];
             let mut n = 0;
             let mut skip = self.written;
-            for q in self.queue.iter() {
+            // Up to two slices a frame; the front one without what is written already.
+            for q in self.queue.iter().take(SLICES / 2) {
                 for part in [q.header(), q.payload.as_ref()] {
                     let s = part.get(skip..).unwrap_or_default();
                     skip = skip.saturating_sub(part.len());
-                    if !s.is_empty() && n < SLICES {
+                    if !s.is_empty() {
                         slices[n] = IoSlice::new(s);
                         n += 1;
                     }
                 }
-                if n >= SLICES - 1 {
-                    break;
-                }
             }
-            if n == 0 {
-                // Only empty frames behind zero-length headers are left.
-                self.pop_written(0);
-                continue;
-            }
+            // Every header has a byte at least, and written frames leave the queue.
+            debug_assert!(n > 0, "a queued frame with nothing left to write");
             let wrote = match Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..n]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(k)) => k,
@@ -401,12 +409,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]> + Unpin> Sink<F> for AsyncFramedWrite
     type Error = io::Error;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.queued >= this.high_water {
-            this.poll_write_queued(cx)
-        } else {
-            Poll::Ready(Ok(()))
-        }
+        self.get_mut().poll_below_high_water(cx)
     }
 
     fn start_send(self: Pin<&mut Self>, frame: F) -> io::Result<()> {
@@ -418,11 +421,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]> + Unpin> Sink<F> for AsyncFramedWrite
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        match AsyncFramedWriter::poll_flush(this, cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut this.writer).poll_shutdown(cx),
-            other => other,
-        }
+        self.get_mut().poll_shutdown(cx)
     }
 }
 

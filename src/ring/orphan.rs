@@ -158,10 +158,9 @@ pub(crate) fn after_release(hdr: NonNull<Header>) {
 /// must fence.
 #[inline(always)]
 fn after_release_slow(mut w: usize, hdr: *mut Header) {
-    if w & FENCED != 0 && !cfg!(ringmem_mutant_no_barrier) {
-        // No `membarrier`: this release pays the full fence, then looks again. (The
-        // mutant drops this fence too: it is the release's side of the barrier here.)
-        fence(Ordering::SeqCst);
+    if w & FENCED != 0 {
+        // No `membarrier`: this release pays the full fence, then looks again.
+        barrier::refused_light();
         // Relaxed: as in `after_release`.
         w = ORPHANS.word.load(Ordering::Relaxed) as usize;
     }
