@@ -141,6 +141,32 @@ proptest! {
             .with_read_size(256);
         prop_assert_eq!(collect(reader).unwrap(), reference_lines(&wire));
     }
+
+    /// Lines written by the line writer read back as themselves, and exactly the
+    /// lines that would not (a newline inside, a carriage return at the end) are
+    /// refused.
+    #[test]
+    fn written_lines_read_back(
+        lines in prop::collection::vec(
+            prop::collection::vec(prop::sample::select(vec![b'a', b'\r', b'\n']), 0..40),
+            0..40,
+        ),
+        sizes in prop::collection::vec(1..300usize, 1..8),
+    ) {
+        let mut w = FramedWriter::new(Vec::new(), Lines::new());
+        let mut sent = Vec::new();
+        for l in lines {
+            let cut = l.contains(&b'\n') || l.last() == Some(&b'\r');
+            prop_assert_eq!(w.write_frame(&l).is_err(), cut);
+            if !cut {
+                sent.push(l);
+            }
+        }
+        let wire = w.into_inner();
+        let reader = FramedReader::with_ring(Chunked::new(&wire, sizes), Lines::new(), Ring::new(1 << 14))
+            .with_read_size(256);
+        prop_assert_eq!(collect(reader).unwrap(), sent);
+    }
 }
 
 /// Every read boundary, one byte up to `k` bytes per read, for one stream of each kind.
@@ -526,24 +552,28 @@ fn no_heap_allocation_per_frame() {
     assert_eq!(allocations, 0, "heap allocations while reading 4900 frames");
 }
 
+/// A writer that takes 1 to 5 bytes per call (of the first slice with bytes, as
+/// `write_vectored` does by default) and is `Interrupted` every third call.
+struct Trickle(Vec<u8>, usize);
+
+impl io::Write for Trickle {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.1 += 1;
+        if self.1 % 3 == 0 {
+            return Err(ErrorKind::Interrupted.into());
+        }
+        let n = buf.len().min(self.1 % 5 + 1);
+        self.0.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Partial writes: a writer that takes 1..k bytes per call still gets whole frames.
 #[test]
 fn the_writer_carries_on_after_partial_writes() {
-    struct Trickle(Vec<u8>, usize);
-    impl io::Write for Trickle {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.1 += 1;
-            if self.1 % 3 == 0 {
-                return Err(ErrorKind::Interrupted.into());
-            }
-            let n = buf.len().min(self.1 % 5 + 1);
-            self.0.extend_from_slice(&buf[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
     let frames: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; i as usize * 3]).collect();
     let c = LengthDelimited::new().field_width(2).little_endian();
     let mut w = FramedWriter::new(Trickle(Vec::new(), 0), c);
@@ -553,6 +583,55 @@ fn the_writer_carries_on_after_partial_writes() {
     let wire = w.into_inner().0;
     assert_eq!(wire, encode(&frames, c));
     assert_eq!(reference_length_delimited(&wire, 2, false, 0), frames);
+}
+
+/// Lines go out with a newline after each, whole through partial writes, and read
+/// back as the same lines.
+#[test]
+fn the_line_writer_carries_on_after_partial_writes() {
+    let lines: Vec<Vec<u8>> = (0..20u8)
+        .map(|i| (0..i as usize * 3).map(|j| b'a' + (j % 26) as u8).collect())
+        .collect();
+    let mut w = FramedWriter::new(Trickle(Vec::new(), 0), Lines::new());
+    for l in &lines {
+        w.write_frame(l).unwrap();
+    }
+    let wire = w.into_inner().0;
+    assert_eq!(
+        wire,
+        lines
+            .iter()
+            .flat_map(|l| l.iter().chain(b"\n"))
+            .copied()
+            .collect::<Vec<u8>>()
+    );
+    let got: Vec<FixedBuf> = FramedReader::new(&wire[..], Lines::new())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(got.iter().map(|f| f.to_vec()).collect::<Vec<_>>(), lines);
+}
+
+/// A line the reader would cut or strip (a newline inside, a carriage return at the
+/// end) or one over the maximum is refused, and nothing is written.
+#[test]
+fn the_line_writer_refuses_what_would_not_read_back() {
+    let mut w = FramedWriter::new(Vec::new(), Lines::with_max_length(8));
+    for (line, why) in [
+        (&b"ab\ncd"[..], FrameError::DelimiterInFrame { at: 2 }),
+        (b"\n", FrameError::DelimiterInFrame { at: 0 }),
+        (b"abc\r", FrameError::DelimiterInFrame { at: 3 }),
+        (b"123456789", FrameError::TooLong { len: 9, max: 8 }),
+    ] {
+        let e = w.write_frame(line).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{line:?}");
+        assert_eq!(
+            e.get_ref().unwrap().downcast_ref::<FrameError>(),
+            Some(&why)
+        );
+    }
+    assert!(w.get_ref().is_empty());
+    w.write_frame(b"a\rb").unwrap(); // a carriage return inside reads back as is
+    assert_eq!(&w.get_ref()[..], b"a\rb\n");
 }
 
 #[test]

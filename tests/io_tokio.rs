@@ -474,6 +474,46 @@ async fn the_writer_gathers_frames_and_survives_partial_writes() {
     }
 }
 
+/// Lines go out through `AsyncFramedWriter` as the blocking writer writes them, each
+/// followed by its newline, many to a vectored write; a line with a newline inside is
+/// refused with nothing queued.
+#[tokio::test]
+async fn the_line_writer_gathers_lines_and_survives_partial_writes() {
+    use ringmem::io::{AsyncFramedWriter, Lines};
+    let lines: Vec<Vec<u8>> = (0..60usize)
+        .map(|i| (0..i * 37 % 900).map(|j| b'a' + (j % 26) as u8).collect())
+        .collect();
+    let mut blocking = FramedWriter::new(Vec::new(), Lines::new());
+    for l in &lines {
+        blocking.write_frame(l).unwrap();
+    }
+    for cap in [1, 7, 4096] {
+        let ring = Ring::new(1 << 20);
+        let frame = |bytes: &[u8]| {
+            let mut buf = ring.fixed(bytes.len().max(1)).unwrap();
+            buf.try_extend_from_slice(bytes).unwrap();
+            buf.freeze()
+        };
+        let mut w = AsyncFramedWriter::new(Trickle::new(cap), Lines::new());
+        assert!(w.feed(frame(b"a\nb")).is_err());
+        assert_eq!(w.queued_frames(), 0);
+        for l in &lines {
+            w.send(frame(l)).await.unwrap();
+        }
+        w.flush().await.unwrap();
+        assert_eq!(ring.stats().live_buffers, 0, "written lines are released");
+        let t = w.into_inner();
+        assert_eq!(&t.out, blocking.get_ref(), "cap {cap}");
+        if cap == 4096 {
+            assert!(
+                t.slices.iter().any(|&n| n > 2),
+                "no gathering: {:?}",
+                t.slices
+            );
+        }
+    }
+}
+
 /// The writer's errors: a frame its codec cannot express is refused with nothing
 /// queued; a writer that takes nothing is `WriteZero`, with the frame still queued.
 #[tokio::test]

@@ -1,5 +1,4 @@
-//! `AsyncFramedWriter`: length-delimited frames to a tokio `AsyncWrite`, many frames per
-//! vectored write.
+//! `AsyncFramedWriter`: frames to a tokio `AsyncWrite`, many frames per vectored write.
 
 use core::fmt;
 use core::future::poll_fn;
@@ -12,34 +11,41 @@ use futures_sink::Sink;
 use tokio::io::AsyncWrite;
 
 use super::decoder::LengthDelimited;
+use super::encoder::{Encoder, Framing};
 use crate::FixedBuf;
 
-/// Slices of one vectored write: the headers and payloads of up to 32 frames.
-const SLICES: usize = 64;
+/// Slices of one vectored write: the headers, payloads and delimiters of up to 32
+/// frames (empty ones left out).
+const SLICES: usize = 96;
 
 /// Queued bytes at which [`send`](AsyncFramedWriter::send) writes the queue out.
 const DEFAULT_HIGH_WATER: usize = 64 << 10;
 
-/// A frame waiting to be written: its header, then its payload.
+/// A frame waiting to be written: its header, its payload, its delimiter.
 struct Queued<F> {
-    header: [u8; 8],
-    header_len: u8,
+    framing: Framing,
     payload: F,
 }
 
 impl<F: AsRef<[u8]>> Queued<F> {
-    fn header(&self) -> &[u8] {
-        &self.header[..usize::from(self.header_len)]
+    fn parts(&self) -> [&[u8]; 3] {
+        [
+            self.framing.head(),
+            self.payload.as_ref(),
+            self.framing.tail(),
+        ]
     }
 
     fn len(&self) -> usize {
-        usize::from(self.header_len) + self.payload.as_ref().len()
+        self.framing.len() + self.payload.as_ref().len()
     }
 }
 
-/// Writes frames (each payload behind a length header, as a [`LengthDelimited`]
-/// decoder reads it) to a tokio [`AsyncWrite`], gathering the headers and payloads of
-/// the frames queued so far into vectored writes: a payload is never copied, and a run
+/// Writes frames (each payload framed by an [`Encoder`]: behind a length header with
+/// [`LengthDelimited`], the default, or followed by a newline with
+/// [`Lines`](super::Lines)) to a tokio [`AsyncWrite`], gathering the framing and
+/// payloads of the frames queued so far into vectored writes: a payload is never
+/// copied, and a run
 /// of small frames costs one system call, not one per frame. The writer holds each
 /// payload (a [`FixedBuf`] frame from a ring, a `Vec`, anything `AsRef<[u8]>`) until
 /// its last byte is written, then drops it: a frame read by an
@@ -67,26 +73,26 @@ impl<F: AsRef<[u8]>> Queued<F> {
 /// # Ok::<(), std::io::Error>(())
 /// # }).unwrap();
 /// ```
-pub struct AsyncFramedWriter<W, F = FixedBuf> {
+pub struct AsyncFramedWriter<W, F = FixedBuf, E = LengthDelimited> {
     writer: W,
-    codec: LengthDelimited,
+    codec: E,
     queue: VecDeque<Queued<F>>,
-    /// Bytes of the front frame (header, then payload) already written.
+    /// Bytes of the front frame (header, payload, delimiter) already written.
     written: usize,
     /// Bytes queued and not yet written.
     queued: usize,
     high_water: usize,
 }
 
-impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
-    /// A writer of frames with `codec`'s header.
+impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E: Encoder> AsyncFramedWriter<W, F, E> {
+    /// A writer of frames framed by `codec`.
     ///
     /// ```
     /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
     /// let w: AsyncFramedWriter<_> = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new());
     /// assert_eq!(w.queued_bytes(), 0);
     /// ```
-    pub fn new(writer: W, codec: LengthDelimited) -> Self {
+    pub fn new(writer: W, codec: E) -> Self {
         AsyncFramedWriter {
             writer,
             codec,
@@ -125,8 +131,9 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
     /// Queues a frame without writing anything.
     ///
     /// # Errors
-    /// `InvalidInput` for a payload over the codec's maximum or one its length field
-    /// cannot express (see [`LengthDelimited::encode_header`]); nothing is queued then.
+    /// `InvalidInput` for a payload the codec cannot frame (see [`Encoder`]: over the
+    /// maximum, a length its field cannot express, a line with a newline); nothing is
+    /// queued then.
     ///
     /// ```
     /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
@@ -138,13 +145,8 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn feed(&mut self, frame: F) -> io::Result<()> {
-        let mut header = [0; 8];
-        let n = self
-            .codec
-            .encode_header(frame.as_ref().len(), &mut header)?;
         let q = Queued {
-            header,
-            header_len: n as u8,
+            framing: self.codec.framing(frame.as_ref())?,
             payload: frame,
         };
         self.queued += q.len();
@@ -253,9 +255,9 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
             let mut slices = [IoSlice::new(&[]); SLICES];
             let mut n = 0;
             let mut skip = self.written;
-            // Up to two slices a frame; the front one without what is written already.
-            for q in self.queue.iter().take(SLICES / 2) {
-                for part in [q.header(), q.payload.as_ref()] {
+            // Up to three slices a frame; the front one without what is written already.
+            for q in self.queue.iter().take(SLICES / 3) {
+                for part in q.parts() {
                     let s = part.get(skip..).unwrap_or_default();
                     skip = skip.saturating_sub(part.len());
                     if !s.is_empty() {
@@ -264,7 +266,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
                     }
                 }
             }
-            // Every header has a byte at least, and written frames leave the queue.
+            // Every frame has a header or a delimiter, and written frames leave the queue.
             debug_assert!(n > 0, "a queued frame with nothing left to write");
             let wrote = match Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..n]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -319,7 +321,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
         }
     }
 
-    /// Bytes queued (headers and payloads) and not yet written.
+    /// Bytes queued (payloads and their framing) and not yet written.
     ///
     /// ```
     /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
@@ -347,7 +349,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>> AsyncFramedWriter<W, F> {
     }
 }
 
-impl<W, F> AsyncFramedWriter<W, F> {
+impl<W, F, E> AsyncFramedWriter<W, F, E> {
     /// The underlying writer.
     ///
     /// ```
@@ -405,7 +407,12 @@ impl<W, F> AsyncFramedWriter<W, F> {
 /// # Ok::<(), std::io::Error>(())
 /// # }).unwrap();
 /// ```
-impl<W: AsyncWrite + Unpin, F: AsRef<[u8]> + Unpin> Sink<F> for AsyncFramedWriter<W, F> {
+impl<W, F, E> Sink<F> for AsyncFramedWriter<W, F, E>
+where
+    W: AsyncWrite + Unpin,
+    F: AsRef<[u8]> + Unpin,
+    E: Encoder + Unpin,
+{
     type Error = io::Error;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -425,7 +432,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]> + Unpin> Sink<F> for AsyncFramedWrite
     }
 }
 
-impl<W, F> fmt::Debug for AsyncFramedWriter<W, F> {
+impl<W, F, E: fmt::Debug> fmt::Debug for AsyncFramedWriter<W, F, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncFramedWriter")
             .field("codec", &self.codec)

@@ -178,6 +178,13 @@ pub enum FrameError {
         /// Bytes of one block of the ring.
         block: usize,
     },
+    /// A payload given to a writer with [`Lines`] that holds a newline, or ends in a
+    /// carriage return, at byte `at`: the reader would end the line there
+    /// ([`io::ErrorKind::InvalidInput`]; nothing is written).
+    DelimiterInFrame {
+        /// The offset of the newline (or of the final carriage return).
+        at: usize,
+    },
 }
 
 impl fmt::Display for FrameError {
@@ -196,6 +203,9 @@ impl fmt::Display for FrameError {
                 f,
                 "a frame needing {needed} bytes never fits a ring of {block}-byte blocks"
             ),
+            FrameError::DelimiterInFrame { at } => {
+                write!(f, "the line holds a line break at byte {at}")
+            }
         }
     }
 }
@@ -206,6 +216,7 @@ impl From<FrameError> for io::Error {
     fn from(e: FrameError) -> io::Error {
         let kind = match e {
             FrameError::Truncated { .. } => io::ErrorKind::UnexpectedEof,
+            FrameError::DelimiterInFrame { .. } => io::ErrorKind::InvalidInput,
             _ => io::ErrorKind::InvalidData,
         };
         io::Error::new(kind, e)

@@ -1,11 +1,12 @@
 //! Frames straight off a socket: a reader that reads into ring memory and yields each
 //! complete frame as a [`FixedBuf`](crate::FixedBuf) slice of the region it was read
-//! into (no copy, no heap allocation per frame, memory bounded by the ring), and a
-//! writer of length-delimited frames.
+//! into (no copy, no heap allocation per frame, memory bounded by the ring), and
+//! writers that frame payloads the same way without copying them.
 //!
 //! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
 //! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad
-//! input is an `io::Error` carrying a [`FrameError`]. The async reader is
+//! input is an `io::Error` carrying a [`FrameError`]. The writers frame payloads with an
+//! [`Encoder`], the two built-in decoders again. The async reader is
 //! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature; its writing
 //! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes.
 //!
@@ -28,6 +29,7 @@ mod async_reader;
 mod async_writer;
 mod core;
 mod decoder;
+mod encoder;
 mod reader;
 mod writer;
 
@@ -38,5 +40,6 @@ pub use async_reader::AsyncFramedReader;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_writer::AsyncFramedWriter;
 pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Resync};
+pub use encoder::Encoder;
 pub use reader::FramedReader;
 pub use writer::FramedWriter;

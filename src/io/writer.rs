@@ -1,13 +1,16 @@
-//! `FramedWriter`: length-delimited frames to a `std::io::Write`.
+//! `FramedWriter`: frames to a `std::io::Write`.
 
 use std::io::{self, IoSlice, Write};
 
 use super::decoder::LengthDelimited;
+use super::encoder::Encoder;
 
-/// Writes each payload behind a length header (as a [`LengthDelimited`] decoder reads
-/// it), header and payload in one vectored write: the payload is never copied into a
-/// staging buffer, whatever holds it (a [`FixedBuf`](crate::FixedBuf) frame, a slice).
-/// Partial writes are carried on until the frame is out.
+/// Writes each payload framed by an [`Encoder`] (behind a length header with
+/// [`LengthDelimited`], the default, or followed by a newline with
+/// [`Lines`](super::Lines)), the framing and the payload in one vectored write: the
+/// payload is never copied into a staging buffer, whatever holds it (a
+/// [`FixedBuf`](crate::FixedBuf) frame, a slice). Partial writes are carried on until
+/// the frame is out.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, FramedWriter, LengthDelimited};
@@ -22,29 +25,29 @@ use super::decoder::LengthDelimited;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
-pub struct FramedWriter<W> {
+pub struct FramedWriter<W, E = LengthDelimited> {
     writer: W,
-    codec: LengthDelimited,
+    codec: E,
 }
 
-impl<W: Write> FramedWriter<W> {
-    /// A writer of frames with `codec`'s header.
+impl<W: Write, E: Encoder> FramedWriter<W, E> {
+    /// A writer of frames framed by `codec`.
     ///
     /// ```
     /// let w = ringmem::io::FramedWriter::new(Vec::new(), ringmem::io::LengthDelimited::new());
     /// assert!(w.get_ref().is_empty());
     /// ```
-    pub fn new(writer: W, codec: LengthDelimited) -> Self {
+    pub fn new(writer: W, codec: E) -> Self {
         FramedWriter { writer, codec }
     }
 
-    /// Writes one frame: its header, then `payload`.
+    /// Writes one frame: its header, `payload`, its delimiter.
     ///
     /// # Errors
-    /// `InvalidInput` for a payload over the codec's maximum or one its length field
-    /// cannot express (nothing is written then); the writer's errors (`Interrupted` is
-    /// retried), and `WriteZero` when it accepts no more bytes. After an error from the
-    /// writer, part of the frame may have been written.
+    /// `InvalidInput` for a payload the codec cannot frame (see [`Encoder`]; nothing is
+    /// written then); the writer's errors (`Interrupted` is retried), and `WriteZero`
+    /// when it accepts no more bytes. After an error from the writer, part of the frame
+    /// may have been written.
     ///
     /// ```
     /// use ringmem::io::{FramedWriter, LengthDelimited};
@@ -55,22 +58,18 @@ impl<W: Write> FramedWriter<W> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_frame(&mut self, payload: &[u8]) -> io::Result<()> {
-        let mut header = [0; 8];
-        let n = self.codec.encode_header(payload.len(), &mut header)?;
-        let (mut head, mut body) = (&header[..n], payload);
-        while !head.is_empty() || !body.is_empty() {
-            let wrote = if head.is_empty() {
-                self.writer.write(body)
-            } else {
-                self.writer
-                    .write_vectored(&[IoSlice::new(head), IoSlice::new(body)])
-            };
-            match wrote {
+        let framing = self.codec.framing(payload)?;
+        let mut parts = [framing.head(), payload, framing.tail()];
+        while parts.iter().any(|p| !p.is_empty()) {
+            // A writer without vectored writes writes the first slice with bytes.
+            match self.writer.write_vectored(&parts.map(IoSlice::new)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(k) => {
-                    let from_head = k.min(head.len());
-                    head = &head[from_head..];
-                    body = &body[(k - from_head).min(body.len())..];
+                Ok(mut k) => {
+                    for part in &mut parts {
+                        let from = k.min(part.len());
+                        *part = &part[from..];
+                        k -= from;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
