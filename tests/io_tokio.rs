@@ -440,6 +440,13 @@ impl tokio::io::AsyncWrite for Trickle {
     }
 }
 
+/// `bytes` as a frozen buffer of `ring` (of at least one byte's capacity).
+fn ring_frame(ring: &Ring, bytes: &[u8]) -> FixedBuf {
+    let mut buf = ring.fixed(bytes.len().max(1)).unwrap();
+    buf.try_extend_from_slice(bytes).unwrap();
+    buf.freeze()
+}
+
 /// Frames from a ring go out through `AsyncFramedWriter` whole and in order, whatever
 /// the writer takes per call (headers and payloads cut anywhere, `Pending` between
 /// calls); many frames share one vectored write; each frame goes back to its ring once
@@ -453,9 +460,7 @@ async fn the_writer_gathers_frames_and_survives_partial_writes() {
         let mut w = AsyncFramedWriter::new(Trickle::new(cap), LengthDelimited::new())
             .with_high_water(32 << 10);
         for f in &sent {
-            let mut buf = ring.fixed(f.len().max(1)).unwrap();
-            buf.try_extend_from_slice(f).unwrap();
-            w.send(buf.freeze()).await.unwrap();
+            w.send(ring_frame(&ring, f)).await.unwrap();
         }
         assert_eq!(ring.stats().live_buffers, w.queued_frames(), "cap {cap}");
         w.flush().await.unwrap();
@@ -489,11 +494,7 @@ async fn the_line_writer_gathers_lines_and_survives_partial_writes() {
     }
     for cap in [1, 7, 4096] {
         let ring = Ring::new(1 << 20);
-        let frame = |bytes: &[u8]| {
-            let mut buf = ring.fixed(bytes.len().max(1)).unwrap();
-            buf.try_extend_from_slice(bytes).unwrap();
-            buf.freeze()
-        };
+        let frame = |bytes: &[u8]| ring_frame(&ring, bytes);
         let mut w = AsyncFramedWriter::new(Trickle::new(cap), Lines::new());
         assert!(w.feed(frame(b"a\nb")).is_err());
         assert_eq!(w.queued_frames(), 0);

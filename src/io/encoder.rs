@@ -5,8 +5,7 @@ use std::io;
 use super::decoder::{FrameError, LengthDelimited, Lines};
 
 /// The bytes a writer puts around one payload: a header before it (up to 8 bytes) and a
-/// delimiter after it.
-/// (Public in a private module: the sealed trait names it.)
+/// delimiter after it. Public in a private module: the sealed trait names it.
 #[derive(Clone, Copy, Debug)]
 pub struct Framing {
     head: [u8; 8],

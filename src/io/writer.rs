@@ -59,18 +59,15 @@ impl<W: Write, E: Encoder> FramedWriter<W, E> {
     /// ```
     pub fn write_frame(&mut self, payload: &[u8]) -> io::Result<()> {
         let framing = self.codec.framing(payload)?;
-        let mut parts = [framing.head(), payload, framing.tail()];
-        while parts.iter().any(|p| !p.is_empty()) {
+        let mut parts = [framing.head(), payload, framing.tail()].map(IoSlice::new);
+        let mut left = &mut parts[..];
+        // Drops the empty parts in front (a `Lines` frame has no header).
+        IoSlice::advance_slices(&mut left, 0);
+        while !left.is_empty() {
             // A writer without vectored writes writes the first slice with bytes.
-            match self.writer.write_vectored(&parts.map(IoSlice::new)) {
+            match self.writer.write_vectored(left) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(mut k) => {
-                    for part in &mut parts {
-                        let from = k.min(part.len());
-                        *part = &part[from..];
-                        k -= from;
-                    }
-                }
+                Ok(k) => IoSlice::advance_slices(&mut left, k),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
