@@ -396,3 +396,14 @@ pub(crate) fn fenced() -> bool {
 pub(crate) fn pending() -> bool {
     ORPHANS.word.load(Ordering::Acquire) as usize & !HINTS != 0
 }
+
+/// Held by each unit test that looks at the orphan state, which is the process's, or
+/// that makes other tests' releases sweep: the orphan tests count sweeps and wait for
+/// the state to clear, and a producer that waits for room is woken by every release in
+/// the process and sweeps on each try while a block is parked. (Other tests build and
+/// drop rings meanwhile, which sweeps too: the orphan tests allow for it.)
+#[cfg(all(test, not(loom)))]
+pub(crate) fn one_test() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
