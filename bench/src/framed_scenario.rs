@@ -85,6 +85,11 @@ struct Runs {
     latency: [[Vec<f64>; 3]; 2],
 }
 
+/// A run's quantile above this many milliseconds is counted in the latency table: at
+/// `¼` load, where a reader keeps up, such a tail is a stall of the run (the machine's
+/// or the reader's), and the count says how many runs had one.
+const STALL_MS: u32 = 1;
+
 /// The loads of the latency table, in the records' order: the sender as fast as the
 /// receiver takes frames, and paced at a quarter of the slower reader's rate.
 const LOADS: [(&str, &str); 2] = [("cell\t", "full"), ("paced\t", "¼")];
@@ -153,6 +158,8 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
         &columns,
         Unit::Auto,
     );
+    latency.wait_label = format!("runs above {STALL_MS} ms");
+    latency.wait_columns = vec![0, 1];
     for cell in cells.iter_mut() {
         let params = vec![cell.sizes.clone(), cell.conns.clone()];
         let cells = cell
@@ -174,7 +181,8 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
                     .iter_mut()
                     .map(|r| {
                         let v = &mut r.latency[load][q];
-                        (!v.is_empty()).then(|| stats(v, 0))
+                        let stalled = v.iter().filter(|&&t| t > STALL_MS as f64 * 1e-3).count();
+                        (!v.is_empty()).then(|| stats(v, stalled as u64))
                     })
                     .collect();
                 latency.rows.push(Row {
@@ -218,7 +226,9 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
             .into(),
         format!(
             "Quantiles over all frames of a run (up to 1,048,576 per connection); median of the {} runs' quantiles (min–max), \
-             the two readers interleaved.",
+             the two readers interleaved; `runs above {STALL_MS} ms`: how many of those runs' quantiles were longer. At `¼` \
+             load a tail that long is a stall, and stalls come and go with the machine's other work: compare their counts, \
+             not only the medians.",
             cfg.reps
         ),
     ];
@@ -435,6 +445,45 @@ mod tests {
         assert_eq!((runs.per_frame.len(), runs.allocs.len()), (1, 1));
         assert_eq!(runs.latency[0][0], runs.latency[1][0]);
         assert_eq!((runs.latency[0][0].len(), runs.latency[1][2].len()), (1, 1));
+    }
+
+    #[test]
+    fn the_latency_table_counts_the_runs_above_a_millisecond() {
+        // p99.9 of 3 µs, 3 µs and 2 ms for ringmem at ¼ load; tokio_util's runs at 3 µs.
+        let paced = |reader, p999: u32| {
+            record("64 B", 1, reader, 1000, 1.0, 0)
+                .replacen("cell", "paced", 1)
+                .replace("\t3000\n", &format!("\t{p999}\n"))
+        };
+        let mut out = record("64 B", 1, 0, 1000, 1.0, 0) + &record("64 B", 1, 1, 1000, 1.0, 0);
+        for p999 in [3000, 3000, 2_000_000] {
+            out += &paced(0, 3000);
+            out += &paced(1, p999);
+        }
+        let cfg = Config {
+            scale: 0.25,
+            reps: 3,
+            mode: "quick",
+            cores: 2,
+            rss: false,
+            procs: 0,
+        };
+        let [_, latency] = throughput_tables(&cfg, 32, &mut parse_cells(&out).unwrap());
+        let row = |load: &str, q: &str| {
+            let row = latency
+                .rows
+                .iter()
+                .find(|r| r.params[2] == load && r.params[3] == q);
+            row.unwrap()
+                .cells
+                .iter()
+                .map(|c| c.unwrap().waits)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(row("¼", "p99.9"), [0, 1]);
+        assert_eq!(row("¼", "p50"), [0, 0]);
+        assert_eq!(row("full", "p99.9"), [0, 0]);
+        assert!(latency.render().contains("runs above 1 ms"));
     }
 
     #[test]
