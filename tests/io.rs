@@ -142,9 +142,9 @@ proptest! {
         prop_assert_eq!(collect(reader).unwrap(), reference_lines(&wire));
     }
 
-    /// Lines written by the line writer read back as themselves, and exactly the
-    /// lines that would not (a newline inside, a carriage return at the end) are
-    /// refused.
+    /// Lines written by the line writer, ending in `\n` or in `\r\n`, read back as
+    /// themselves, and exactly the lines that would not (a newline inside, a carriage
+    /// return at the end before a lone `\n`) are refused.
     #[test]
     fn written_lines_read_back(
         lines in prop::collection::vec(
@@ -152,11 +152,13 @@ proptest! {
             0..40,
         ),
         sizes in prop::collection::vec(1..300usize, 1..8),
+        crlf: bool,
     ) {
-        let mut w = FramedWriter::new(Vec::new(), Lines::new());
+        let encoding = if crlf { Lines::new().crlf() } else { Lines::new() };
+        let mut w = FramedWriter::new(Vec::new(), encoding);
         let mut sent = Vec::new();
         for l in lines {
-            let cut = l.contains(&b'\n') || l.last() == Some(&b'\r');
+            let cut = l.contains(&b'\n') || (!crlf && l.last() == Some(&b'\r'));
             prop_assert_eq!(w.write_frame(&l).is_err(), cut);
             if !cut {
                 sent.push(l);
@@ -632,6 +634,28 @@ fn the_line_writer_refuses_what_would_not_read_back() {
     assert!(w.get_ref().is_empty());
     w.write_frame(b"a\rb").unwrap(); // a carriage return inside reads back as is
     assert_eq!(&w.get_ref()[..], b"a\rb\n");
+}
+
+/// With `\r\n` line ends a final carriage return reads back (the reader strips only
+/// the one before the newline); a newline inside is still refused.
+#[test]
+fn crlf_lines_keep_a_final_carriage_return() {
+    let mut w = FramedWriter::new(Vec::new(), Lines::with_max_length(8).crlf());
+    let e = w.write_frame(b"ab\ncd").unwrap_err();
+    assert_eq!(
+        e.get_ref().unwrap().downcast_ref::<FrameError>(),
+        Some(&FrameError::DelimiterInFrame { at: 2 })
+    );
+    for line in [&b"PING"[..], b"", b"abc\r", b"\r"] {
+        w.write_frame(line).unwrap();
+    }
+    let wire = w.into_inner();
+    assert_eq!(&wire[..], b"PING\r\n\r\nabc\r\r\n\r\r\n");
+    let got: Vec<FixedBuf> = FramedReader::new(&wire[..], Lines::new())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let got: Vec<&[u8]> = got.iter().map(|f| &f[..]).collect();
+    assert_eq!(got, [&b"PING"[..], b"", b"abc\r", b"\r"]);
 }
 
 #[test]

@@ -480,22 +480,32 @@ async fn the_writer_gathers_frames_and_survives_partial_writes() {
 }
 
 /// Lines go out through `AsyncFramedWriter` as the blocking writer writes them, each
-/// followed by its newline, many to a vectored write; a line with a newline inside is
-/// refused with nothing queued.
+/// followed by its line end (`\n`, or `\r\n`), many to a vectored write; a line with
+/// a newline inside is refused with nothing queued.
 #[tokio::test]
 async fn the_line_writer_gathers_lines_and_survives_partial_writes() {
     use ringmem::io::{AsyncFramedWriter, Lines};
     let lines: Vec<Vec<u8>> = (0..60usize)
         .map(|i| (0..i * 37 % 900).map(|j| b'a' + (j % 26) as u8).collect())
         .collect();
-    let mut blocking = FramedWriter::new(Vec::new(), Lines::new());
-    for l in &lines {
-        blocking.write_frame(l).unwrap();
-    }
-    for cap in [1, 7, 4096] {
+    for (cap, encoding) in [
+        (1, Lines::new()),
+        (7, Lines::new().crlf()),
+        (4096, Lines::new()),
+    ] {
+        let mut blocking = FramedWriter::new(Vec::new(), encoding);
+        for l in &lines {
+            blocking.write_frame(l).unwrap();
+        }
+        let ends = blocking
+            .get_ref()
+            .windows(2)
+            .filter(|w| w == b"\r\n")
+            .count();
+        assert_eq!(ends, if cap == 7 { lines.len() } else { 0 });
         let ring = Ring::new(1 << 20);
         let frame = |bytes: &[u8]| ring_frame(&ring, bytes);
-        let mut w = AsyncFramedWriter::new(Trickle::new(cap), Lines::new());
+        let mut w = AsyncFramedWriter::new(Trickle::new(cap), encoding);
         assert!(w.feed(frame(b"a\nb")).is_err());
         assert_eq!(w.queued_frames(), 0);
         for l in &lines {

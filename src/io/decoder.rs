@@ -179,7 +179,8 @@ pub enum FrameError {
         block: usize,
     },
     /// A payload given to a writer with [`Lines`] that holds a newline, or ends in a
-    /// carriage return, at byte `at`: the reader would end the line there
+    /// carriage return that a `\n` would make a line end (not with
+    /// [`Lines::crlf`]), at byte `at`: the reader would end the line there
     /// ([`io::ErrorKind::InvalidInput`]; nothing is written).
     DelimiterInFrame {
         /// The offset of the newline (or of the final carriage return).
@@ -497,6 +498,8 @@ impl Decoder for LengthDelimited {
 
 /// Newline-delimited frames (`\n`, with a `\r` before it stripped too), at most
 /// `max_length` bytes each without the newline; the last line may end without one.
+/// The framed writers end each line with `\n`, or with `\r\n` after
+/// [`crlf`](Lines::crlf).
 ///
 /// ```
 /// use ringmem::io::{Decode, Decoder, Frame, Lines};
@@ -509,6 +512,8 @@ pub struct Lines {
     max: usize,
     /// Bytes of the current line already searched for a newline.
     searched: usize,
+    /// Writers end lines with `\r\n`.
+    crlf: bool,
 }
 
 impl Default for Lines {
@@ -536,7 +541,42 @@ impl Lines {
     /// assert!(Lines::with_max_length(3).decode(b"abc\n").is_ok());
     /// ```
     pub fn with_max_length(max: usize) -> Self {
-        Lines { max, searched: 0 }
+        Lines {
+            max,
+            searched: 0,
+            crlf: false,
+        }
+    }
+
+    /// The same lines, written with `\r\n` at the end of each instead of `\n`, as text
+    /// protocols such as SMTP, IMAP or Redis's inline commands want them. Reading is
+    /// unchanged: either ending is read, with or without this.
+    ///
+    /// ```
+    /// use ringmem::io::{FramedWriter, Lines};
+    /// let mut w = FramedWriter::new(Vec::new(), Lines::new().crlf());
+    /// w.write_frame(b"EHLO example.com")?;
+    /// assert_eq!(&w.get_ref()[..], b"EHLO example.com\r\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn crlf(mut self) -> Self {
+        self.crlf = true;
+        self
+    }
+
+    /// What the framed writers put after each line: `\n`, or `\r\n` after
+    /// [`crlf`](Lines::crlf).
+    ///
+    /// ```
+    /// use ringmem::io::Lines;
+    /// assert_eq!((Lines::new().line_end(), Lines::new().crlf().line_end()), (&b"\n"[..], &b"\r\n"[..]));
+    /// ```
+    pub fn line_end(&self) -> &'static [u8] {
+        if self.crlf {
+            b"\r\n"
+        } else {
+            b"\n"
+        }
     }
 
     /// The longest line accepted.

@@ -44,9 +44,9 @@ pub(crate) mod sealed {
 /// [`LengthDelimited`] writes a length header before it, [`Lines`] a newline after it.
 /// A payload the encoding cannot carry is refused with `InvalidInput` (nothing is
 /// written): one over the maximum length, one whose length the field cannot hold, a
-/// line that holds a newline or ends in a carriage return
-/// ([`FrameError::DelimiterInFrame`]). The trait is sealed: those two are its
-/// implementations.
+/// line that holds a newline or ends in a carriage return (unless the lines end with
+/// `\r\n`, [`Lines::crlf`]) ([`FrameError::DelimiterInFrame`]). The trait is sealed:
+/// those two are its implementations.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, FramedWriter, Lines};
@@ -88,8 +88,11 @@ impl sealed::Sealed for Lines {
                 max: self.max_len(),
             }));
         }
+        // A final `\r` before a lone `\n` would read as part of the line end; before
+        // `\r\n` it reads back as itself (the reader strips one).
+        let bare_cr = self.line_end() == b"\n" && payload.last() == Some(&b'\r');
         // `contains` on bytes is a `memchr`; the position is looked for on error only.
-        if payload.contains(&b'\n') || payload.last() == Some(&b'\r') {
+        if payload.contains(&b'\n') || bare_cr {
             let at = payload.iter().position(|&b| b == b'\n');
             return Err(invalid(FrameError::DelimiterInFrame {
                 at: at.unwrap_or(payload.len() - 1),
@@ -98,7 +101,7 @@ impl sealed::Sealed for Lines {
         Ok(Framing {
             head: [0; 8],
             head_len: 0,
-            tail: b"\n",
+            tail: self.line_end(),
         })
     }
 }
