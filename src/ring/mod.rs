@@ -651,7 +651,8 @@ mod tests {
         let a = ring.fixed(8).unwrap();
         let b = ring.fixed(8).unwrap().freeze();
         let b2 = b.clone();
-        // A concurrent sweep (other tests) empties the stack for a moment: look twice.
+        // A sweep on another thread (other tests' rings sweep while a block is orphaned)
+        // holds the stack for a moment: `soon` looks again.
         drop(ring);
         assert!(
             soon(orphan::pending),
