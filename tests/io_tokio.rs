@@ -312,6 +312,139 @@ proptest! {
     }
 }
 
+/// A waker for polling by hand (the `Scripted` source wakes its task on each stall).
+struct Noop;
+
+impl std::task::Wake for Noop {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+/// Up to `k` frames of `src` through a reader (the async one polled at most `polls`
+/// times, so it may stop in the middle of a frame, after a stall), then the reader
+/// taken apart: the frames it yielded, and its buffered bytes followed by what the
+/// source still has.
+fn rest_after<D: Decoder + Unpin + Copy>(
+    src: Scripted,
+    d: D,
+    read_size: usize,
+    k: usize,
+    polls: Option<usize>,
+) -> (usize, Vec<u8>) {
+    let ((src, buffered), yielded) = match polls {
+        None => {
+            let mut r =
+                FramedReader::with_ring(src, d, Ring::new(1 << 18)).with_read_size(read_size);
+            for _ in 0..k {
+                r.next_frame().unwrap().expect("a frame");
+            }
+            (r.into_parts(), k)
+        }
+        Some(polls) => {
+            let mut r =
+                AsyncFramedReader::with_ring(src, d, Ring::new(1 << 18)).with_read_size(read_size);
+            let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+            let mut cx = Context::from_waker(&waker);
+            let mut yielded = 0;
+            for _ in 0..polls {
+                if yielded == k {
+                    break;
+                }
+                match Pin::new(&mut r).poll_next(&mut cx) {
+                    Poll::Ready(f) => {
+                        f.expect("a frame").unwrap();
+                        yielded += 1;
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            (r.into_parts(), yielded)
+        }
+    };
+    (yielded, [&buffered[..], &src.data[src.pos..]].concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 256 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Taken apart after any number of frames, however the reads were cut and stalled,
+    /// and (the async reader) after a stall in the middle of a frame, either reader
+    /// gives back exactly the bytes after the frames it yielded: what it had buffered,
+    /// then what the source still has.
+    #[test]
+    fn into_parts_gives_back_the_rest_of_the_stream(
+        lens in prop::collection::vec(prop_oneof![0..300usize, 0..12_000usize], 1..30),
+        take in any::<prop::sample::Index>(),
+        sizes in prop::collection::vec(1..30_000usize, 1..5),
+        stalls in prop::collection::vec(any::<bool>(), 1..4),
+        read_size in prop::sample::select(vec![64usize, 200, 4096, 16_384]),
+        lines in any::<bool>(),
+        polls in prop::option::of(1..80usize),
+    ) {
+        let k = take.index(lens.len() + 1);
+        let (data, ends): (Vec<u8>, Vec<usize>) = if lines {
+            let data = lens.iter().flat_map(|&n| {
+                let mut l = vec![b'a'; n];
+                l.push(b'\n');
+                l
+            }).collect();
+            (data, lens.iter().map(|n| n + 1).collect())
+        } else {
+            let mut w = FramedWriter::new(Vec::new(), LengthDelimited::new().field_width(2));
+            for &n in &lens {
+                w.write_frame(&vec![n as u8; n]).unwrap();
+            }
+            (w.into_inner(), lens.iter().map(|n| n + 2).collect())
+        };
+        let mut stalls = stalls;
+        stalls.push(false); // not every poll stalls
+        let src = Scripted { data: data.clone(), pos: 0, sizes, stalls, fail: false, i: 0 };
+        let (yielded, rest) = if lines {
+            rest_after(src, Lines::new(), read_size, k, polls)
+        } else {
+            rest_after(src, LengthDelimited::new().field_width(2), read_size, k, polls)
+        };
+        let after: usize = ends[..yielded].iter().sum();
+        prop_assert_eq!(&rest[..], &data[after..]);
+    }
+}
+
+/// The async reader taken apart while it waits for ring room (the frames it yielded
+/// are all held): the partial frame it moved to the heap before waiting comes back
+/// too.
+#[test]
+fn into_parts_while_waiting_for_room_gives_back_the_partial_frame() {
+    // Of unlike lengths: reads are not sized to end on a frame boundary.
+    let frames: Vec<Vec<u8>> = (0..100u8)
+        .map(|i| vec![i; 700 + usize::from(i) * 37 % 600])
+        .collect();
+    let wire = encode(&frames);
+    let src = Scripted {
+        data: wire.clone(),
+        pos: 0,
+        sizes: vec![100_000],
+        stalls: vec![false],
+        fail: false,
+        i: 0,
+    };
+    let mut r = AsyncFramedReader::with_ring(src, LengthDelimited::new(), Ring::new(1 << 14));
+    let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    let mut held = Vec::new();
+    while let Poll::Ready(f) = Pin::new(&mut r).poll_next(&mut cx) {
+        held.push(f.expect("the ring fills before the stream ends").unwrap());
+    }
+    assert!(held.len() < frames.len(), "the reader waits for room");
+    let (src, buffered) = r.into_parts();
+    assert!(!buffered.is_empty(), "a partial frame was buffered");
+    let rest = [&buffered[..], &src.data[src.pos..]].concat();
+    let taken: usize = frames[..held.len()].iter().map(|f| f.len() + 4).sum();
+    assert_eq!(&rest[..], &wire[taken..]);
+}
+
 /// An error of the reader while the async reader tops up a region: the frames already
 /// in the region come first, then the error, then the end.
 #[test]

@@ -149,6 +149,29 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         &self.core.decoder
     }
 
+    /// The underlying reader, and the bytes already read from it that no frame has
+    /// taken, as [`FramedReader::into_parts`](super::FramedReader::into_parts) (a
+    /// stream waiting for ring room stops waiting).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::future::poll_fn;
+    /// use std::pin::Pin;
+    /// use futures_core::Stream;
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let wire: &[u8] = b"UPGRADE\nraw bytes";
+    /// let mut r = AsyncFramedReader::new(wire, Lines::new());
+    /// let line = poll_fn(|cx| Pin::new(&mut r).poll_next(cx)).await.unwrap()?;
+    /// assert_eq!(&line[..], b"UPGRADE");
+    /// let (rest, buffered) = r.into_parts();
+    /// assert_eq!([&buffered[..], rest].concat(), b"raw bytes");
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn into_parts(self) -> (R, Vec<u8>) {
+        (self.reader, self.core.into_buffered())
+    }
+
     /// A region of `want` bytes if the ring has them now, else of `n`, waiting for room.
     fn poll_region(&mut self, cx: &mut Context<'_>, want: usize, n: usize) -> Poll<io::Result<()>> {
         let ring = &self.ring;

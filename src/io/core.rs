@@ -551,6 +551,23 @@ impl<D: Decoder> Core<D> {
         }
     }
 
+    /// The bytes read and not yet yielded, from where the next frame starts (while a
+    /// rejected frame is skipped: the part of it read so far). At most one of the
+    /// places below holds them (see the fields); `carry` only inside a call, which
+    /// installs or spills it before it returns.
+    pub(crate) fn into_buffered(self) -> Vec<u8> {
+        if self.spilled {
+            return self.spill;
+        }
+        let bytes: &[u8] = match (&self.ready, &self.pending, &self.carry) {
+            (Some(ready), _, _) => ready,
+            (_, Some(pending), _) => pending,
+            (_, _, Some(carry)) => carry,
+            _ => &[],
+        };
+        bytes.to_vec()
+    }
+
     /// Drops every buffered byte and ends the stream with `e`.
     pub(crate) fn fail(&mut self, e: io::Error) -> io::Error {
         self.ready = None;

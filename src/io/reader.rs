@@ -224,6 +224,25 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     pub fn decoder(&self) -> &D {
         &self.core.decoder
     }
+
+    /// The underlying reader, and the bytes already read from it that no frame has
+    /// taken: the stream goes on with those bytes, then the reader's. For a protocol
+    /// that stops framing this way mid-stream (after `STARTTLS`, an HTTP upgrade, a
+    /// PROXY header). The bytes start where the next frame would have (while a rejected
+    /// frame is being skipped, they are the part of it read so far); an error of the
+    /// reader that was not returned yet is dropped.
+    ///
+    /// ```
+    /// use ringmem::io::{FramedReader, Lines};
+    /// let mut r = FramedReader::new(&b"STARTTLS\n\x16\x03\x01 binary from here"[..], Lines::new());
+    /// assert_eq!(&r.next_frame()?.unwrap()[..], b"STARTTLS");
+    /// let (rest, buffered) = r.into_parts();
+    /// assert_eq!([&buffered[..], rest].concat(), b"\x16\x03\x01 binary from here");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_parts(self) -> (R, Vec<u8>) {
+        (self.reader, self.core.into_buffered())
+    }
 }
 
 /// The frames, then the end: after an error of the underlying reader the iterator
