@@ -310,6 +310,47 @@ proptest! {
         };
         prop_assert_eq!(got, want);
     }
+
+    /// Taken apart after any number of frames, however the reads were cut and stalled,
+    /// and (the async reader) after a stall in the middle of a frame, either reader
+    /// gives back exactly the bytes after the frames it yielded: what it had buffered,
+    /// then what the source still has.
+    #[test]
+    fn into_parts_gives_back_the_rest_of_the_stream(
+        lens in prop::collection::vec(prop_oneof![0..300usize, 0..12_000usize], 1..30),
+        take in any::<prop::sample::Index>(),
+        sizes in prop::collection::vec(1..30_000usize, 1..5),
+        stalls in prop::collection::vec(any::<bool>(), 1..4),
+        read_size in prop::sample::select(vec![64usize, 200, 4096, 16_384]),
+        lines in any::<bool>(),
+        polls in prop::option::of(1..80usize),
+    ) {
+        let k = take.index(lens.len() + 1);
+        let (data, ends): (Vec<u8>, Vec<usize>) = if lines {
+            let data = lens.iter().flat_map(|&n| {
+                let mut l = vec![b'a'; n];
+                l.push(b'\n');
+                l
+            }).collect();
+            (data, lens.iter().map(|n| n + 1).collect())
+        } else {
+            let mut w = FramedWriter::new(Vec::new(), LengthDelimited::new().field_width(2));
+            for &n in &lens {
+                w.write_frame(&vec![n as u8; n]).unwrap();
+            }
+            (w.into_inner(), lens.iter().map(|n| n + 2).collect())
+        };
+        let mut stalls = stalls;
+        stalls.push(false); // not every poll stalls
+        let src = Scripted { data: data.clone(), pos: 0, sizes, stalls, fail: false, i: 0 };
+        let (yielded, rest) = if lines {
+            rest_after(src, Lines::new(), read_size, k, polls)
+        } else {
+            rest_after(src, LengthDelimited::new().field_width(2), read_size, k, polls)
+        };
+        let after: usize = ends[..yielded].iter().sum();
+        prop_assert_eq!(&rest[..], &data[after..]);
+    }
 }
 
 /// A waker for polling by hand (the `Scripted` source wakes its task on each stall).
@@ -361,55 +402,6 @@ fn rest_after<D: Decoder + Unpin + Copy>(
         }
     };
     (yielded, [&buffered[..], &src.data[src.pos..]].concat())
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { 256 },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
-
-    /// Taken apart after any number of frames, however the reads were cut and stalled,
-    /// and (the async reader) after a stall in the middle of a frame, either reader
-    /// gives back exactly the bytes after the frames it yielded: what it had buffered,
-    /// then what the source still has.
-    #[test]
-    fn into_parts_gives_back_the_rest_of_the_stream(
-        lens in prop::collection::vec(prop_oneof![0..300usize, 0..12_000usize], 1..30),
-        take in any::<prop::sample::Index>(),
-        sizes in prop::collection::vec(1..30_000usize, 1..5),
-        stalls in prop::collection::vec(any::<bool>(), 1..4),
-        read_size in prop::sample::select(vec![64usize, 200, 4096, 16_384]),
-        lines in any::<bool>(),
-        polls in prop::option::of(1..80usize),
-    ) {
-        let k = take.index(lens.len() + 1);
-        let (data, ends): (Vec<u8>, Vec<usize>) = if lines {
-            let data = lens.iter().flat_map(|&n| {
-                let mut l = vec![b'a'; n];
-                l.push(b'\n');
-                l
-            }).collect();
-            (data, lens.iter().map(|n| n + 1).collect())
-        } else {
-            let mut w = FramedWriter::new(Vec::new(), LengthDelimited::new().field_width(2));
-            for &n in &lens {
-                w.write_frame(&vec![n as u8; n]).unwrap();
-            }
-            (w.into_inner(), lens.iter().map(|n| n + 2).collect())
-        };
-        let mut stalls = stalls;
-        stalls.push(false); // not every poll stalls
-        let src = Scripted { data: data.clone(), pos: 0, sizes, stalls, fail: false, i: 0 };
-        let (yielded, rest) = if lines {
-            rest_after(src, Lines::new(), read_size, k, polls)
-        } else {
-            rest_after(src, LengthDelimited::new().field_width(2), read_size, k, polls)
-        };
-        let after: usize = ends[..yielded].iter().sum();
-        prop_assert_eq!(&rest[..], &data[after..]);
-    }
 }
 
 /// The async reader taken apart while it waits for ring room (the frames it yielded
