@@ -399,7 +399,9 @@ impl<T> Future for TlsWait<T> {
             Some(Some(done)) => return Poll::Ready(done),
             Some(None) => {}
         }
-        wait::poll_until(&mut this.slot, cx, || {
+        // This thread's ring: the task may be polled on another thread next time.
+        let span = with_ring(Ring::span).unwrap_or(wait::Span::ALL);
+        wait::poll_until(&mut this.slot, cx, span, || {
             with_ring(|ring| {
                 ring.unstick();
                 claim(ring, n)

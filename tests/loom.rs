@@ -24,8 +24,10 @@
 //! (`drop_ring_while_buffers_live_elsewhere`). With `--cfg ringmem_refuse_membarrier`
 //! (a kernel that refuses `membarrier`) every model runs on the fallback, the fence a
 //! release pays when the orphans' word says so; with the mutant as well, the same two
-//! models fail. No model runs ring activity after its releases: every block must be
-//! freed by the releases alone.
+//! models fail. The mutant `--cfg ringmem_mutant_late_arm` publishes a waiter's ring
+//! in the waiters' table after its try instead of before its barrier; a release in
+//! between wakes nobody (`waiter_woken_by_its_own_ring_only` deadlocks). No model runs
+//! ring activity after its releases: every block must be freed by the releases alone.
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
@@ -250,6 +252,27 @@ fn waiter_woken_by_a_release_elsewhere() {
         let full = ring.fixed(RING - 8).unwrap();
         assert!(ring.fixed(RING - 8).is_none());
         let t = thread::spawn(move || drop(full));
+        let again = ring.fixed_wait(RING - 8).unwrap();
+        t.join().unwrap();
+        drop(again);
+    });
+}
+
+/// A producer waits on a full ring while another thread releases a buffer of another
+/// ring, then the one that fills the waited ring: the first release does not wake it
+/// (its address is not in the waiters' table), the second must. The mutant that arms
+/// the waiter's entry after its try (`--cfg ringmem_mutant_late_arm`) fails here.
+#[test]
+fn waiter_woken_by_its_own_ring_only() {
+    run_model("waiter_woken_by_its_own_ring_only", || {
+        let ring = Ring::new(RING);
+        let other = Ring::new(RING);
+        let full = ring.fixed(RING - 8).unwrap();
+        let elsewhere = other.fixed(8).unwrap();
+        let t = thread::spawn(move || {
+            drop(elsewhere);
+            drop(full);
+        });
         let again = ring.fixed_wait(RING - 8).unwrap();
         t.join().unwrap();
         drop(again);

@@ -167,3 +167,42 @@ fn a_dropped_waiting_future_leaves_nothing_behind() {
     drop(held);
     assert!(ring.fixed(120).is_some());
 }
+
+/// More producers wait at once, each on its own full ring, than the waiters' table has
+/// entries (8): the last entry widens to every ring, and each producer is still woken
+/// by the release into its own ring, round after round (entries are freed and taken
+/// again between rounds).
+#[test]
+fn more_waited_rings_than_the_table_holds() {
+    const PRODUCERS: usize = 12;
+    let rounds = scaled(400);
+    let (tx, rx) = std::sync::mpsc::channel::<ringmem::FixedBufMut>();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|_| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let (ring, mut held) = full_ring();
+                for _ in 0..rounds {
+                    // One buffer to the releasing thread, then wait for its room.
+                    tx.send(held.pop().unwrap()).unwrap();
+                    let again = ring
+                        .fixed_wait_timeout(120, GUARD)
+                        .expect("the release into this ring wakes its producer");
+                    held.push(again);
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for _ in 0..rounds {
+        let mut batch: Vec<_> = (0..PRODUCERS).map(|_| rx.recv().unwrap()).collect();
+        // Most producers are waiting by now: release into their rings, newest first.
+        std::thread::sleep(Duration::from_micros(200));
+        while let Some(buf) = batch.pop() {
+            drop(buf);
+        }
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+}

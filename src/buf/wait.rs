@@ -103,6 +103,7 @@ fn block_slow<'r, T>(
         return Err(e);
     }
     wait::block_until(
+        ring.span(),
         |walk| {
             if walk {
                 ring.unstick();
@@ -337,7 +338,7 @@ impl<T> Future for Wait<'_, T> {
         if let Some(e) = hopeless(ring, this.bytes) {
             return Poll::Ready(Err(e));
         }
-        wait::poll_until(&mut this.slot, cx, || {
+        wait::poll_until(&mut this.slot, cx, ring.span(), || {
             ring.unstick();
             claim(ring, n)
         })

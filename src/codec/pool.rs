@@ -398,7 +398,7 @@ impl<T: Buffer> BufferPool<T> {
     /// ```
     pub fn get_writable_wait(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting_start(len) {
-            on.cur = wait::block_until(|walk| on.try_start(walk, len), None);
+            on.cur = wait::block_until(on.ring.span(), |walk| on.try_start(walk, len), None);
         }
         self.writable_or_wait_error(len)
     }
@@ -429,7 +429,7 @@ impl<T: Buffer> BufferPool<T> {
     ) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting_start(len) {
             let deadline = Instant::now().checked_add(timeout);
-            let parts = wait::block_until(|walk| on.try_start(walk, len), deadline);
+            let parts = wait::block_until(on.ring.span(), |walk| on.try_start(walk, len), deadline);
             on.cur = Some(parts.ok_or(WaitError::TimedOut)?);
         }
         self.writable_or_wait_error(len)
@@ -464,7 +464,10 @@ impl<T: Buffer> BufferPool<T> {
             // A `move` closure holds the pool itself (`&mut`, `Send` with it), never a
             // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
             let parts = core::future::poll_fn(move |cx| match pool.ring.as_mut() {
-                Some(on) => wait::poll_until(&mut slot, cx, || on.try_start(true, len)).map(Some),
+                Some(on) => {
+                    let span = on.ring.span();
+                    wait::poll_until(&mut slot, cx, span, || on.try_start(true, len)).map(Some)
+                }
                 None => Poll::Ready(None),
             })
             .await;

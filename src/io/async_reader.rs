@@ -182,7 +182,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                     return Poll::Ready(Err(self.core.fail_alloc(e, n)));
                 }
                 self.core.before_wait();
-                match poll_until(&mut self.slot, cx, || {
+                match poll_until(&mut self.slot, cx, ring.span(), || {
                     ring.unstick();
                     ring.fixed(n)
                 }) {

@@ -151,6 +151,12 @@ impl BlockCtl {
         self.len
     }
 
+    /// The addresses of the region area, where every header of this block lies.
+    #[cfg(feature = "std")]
+    pub(crate) fn span(&self) -> super::wait::Span {
+        super::wait::Span::new(self.regions.as_ptr(), self.len)
+    }
+
     /// Pointer to the header at region offset `off`.
     #[inline]
     fn hdr_ptr(&self, off: usize) -> *mut Header {

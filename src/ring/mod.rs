@@ -513,6 +513,16 @@ impl Ring {
         unsafe { &*self.blocks.get() }
     }
 
+    /// The addresses of this ring's region headers, which a producer waiting for room
+    /// gives the waiters' table (`wait.rs`): a release there may make room.
+    #[cfg(feature = "std")]
+    pub(crate) fn span(&self) -> wait::Span {
+        (self.blocks().iter()).fold(wait::Span::NONE, |s, b| {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            s.hull(unsafe { b.as_ref() }.span())
+        })
+    }
+
     /// Makes the next claim walk the whole current block (see `BlockCtl::unstick`).
     #[cfg(feature = "std")]
     pub(crate) fn unstick(&self) {
@@ -698,7 +708,8 @@ mod tests {
     #[cfg(feature = "std")]
     #[test]
     fn releases_fence_when_membarrier_is_refused() {
-        // Its wait sweeps on every try while the orphan tests park a block.
+        // Its wait sweeps on every try while the orphan tests park a block, and counts
+        // toward the tries of `a_waiter_sleeps_while_other_rings_release`.
         let _one = orphan::one_test();
         let ring = Ring::new(1024);
         assert_eq!(orphan::fenced(), !crate::sync::barrier::ready());
@@ -712,6 +723,39 @@ mod tests {
         });
         assert!(ring.fixed_wait(1000).is_ok());
         t.join().unwrap();
+    }
+
+    /// A producer waiting on a full ring sleeps while another ring releases (each of
+    /// those releases woke it before the waiters' table: thousands of tries, a core of
+    /// system time), and the release into its own ring wakes it.
+    #[cfg(feature = "std")]
+    #[test]
+    fn a_waiter_sleeps_while_other_rings_release() {
+        // The only other unit test that waits; it counts toward the same tries.
+        let _one = orphan::one_test();
+        let tries = || wait::TRIES.load(Ordering::Relaxed);
+        let a = Ring::new(1024);
+        let full = a.fixed(1000).unwrap();
+        let before = tries();
+        let waiter = std::thread::spawn(move || {
+            a.fixed_wait_timeout(1000, std::time::Duration::from_secs(60))
+                .is_ok()
+        });
+        assert!(soon(|| tries() > before), "the producer registers");
+        let busy = Ring::new(1 << 16);
+        for i in 0..if cfg!(miri) { 200 } else { 200_000 } {
+            let mut b = busy.fixed(64).unwrap();
+            b.try_extend_from_slice(&[i as u8; 64]).unwrap();
+        }
+        // Its first try, and one more if a release into the busy ring came before the
+        // waiter read its entry's epoch (it cannot: it is not the waited ring).
+        let while_busy = tries() - before;
+        drop(full);
+        assert!(waiter.join().unwrap(), "the release into its ring woke it");
+        assert!(
+            while_busy <= 2,
+            "{while_busy} tries while another ring released"
+        );
     }
 
     #[test]

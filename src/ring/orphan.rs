@@ -166,7 +166,7 @@ fn after_release_slow(mut w: usize, hdr: *mut Header) {
     }
     #[cfg(feature = "std")]
     if w & WAITING != 0 {
-        super::wait::wake();
+        super::wait::wake_if_wanted(hdr);
     }
     if may_unblock(w, hdr) {
         sweep();
@@ -184,7 +184,8 @@ pub(crate) fn on_build() {
     }
 }
 
-/// Sets or clears the bit that makes releases wake waiters. Under the waiters' lock.
+/// Sets or clears the bit that makes releases look for waiters. Under the waiters'
+/// lock.
 #[cfg(feature = "std")]
 pub(crate) fn set_waiting(on: bool) {
     // SeqCst: the waiter's side of the store-load pattern, before its barrier.
