@@ -137,11 +137,12 @@ fn ring_only(c: &mut Criterion) {
 }
 
 /// Allocate and drop while a buffer of a dropped ring stays alive (an orphaned block
-/// that cannot be freed yet), against the same loop with no orphan: releases elsewhere
-/// should not pay for it.
-fn pinned_orphan(c: &mut Criterion) {
+/// that cannot be freed yet), and while a producer waits on another ring that stays
+/// full, against the same loop with neither: this ring's releases should not pay for
+/// them.
+fn beside_other_rings(c: &mut Criterion) {
     let ring = Ring::new(1 << 20);
-    let mut g = c.benchmark_group("alloc+drop 64 B, orphans");
+    let mut g = c.benchmark_group("alloc+drop 64 B, beside other rings");
     let run = |g: &mut criterion::BenchmarkGroup<'_, _>, name: &str| {
         g.bench_function(name, |b| {
             b.iter(|| {
@@ -168,11 +169,29 @@ fn pinned_orphan(c: &mut Criterion) {
     drop(other);
     run(&mut g, "one pinned");
     drop(pinned);
+    // A ring full for the whole run, and a producer waiting on it (timing out every
+    // 50 ms and waiting again).
+    let full = Ring::new(4096);
+    let held: Vec<_> = (0..).map_while(|_| full.fixed(248)).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waiting = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let got = full.fixed_wait_timeout(248, std::time::Duration::from_millis(50));
+                assert!(got.is_err(), "nothing is released into the full ring");
+            }
+        })
+    };
+    run(&mut g, "a producer waits on another ring");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    waiting.join().unwrap();
+    drop(held);
     g.finish();
 }
 
 fn benches(c: &mut Criterion) {
-    pinned_orphan(c);
+    beside_other_rings(c);
     let ring = RingBytes(Ring::new(1 << 20));
     alloc_write_drop(c, &ring);
     alloc_write_drop(c, &VecBytes);
