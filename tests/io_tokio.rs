@@ -353,17 +353,13 @@ proptest! {
     }
 }
 
-/// A waker for polling by hand (the `Scripted` source wakes its task on each stall).
-struct Noop;
-
-impl std::task::Wake for Noop {
-    fn wake(self: std::sync::Arc<Self>) {}
-}
-
 /// Up to `k` frames of `src` through a reader (the async one polled at most `polls`
 /// times, so it may stop in the middle of a frame, after a stall), then the reader
 /// taken apart: the frames it yielded, and its buffered bytes followed by what the
 /// source still has.
+// `Waker::noop` (1.85): clippy holds helpers, not tests, to the library's MSRV, and the
+// suite's dev-dependencies need newer Rust than it anyway (`.ci/msrv.sh`).
+#[allow(clippy::incompatible_msrv)]
 fn rest_after<D: Decoder + Unpin + Copy>(
     src: Scripted,
     d: D,
@@ -383,8 +379,8 @@ fn rest_after<D: Decoder + Unpin + Copy>(
         Some(polls) => {
             let mut r =
                 AsyncFramedReader::with_ring(src, d, Ring::new(1 << 18)).with_read_size(read_size);
-            let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
-            let mut cx = Context::from_waker(&waker);
+            // Polled by hand: the `Scripted` source wakes its task on each stall.
+            let mut cx = Context::from_waker(std::task::Waker::noop());
             let mut yielded = 0;
             for _ in 0..polls {
                 if yielded == k {
@@ -423,8 +419,7 @@ fn into_parts_while_waiting_for_room_gives_back_the_partial_frame() {
         i: 0,
     };
     let mut r = AsyncFramedReader::with_ring(src, LengthDelimited::new(), Ring::new(1 << 14));
-    let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
-    let mut cx = Context::from_waker(&waker);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
     let mut held = Vec::new();
     while let Poll::Ready(f) = Pin::new(&mut r).poll_next(&mut cx) {
         held.push(f.expect("the ring fills before the stream ends").unwrap());
@@ -627,7 +622,8 @@ async fn the_line_writer_gathers_lines_and_survives_partial_writes() {
             .windows(2)
             .filter(|w| w == b"\r\n")
             .count();
-        assert_eq!(ends, if cap == 7 { lines.len() } else { 0 });
+        let crlf = encoding.line_end() == b"\r\n";
+        assert_eq!(ends, if crlf { lines.len() } else { 0 });
         let ring = Ring::new(1 << 20);
         let frame = |bytes: &[u8]| ring_frame(&ring, bytes);
         let mut w = AsyncFramedWriter::new(Trickle::new(cap), encoding);
