@@ -122,7 +122,9 @@ fn deadline(timeout: Duration) -> Option<Instant> {
 
 impl Ring {
     /// [`fixed`](Ring::fixed), waiting for room when the ring is full: the thread spins
-    /// briefly, then parks until a release (on any thread) makes room.
+    /// briefly, then tries again between yields of its time slice (up to 64, some
+    /// 25 µs on an idle core), then parks until a release into this ring (on any
+    /// thread) makes room. Releases into other rings leave it parked.
     ///
     /// # Errors
     /// [`WaitError::NeverFits`] at once when `n` is 0 or larger than a block of this
