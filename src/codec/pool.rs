@@ -465,8 +465,8 @@ impl<T: Buffer> BufferPool<T> {
             // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
             let parts = core::future::poll_fn(move |cx| match pool.ring.as_mut() {
                 Some(on) => {
-                    let span = on.ring.span();
-                    wait::poll_until(&mut slot, cx, span, || on.try_start(true, len)).map(Some)
+                    wait::poll_until(&mut slot, cx, on.ring.span(), || on.try_start(true, len))
+                        .map(Some)
                 }
                 None => Poll::Ready(None),
             })

@@ -317,22 +317,19 @@ fn wake(hdr: *const Header) {
         if !woken.contains(&true) {
             return; // read before the entry was disarmed
         }
-        let (mut tasks, mut kept) = (Vec::new(), Vec::new());
-        for t in core::mem::take(&mut w.tasks) {
-            if woken[t.1] {
-                w.entries[t.1].users -= 1;
-                tasks.push(t.2);
-            } else {
-                kept.push(t);
-            }
-        }
+        let (tasks, kept): (Vec<_>, Vec<_>) = core::mem::take(&mut w.tasks)
+            .into_iter()
+            .partition(|t| woken[t.1]);
         w.tasks = kept;
+        for t in &tasks {
+            leave(&mut w, t.1); // already disarmed: only counts it out
+        }
         (tasks, w.blocked)
     };
     if blocked != 0 {
         WOKEN.notify_all();
     }
-    for waker in tasks {
+    for (_, _, waker) in tasks {
         waker.wake();
     }
 }
