@@ -9,6 +9,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Instant;
@@ -67,6 +68,76 @@ pub fn wait(waits: &mut u64) {
         for _ in 0..8 {
             std::hint::spin_loop();
         }
+    }
+}
+
+/// The floor of a ring of this capacity: the control's slots (capacity / size of
+/// them, more than a ring with headers fits), each with a flag its buffer clears
+/// when the consumer drops it. Nothing is allocated per buffer, but the producer
+/// waits, as a ring's does, when the next slot is still held. What it takes beyond
+/// the control is what any ring of this capacity pays for being bounded.
+pub struct Bounded {
+    block: Vec<u8>,
+    /// Leaked on drop while a buffer still points at its flag.
+    held: Box<[AtomicBool]>,
+    slot: usize,
+    size: usize,
+}
+
+/// A [`Bounded`] buffer: its slot's flag, cleared when the consumer drops it.
+pub struct BoundedBuf {
+    flag: *const AtomicBool,
+}
+
+// SAFETY: the buffer only stores to an atomic flag, from whichever thread drops it.
+unsafe impl Send for BoundedBuf {}
+
+impl Drop for BoundedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `Bounded::drop` frees the flags only when none is set, and this
+        // buffer's flag stays set until this store, after which it is not touched.
+        unsafe { (*self.flag).store(false, Ordering::Release) };
+    }
+}
+
+impl Drop for Bounded {
+    fn drop(&mut self) {
+        if self.held.iter().any(|f| f.load(Ordering::Acquire)) {
+            // A buffer outlives its allocator: its flag must stay.
+            Box::leak(core::mem::take(&mut self.held));
+        }
+    }
+}
+
+impl ByteBufs for Bounded {
+    type Buf = BoundedBuf;
+    fn with_capacity(capacity: usize, size: usize) -> Self {
+        Bounded {
+            block: vec![0; capacity],
+            held: (0..capacity / size)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+            slot: 0,
+            size,
+        }
+    }
+    #[inline]
+    fn fixed(&mut self, _: usize, data: &[u8], waits: &mut u64) -> Self::Buf {
+        let flag = &self.held[self.slot];
+        while flag.load(Ordering::Acquire) {
+            wait(waits);
+        }
+        flag.store(true, Ordering::Relaxed);
+        let at = self.slot * self.size;
+        (&mut self.block[at..at + self.size])
+            .write_all(data)
+            .unwrap();
+        self.slot = (self.slot + 1) % self.held.len();
+        BoundedBuf { flag }
+    }
+    /// Not swept: the extendable rows have no bounded control.
+    fn chunked(&mut self, data: &[u8], _: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
+        self.fixed(self.size, data, waits)
     }
 }
 
@@ -695,4 +766,32 @@ pub fn mimalloc_child(threads: usize, shape: Shape) -> Option<Sample> {
         waits,
         restarts,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn bounded_waits_until_a_slot_is_dropped() {
+        let mut b = Bounded::with_capacity(4 * 64, 64);
+        let mut waits = 0;
+        let held: Vec<_> = (0..4).map(|_| b.fixed(64, b"x", &mut waits)).collect();
+        assert_eq!(waits, 0);
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            drop(held);
+        });
+        let fifth = b.fixed(64, b"y", &mut waits);
+        assert!(
+            waits > 0,
+            "the fifth buffer found a free slot among four held"
+        );
+        t.join().unwrap();
+        let before = waits;
+        let rest: Vec<_> = (0..3).map(|_| b.fixed(64, b"z", &mut waits)).collect();
+        assert_eq!(waits, before, "slots freed by the consumer were not reused");
+        drop((fifth, rest));
+    }
 }

@@ -1,6 +1,8 @@
 //! How big a ring should be: ringal's fixed 64 B and 1 KiB rows (64 buffers held)
-//! with rings of 2, 4 and 8 × max buffers × size, for ringal, ringmem and the
-//! no-allocation control, `Vec (glibc)` being the reference of the speed-ups.
+//! with rings of 2, 4 and 8 × max buffers × size, for ringal, ringmem, the
+//! no-allocation control and the bounded control (the control's slots, waited for
+//! when still held: what any ring of that capacity pays for being bounded),
+//! `Vec (glibc)` being the reference of the speed-ups.
 
 use crate::buffers::{self, ByteBufs, Shape};
 use crate::harness::{measure, random_bytes, thousands, Config, Row, Runner, Table, Unit};
@@ -39,6 +41,7 @@ fn runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
         r.push(runner::<buffers::RingmemWait>("ringmem (wait)", shape, d));
     }
     r.push(runner::<buffers::SysVec>("Vec (glibc)", shape, d));
+    r.push(runner::<buffers::Bounded>("bounded control", shape, d));
     r.push(runner::<buffers::Control>("control", shape, d));
     r
 }
@@ -58,7 +61,7 @@ pub fn table(cfg: &Config) -> Table {
         Unit::Ms,
     )
     .baseline("Vec (glibc)");
-    t.wait_columns = ["ringal", "ringmem"]
+    t.wait_columns = ["ringal", "ringmem", "bounded control"]
         .iter()
         .filter_map(|n| columns.iter().position(|c| c == n))
         .collect();
@@ -88,6 +91,11 @@ pub fn table(cfg: &Config) -> Table {
         ),
         "Time per run in ms, median of the repetitions, min–max in small print; waits as in the fixed table. \
          `ringmem (wait)` uses `fixed_wait` (see the fixed table)."
+            .into(),
+        "`bounded control` is the control with the ring's bound and nothing else: capacity / size slots \
+         (more than a ring with a header per buffer fits), each flagged while its buffer lives and cleared \
+         when the consumer drops it; the producer waits (the hand-rolled spin) for the next slot. \
+         What it takes beyond the control, any ring of that capacity pays."
             .into(),
     ];
     t
