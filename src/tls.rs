@@ -401,9 +401,11 @@ impl<T> Future for TlsWait<T> {
         }
         // This thread's ring: the task may be polled on another thread next time.
         let span = with_ring(Ring::span).unwrap_or(wait::Span::ALL);
-        wait::poll_until(&mut this.slot, cx, span, || {
+        wait::poll_until(&mut this.slot, cx, span, |walk| {
             with_ring(|ring| {
-                ring.unstick();
+                if walk {
+                    ring.unstick();
+                }
                 claim(ring, n)
             })
             .flatten()

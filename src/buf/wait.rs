@@ -244,8 +244,9 @@ impl Ring {
     }
 
     /// [`fixed`](Ring::fixed) as a future that waits for room when the ring is full:
-    /// woken by a release on any thread, with no runtime of its own (any executor
-    /// polls it). It takes the ring by `&mut` so that a task that owns its ring stays
+    /// it yields to its executor (wakes itself and returns `Pending`) up to 64 times,
+    /// then is woken by a release into this ring on any thread, with no runtime of its
+    /// own (any executor polls it). It takes the ring by `&mut` so that a task that owns its ring stays
     /// `Send` while it waits (a `&Ring` is not).
     ///
     /// # Errors
@@ -340,8 +341,10 @@ impl<T> Future for Wait<'_, T> {
         if let Some(e) = hopeless(ring, this.bytes) {
             return Poll::Ready(Err(e));
         }
-        wait::poll_until(&mut this.slot, cx, ring.span(), || {
-            ring.unstick();
+        wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
+            if walk {
+                ring.unstick();
+            }
             claim(ring, n)
         })
         .map(Ok)

@@ -435,9 +435,10 @@ impl<T: Buffer> BufferPool<T> {
         self.writable_or_wait_error(len)
     }
 
-    /// [`get_writable_wait`](Self::get_writable_wait) as a future: woken by a release
-    /// on any thread, with no runtime of its own (any executor polls it; a timeout is
-    /// the executor's). The future holds the pool by `&mut`, so a task that owns its
+    /// [`get_writable_wait`](Self::get_writable_wait) as a future: after yielding to its
+    /// executor as [`Ring::fixed_async`](crate::Ring::fixed_async) does, woken by a
+    /// release on any thread, with no runtime of its own (any executor polls it; a
+    /// timeout is the executor's). The future holds the pool by `&mut`, so a task that owns its
     /// pool stays `Send` while it waits.
     ///
     /// # Errors
@@ -464,10 +465,10 @@ impl<T: Buffer> BufferPool<T> {
             // A `move` closure holds the pool itself (`&mut`, `Send` with it), never a
             // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
             let parts = core::future::poll_fn(move |cx| match pool.ring.as_mut() {
-                Some(on) => {
-                    wait::poll_until(&mut slot, cx, on.ring.span(), || on.try_start(true, len))
-                        .map(Some)
-                }
+                Some(on) => wait::poll_until(&mut slot, cx, on.ring.span(), |walk| {
+                    on.try_start(walk, len)
+                })
+                .map(Some),
                 None => Poll::Ready(None),
             })
             .await;

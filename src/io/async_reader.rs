@@ -182,8 +182,10 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                     return Poll::Ready(Err(self.core.fail_alloc(e, n)));
                 }
                 self.core.before_wait();
-                match poll_until(&mut self.slot, cx, ring.span(), || {
-                    ring.unstick();
+                match poll_until(&mut self.slot, cx, ring.span(), |walk| {
+                    if walk {
+                        ring.unstick();
+                    }
                     ring.fixed(n)
                 }) {
                     Poll::Ready(region) => region,
