@@ -206,3 +206,54 @@ fn more_waited_rings_than_the_table_holds() {
         p.join().unwrap();
     }
 }
+
+/// A byte pattern that tells positions apart.
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+#[test]
+fn a_partial_message_waits_to_grow_and_keeps_its_bytes() {
+    // `before`: bytes held ahead of the message and released by the other thread;
+    // `after`: whether the buffers behind it are released too. Released ahead only, the
+    // message must move to the front of the block to grow.
+    for (before, after) in [(0, true), (3000, false), (3000, true)] {
+        let ring = Ring::new(4096);
+        let ahead = (before > 0).then(|| ring.fixed(before).unwrap());
+        let mut msg = ring.extendable(0).unwrap();
+        let head = pattern(200);
+        msg.extend_from_slice(&head);
+        let behind: Vec<_> = std::iter::from_fn(|| ring.fixed(56)).collect();
+        assert!(msg.try_reserve(2000).is_err(), "the ring should be full");
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(ahead);
+            // Held on until the message has grown, unless `after`.
+            (!after).then_some(behind)
+        });
+        msg.reserve_wait_timeout(2000, GUARD)
+            .expect("woken by the release");
+        assert!(msg.capacity() >= 2200);
+        assert_eq!(&msg[..], &head[..], "the partial message changed");
+        msg.extend_from_slice(&pattern(2000));
+        assert_eq!(&msg[200..], &pattern(2000)[..]);
+        drop(releaser.join().unwrap());
+    }
+}
+
+#[test]
+fn growth_that_no_release_can_serve_fails_at_once() {
+    let ring = Ring::new(4096);
+    let mut msg = ring.extendable(0).unwrap();
+    msg.extend_from_slice(b"abc");
+    let _rest: Vec<_> = std::iter::from_fn(|| ring.fixed(8)).collect();
+    assert!(matches!(
+        msg.reserve_wait(4096),
+        Err(WaitError::NeverFits { block: 4096, .. })
+    ));
+    assert!(matches!(
+        msg.reserve_wait(usize::MAX),
+        Err(WaitError::NeverFits { .. })
+    ));
+    assert_eq!(&msg[..], b"abc");
+}

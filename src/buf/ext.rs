@@ -126,6 +126,22 @@ impl<'r> ExtBuf<'r> {
         }
     }
 
+    /// The ring the buffer lives in.
+    #[cfg(feature = "std")]
+    #[inline]
+    pub(crate) fn ring(&self) -> &'r Ring {
+        self.ring
+    }
+
+    /// Makes the next growth walk the whole block again, even right after a walk found
+    /// no room (for a waiter woken by a release, which may lie anywhere).
+    #[cfg(feature = "std")]
+    #[inline]
+    pub(crate) fn unstick(&mut self) {
+        self.stuck = 0;
+        self.ring.unstick();
+    }
+
     /// The unwritten capacity (for `bytes::BufMut`); follow it with
     /// [`assume_written`](Self::assume_written).
     #[inline]

@@ -115,6 +115,102 @@ fn block_slow<'r, T>(
     .ok_or(WaitError::TimedOut)
 }
 
+/// [`ExtBuf::try_reserve`], waiting for room (see [`ExtBuf::reserve_wait`]).
+#[inline]
+fn reserve_blocking(
+    ext: &mut ExtBuf<'_>,
+    additional: usize,
+    timeout: Option<Duration>,
+) -> Result<(), WaitError> {
+    match ext.try_reserve(additional) {
+        Ok(()) => Ok(()),
+        Err(_) => reserve_slow(ext, additional, timeout),
+    }
+}
+
+/// [`reserve_blocking`] after its first try failed.
+#[cold]
+#[inline(never)]
+fn reserve_slow(
+    ext: &mut ExtBuf<'_>,
+    additional: usize,
+    timeout: Option<Duration>,
+) -> Result<(), WaitError> {
+    let deadline = timeout.and_then(deadline);
+    let ring = ext.ring();
+    // The grown buffer moves within its block if it must, its own region counted free:
+    // once every other region is released, a length that fits a block fits.
+    if let Some(e) = hopeless(ring, ext.len().checked_add(additional)) {
+        return Err(e);
+    }
+    wait::block_until(
+        ring.span(),
+        |walk| {
+            if walk {
+                ext.unstick();
+            }
+            ext.try_reserve(additional).ok()
+        },
+        deadline,
+    )
+    .ok_or(WaitError::TimedOut)
+}
+
+impl ExtBuf<'_> {
+    /// [`try_reserve`](ExtBuf::try_reserve), waiting for room when the ring is full, as
+    /// [`Ring::fixed_wait`] does: the buffer keeps what it holds, and grows in place or
+    /// moves within its block once releases make room. For a writer that holds a
+    /// partial message rather than dropping it and starting over. The room comes from
+    /// other buffers' releases: where their consumer waits for this message first, use
+    /// [`reserve_wait_timeout`](ExtBuf::reserve_wait_timeout).
+    ///
+    /// # Errors
+    /// [`WaitError::NeverFits`] at once when `len() + additional` bytes would not fit a
+    /// block of this ring; [`WaitError::OutOfMemory`] at once from a `Heap` or `Grow`
+    /// ring (which never waits) when the global allocator refuses. The buffer is
+    /// unchanged after an error.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut msg = ring.extendable(0).unwrap();
+    /// msg.write_all(b"header:").unwrap();
+    /// let held: Vec<_> = std::iter::from_fn(|| ring.fixed(64)).collect(); // the rest
+    /// std::thread::scope(|s| {
+    ///     s.spawn(move || drop(held)); // a consumer releases on another thread
+    ///     msg.reserve_wait(1000).unwrap(); // holds "header:" while it waits
+    /// });
+    /// msg.write_all(&[7; 1000]).unwrap();
+    /// assert_eq!(&msg[..7], b"header:");
+    /// ```
+    pub fn reserve_wait(&mut self, additional: usize) -> Result<(), WaitError> {
+        reserve_blocking(self, additional, None)
+    }
+
+    /// [`reserve_wait`](ExtBuf::reserve_wait) for at most `timeout`.
+    ///
+    /// # Errors
+    /// As [`reserve_wait`](ExtBuf::reserve_wait), and [`WaitError::TimedOut`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ring = ringmem::Ring::new(1024);
+    /// let mut msg = ring.extendable(0).unwrap();
+    /// msg.extend_from_slice(b"abc");
+    /// let _rest: Vec<_> = std::iter::from_fn(|| ring.fixed(8)).collect();
+    /// let err = msg.reserve_wait_timeout(100, Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(err, ringmem::WaitError::TimedOut);
+    /// assert_eq!(&msg[..], b"abc");
+    /// ```
+    pub fn reserve_wait_timeout(
+        &mut self,
+        additional: usize,
+        timeout: Duration,
+    ) -> Result<(), WaitError> {
+        reserve_blocking(self, additional, Some(timeout))
+    }
+}
+
 /// The deadline `timeout` from now (none when it is too far to represent).
 fn deadline(timeout: Duration) -> Option<Instant> {
     Instant::now().checked_add(timeout)
