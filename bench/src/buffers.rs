@@ -25,8 +25,7 @@ pub trait ByteBufs {
     /// A buffer of capacity >= `size` holding `data` (written through `io::Write`).
     fn fixed(&mut self, size: usize, data: &[u8], waits: &mut u64) -> Self::Buf;
     /// A buffer grown from empty by writing `data` in `chunk`-byte pieces; a piece that
-    /// does not fit is retried, holding the partial buffer, until it does (a ring that
-    /// cannot wait that way counts in `restarts` each time it starts over instead).
+    /// does not fit is retried, holding the partial buffer, until it does.
     fn chunked(
         &mut self,
         data: &[u8],
@@ -404,19 +403,23 @@ impl ByteBufs for RingmemWait {
         b.write_all(data).unwrap();
         b
     }
-    /// There is no waiting for an existing buffer to grow, so a user holding a partial
-    /// buffer would drop it and wait for the whole message: see [`restarting`].
-    ///
-    /// [`restarting`]: RingmemWait::restarting
+    /// Starts with `extendable_wait(0)`; a chunk that does not fit waits for room with
+    /// `reserve_wait`, holding the partial buffer (as ringal's loop does with its spin).
     #[inline]
-    fn chunked(
-        &mut self,
-        data: &[u8],
-        chunk: usize,
-        waits: &mut u64,
-        restarts: &mut u64,
-    ) -> Self::Buf {
-        self.restarting(data, chunk, waits, restarts)
+    fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
+        let mut e = self
+            .0
+            .extendable_wait(0)
+            .expect("an empty buffer fits any ring");
+        for c in data.chunks(chunk) {
+            // All or nothing, as in `Ringmem::chunked`.
+            if e.try_extend_from_slice(c).is_err() {
+                e.reserve_wait(c.len())
+                    .expect("a message fits a ring of 2 × max buffers × size");
+                e.try_extend_from_slice(c).expect("room was reserved");
+            }
+        }
+        e.finalize()
     }
     /// Starts with `extendable_wait(0)`; after a failed write, drops the partial buffer
     /// and waits with `extendable_wait(data.len())` for room for the whole message.

@@ -176,11 +176,10 @@ pub fn ringal_table(cfg: &Config, extendable: bool, variant: Variant) -> Table {
             .collect()
     };
     table.wait_columns = ring_columns(&["ringal", "ringmem"]);
-    // Only `ringmem (wait)` restarts in the loops that hold a partial buffer.
+    // Only the restart variant drops partial buffers; the others hold them.
     table.restart_columns = match (extendable, variant) {
-        (false, _) => Vec::new(),
         (true, Variant::Restart) => ring_columns(&["ringal", "ringmem", "ringmem (wait)"]),
-        (true, _) => ring_columns(&["ringmem (wait)"]),
+        _ => Vec::new(),
     };
     for row in 0..ROWS.len() {
         let shape = variant_shape(cfg, row, extendable, variant);
@@ -231,9 +230,10 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
     ];
     if cfg!(feature = "ringmem-rows") {
         notes.push(if extendable {
-            "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `extendable_wait(0)`, the chunks written with `write_all`; \
-             when a write fails (the ring is full), the partial buffer is dropped and `extendable_wait(message length)` parks until there is \
-             room for the whole message, which is then written again (counted as a restart). It never holds a partial buffer while waiting."
+            "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `extendable_wait(0)`, then a chunk that does not fit \
+             waits with `reserve_wait(chunk)`, holding the partial buffer, until a release makes room (it grows in place or moves within \
+             its block). In the restart table it drops the partial buffer instead, and `extendable_wait(message length)` parks until \
+             there is room for the whole message, which is then written again (counted as a restart)."
         } else {
             "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `fixed_wait(size)` spins briefly, then parks \
              until the consumer's release makes room."
