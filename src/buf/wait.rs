@@ -85,34 +85,31 @@ fn block<'r, T>(
 ) -> Result<T, WaitError> {
     match claim(ring) {
         Some(t) => Ok(t),
-        None => block_slow(ring, bytes, timeout, claim),
+        None => block_slow(ring, bytes, timeout, |walk| {
+            if walk {
+                ring.unstick();
+            }
+            claim(ring)
+        }),
     }
 }
 
-/// [`block`] after its first try failed.
+/// After a first try failed: waits for `try_claim` to succeed on `ring` (see
+/// `wait::block_until`: `walk` asks for a walk of the whole block), unless no release
+/// can make room for `bytes`.
 #[cold]
 #[inline(never)]
-fn block_slow<'r, T>(
-    ring: &'r Ring,
+fn block_slow<T>(
+    ring: &Ring,
     bytes: Option<usize>,
     timeout: Option<Duration>,
-    claim: impl Fn(&'r Ring) -> Option<T>,
+    try_claim: impl FnMut(bool) -> Option<T>,
 ) -> Result<T, WaitError> {
     let deadline = timeout.and_then(deadline);
     if let Some(e) = hopeless(ring, bytes) {
         return Err(e);
     }
-    wait::block_until(
-        ring.span(),
-        |walk| {
-            if walk {
-                ring.unstick();
-            }
-            claim(ring)
-        },
-        deadline,
-    )
-    .ok_or(WaitError::TimedOut)
+    wait::block_until(ring.span(), try_claim, deadline).ok_or(WaitError::TimedOut)
 }
 
 /// [`ExtBuf::try_reserve`], waiting for room (see [`ExtBuf::reserve_wait`]).
@@ -122,38 +119,19 @@ fn reserve_blocking(
     additional: usize,
     timeout: Option<Duration>,
 ) -> Result<(), WaitError> {
-    match ext.try_reserve(additional) {
-        Ok(()) => Ok(()),
-        Err(_) => reserve_slow(ext, additional, timeout),
+    if ext.try_reserve(additional).is_ok() {
+        return Ok(());
     }
-}
-
-/// [`reserve_blocking`] after its first try failed.
-#[cold]
-#[inline(never)]
-fn reserve_slow(
-    ext: &mut ExtBuf<'_>,
-    additional: usize,
-    timeout: Option<Duration>,
-) -> Result<(), WaitError> {
-    let deadline = timeout.and_then(deadline);
     let ring = ext.ring();
     // The grown buffer moves within its block if it must, its own region counted free:
     // once every other region is released, a length that fits a block fits.
-    if let Some(e) = hopeless(ring, ext.len().checked_add(additional)) {
-        return Err(e);
-    }
-    wait::block_until(
-        ring.span(),
-        |walk| {
-            if walk {
-                ext.unstick();
-            }
-            ext.try_reserve(additional).ok()
-        },
-        deadline,
-    )
-    .ok_or(WaitError::TimedOut)
+    let bytes = ext.len().checked_add(additional);
+    block_slow(ring, bytes, timeout, |walk| {
+        if walk {
+            ext.unstick();
+        }
+        ext.try_reserve(additional).ok()
+    })
 }
 
 impl ExtBuf<'_> {
