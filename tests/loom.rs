@@ -26,7 +26,11 @@
 //! release pays when the orphans' word says so; with the mutant as well, the same two
 //! models fail. The mutant `--cfg ringmem_mutant_late_arm` publishes a waiter's ring
 //! in the waiters' table after its try instead of before its barrier; a release in
-//! between wakes nobody (`waiter_woken_by_its_own_ring_only` deadlocks). No model runs
+//! between wakes nobody (`waiter_woken_by_its_own_ring_only` deadlocks). The release's
+//! hull prefilter (`src/ring/wait.rs`) runs only with `--cfg ringmem_loom_hull`, for
+//! the models with one waited ring (`waiter_woken_by_*`); the mutant
+//! `--cfg ringmem_mutant_stale_hull` never publishes the hull, and
+//! `waiter_woken_by_a_release_elsewhere` deadlocks. No model runs
 //! ring activity after its releases: every block must be freed by the releases alone.
 #![cfg(loom)]
 
