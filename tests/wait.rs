@@ -257,3 +257,36 @@ fn growth_that_no_release_can_serve_fails_at_once() {
     ));
     assert_eq!(&msg[..], b"abc");
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn an_async_writer_waits_to_grow_while_its_thread_releases() {
+    // One thread: a blocking `reserve_wait` here would never return, as the consumer
+    // runs only when the writer yields. It yields 64 times, then registers; a consumer
+    // that yields longer than that is seen through the waiters' table.
+    for consumer_yields in [3, 200] {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ring = Ring::new(4096);
+            let mut msg = ring.extendable(0).unwrap();
+            let head = pattern(200);
+            msg.extend_from_slice(&head);
+            let held: Vec<_> = std::iter::from_fn(|| ring.fixed(56)).collect();
+            assert!(msg.try_reserve(2000).is_err(), "the ring should be full");
+            let consumer = async move {
+                for _ in 0..consumer_yields {
+                    tokio::task::yield_now().await;
+                }
+                drop(held);
+            };
+            let grow = tokio::time::timeout(GUARD, msg.reserve_async(2000));
+            let (grown, ()) = tokio::join!(grow, consumer);
+            grown.expect("woken by the consumer").unwrap();
+            assert!(msg.capacity() >= 2200);
+            assert_eq!(&msg[..], &head[..], "the partial message changed");
+        });
+    }
+}

@@ -134,7 +134,7 @@ fn reserve_blocking(
     })
 }
 
-impl ExtBuf<'_> {
+impl<'r> ExtBuf<'r> {
     /// [`try_reserve`](ExtBuf::try_reserve), waiting for room when the ring is full, as
     /// [`Ring::fixed_wait`] does: the buffer keeps what it holds, and grows in place or
     /// moves within its block once releases make room. For a writer that holds a
@@ -186,6 +186,36 @@ impl ExtBuf<'_> {
         timeout: Duration,
     ) -> Result<(), WaitError> {
         reserve_blocking(self, additional, Some(timeout))
+    }
+
+    /// [`reserve_wait`](ExtBuf::reserve_wait) as a future, for a task that must not
+    /// block its thread (on a current-thread runtime the consumer may be a task of
+    /// the same thread): it yields to its executor, then is woken by a release into
+    /// the ring on any thread. The future is not `Send` (see [`Reserve`]).
+    ///
+    /// # Errors
+    /// As [`reserve_wait`](ExtBuf::reserve_wait); a timeout is the executor's
+    /// (`tokio::time::timeout`).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut msg = ring.extendable(0).unwrap();
+    /// msg.extend_from_slice(b"header:");
+    /// let held: Vec<_> = std::iter::from_fn(|| ring.fixed(64)).collect(); // the rest
+    /// let consumer = std::thread::spawn(move || drop(held));
+    /// msg.reserve_async(1000).await.unwrap(); // holds "header:" while it waits
+    /// msg.extend_from_slice(&[7; 1000]);
+    /// assert_eq!(&msg[..7], b"header:");
+    /// consumer.join().unwrap();
+    /// # });
+    /// ```
+    pub fn reserve_async<'a>(&'a mut self, additional: usize) -> Reserve<'a, 'r> {
+        Reserve {
+            ext: self,
+            additional,
+            slot: TaskSlot::default(),
+        }
     }
 }
 
@@ -422,6 +452,57 @@ impl<T> Future for Wait<'_, T> {
             claim(ring, n)
         })
         .map(Ok)
+    }
+}
+
+/// The future of [`ExtBuf::reserve_async`]: ready once the buffer has room for the
+/// bytes asked for, or with why it never will. It borrows the buffer, which borrows
+/// its ring (not `Sync`): a task that holds it is not `Send`, so it runs on a local
+/// executor (tokio's current-thread runtime or `LocalSet`).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let ring = ringmem::Ring::new(1024);
+/// let mut msg = ring.extendable(0).unwrap();
+/// let reserve: ringmem::Reserve<'_, '_> = msg.reserve_async(1024);
+/// assert!(reserve.await.is_err()); // never fits a 1 KiB ring beside its header
+/// # });
+/// ```
+#[must_use = "a future does nothing until polled"]
+pub struct Reserve<'a, 'r> {
+    ext: &'a mut ExtBuf<'r>,
+    additional: usize,
+    slot: TaskSlot,
+}
+
+impl Future for Reserve<'_, '_> {
+    type Output = Result<(), WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (ext, additional) = (&mut *this.ext, this.additional);
+        if ext.try_reserve(additional).is_ok() {
+            return Poll::Ready(Ok(()));
+        }
+        let ring = ext.ring();
+        if let Some(e) = hopeless(ring, ext.len().checked_add(additional)) {
+            return Poll::Ready(Err(e));
+        }
+        wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
+            if walk {
+                ext.unstick();
+            }
+            ext.try_reserve(additional).ok()
+        })
+        .map(Ok)
+    }
+}
+
+impl fmt::Debug for Reserve<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reserve")
+            .field("additional", &self.additional)
+            .finish_non_exhaustive()
     }
 }
 
