@@ -403,9 +403,7 @@ impl<T> Future for TlsWait<T> {
         let span = with_ring(Ring::span).unwrap_or(wait::Span::ALL);
         wait::poll_until(&mut this.slot, cx, span, |walk| {
             with_ring(|ring| {
-                if walk {
-                    ring.unstick();
-                }
+                ring.unstick_if(walk);
                 claim(ring, n)
             })
             .flatten()

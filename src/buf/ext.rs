@@ -133,13 +133,15 @@ impl<'r> ExtBuf<'r> {
         self.ring
     }
 
-    /// Makes the next growth walk the whole block again, even right after a walk found
-    /// no room (for a waiter woken by a release, which may lie anywhere).
+    /// When `walk`, makes the next growth walk the whole block again, even right after
+    /// a walk found no room (for a waiter woken by a release, which may lie anywhere).
     #[cfg(feature = "std")]
     #[inline]
-    pub(crate) fn unstick(&mut self) {
-        self.stuck = 0;
-        self.ring.unstick();
+    pub(crate) fn unstick_if(&mut self, walk: bool) {
+        if walk {
+            self.stuck = 0;
+        }
+        self.ring.unstick_if(walk);
     }
 
     /// The unwritten capacity (for `bytes::BufMut`); follow it with

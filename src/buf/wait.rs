@@ -86,9 +86,7 @@ fn block<'r, T>(
     match claim(ring) {
         Some(t) => Ok(t),
         None => block_slow(ring, bytes, timeout, |walk| {
-            if walk {
-                ring.unstick();
-            }
+            ring.unstick_if(walk);
             claim(ring)
         }),
     }
@@ -127,9 +125,7 @@ fn reserve_blocking(
     // once every other region is released, a length that fits a block fits.
     let bytes = ext.len().checked_add(additional);
     block_slow(ring, bytes, timeout, |walk| {
-        if walk {
-            ext.unstick();
-        }
+        ext.unstick_if(walk);
         ext.try_reserve(additional).ok()
     })
 }
@@ -350,8 +346,8 @@ impl Ring {
     /// [`fixed`](Ring::fixed) as a future that waits for room when the ring is full:
     /// it yields to its executor (wakes itself and returns `Pending`) up to 64 times,
     /// then is woken by a release into this ring on any thread, with no runtime of its
-    /// own (any executor polls it). It takes the ring by `&mut` so that a task that owns its ring stays
-    /// `Send` while it waits (a `&Ring` is not).
+    /// own (any executor polls it). It takes the ring by `&mut` so that a task that
+    /// owns its ring stays `Send` while it waits (a `&Ring` is not).
     ///
     /// # Errors
     /// As [`fixed_wait`](Ring::fixed_wait); a timeout is the executor's
@@ -446,9 +442,7 @@ impl<T> Future for Wait<'_, T> {
             return Poll::Ready(Err(e));
         }
         wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
-            if walk {
-                ring.unstick();
-            }
+            ring.unstick_if(walk);
             claim(ring, n)
         })
         .map(Ok)
@@ -489,9 +483,7 @@ impl Future for Reserve<'_, '_> {
             return Poll::Ready(Err(e));
         }
         wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
-            if walk {
-                ext.unstick();
-            }
+            ext.unstick_if(walk);
             ext.try_reserve(additional).ok()
         })
         .map(Ok)

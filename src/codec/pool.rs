@@ -84,11 +84,9 @@ struct OnRing {
 impl OnRing {
     /// A ring buffer for a message starting with `len` bytes, as `get_writable_slow`
     /// starts one: room for the previous message if the ring has it, else for `len`.
-    /// `walk`: after a wake-up, look at the whole ring (see `Ring::unstick`).
+    /// `walk`: after a wake-up, look at the whole ring (see `Ring::unstick_if`).
     fn try_start(&self, walk: bool, len: usize) -> Option<ExtParts> {
-        if walk {
-            self.ring.unstick();
-        }
+        self.ring.unstick_if(walk);
         self.ring
             .extendable(len.max(self.hint))
             .or_else(|| {
@@ -438,8 +436,8 @@ impl<T: Buffer> BufferPool<T> {
     /// [`get_writable_wait`](Self::get_writable_wait) as a future: after yielding to its
     /// executor as [`Ring::fixed_async`](crate::Ring::fixed_async) does, woken by a
     /// release on any thread, with no runtime of its own (any executor polls it; a
-    /// timeout is the executor's). The future holds the pool by `&mut`, so a task that owns its
-    /// pool stays `Send` while it waits.
+    /// timeout is the executor's). The future holds the pool by `&mut`, so a task that
+    /// owns its pool stays `Send` while it waits.
     ///
     /// # Errors
     /// As [`get_writable_wait`](Self::get_writable_wait).

@@ -183,9 +183,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                 }
                 self.core.before_wait();
                 match poll_until(&mut self.slot, cx, ring.span(), |walk| {
-                    if walk {
-                        ring.unstick();
-                    }
+                    ring.unstick_if(walk);
                     ring.fixed(n)
                 }) {
                     Poll::Ready(region) => region,

@@ -523,11 +523,14 @@ impl Ring {
         })
     }
 
-    /// Makes the next claim walk the whole current block (see `BlockCtl::unstick`).
+    /// When `walk` (a waiter's try that a release may have woken), makes the next claim
+    /// walk the whole current block (see `BlockCtl::unstick`).
     #[cfg(feature = "std")]
-    pub(crate) fn unstick(&self) {
-        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
-        unsafe { self.cur.get().as_ref() }.unstick();
+    pub(crate) fn unstick_if(&self, walk: bool) {
+        if walk {
+            // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+            unsafe { self.cur.get().as_ref() }.unstick();
+        }
     }
 
     /// Whether a request of `bytes` (word-aligned) could be served by an empty block

@@ -23,7 +23,7 @@
 //! the table has entries, the last entry widens to every address: its waiters are
 //! woken by any release, as every waiter was before the table.
 //!
-//! A waiter that tries again must walk its whole ring (`Ring::unstick`): a plain
+//! A waiter that tries again must walk its whole ring (`Ring::unstick_if`): a plain
 //! claim may look only at the oldest region for a while after a full lap.
 
 use std::task::{Context, Poll, Waker};
