@@ -128,6 +128,28 @@ fn extendable_0_starts_with_64_bytes() {
 }
 
 #[test]
+fn small_buffers_grow_in_place_fourfold_then_twofold() {
+    let ring = Ring::new(1 << 20);
+    let mut ext = ring.extendable(0).unwrap();
+    let start = ext.as_ptr();
+    let mut caps = vec![ext.capacity()];
+    for _ in 0..(16 * 1024 / 64) {
+        ext.write_all(&[3; 64]).unwrap();
+        if ext.capacity() != *caps.last().unwrap() {
+            caps.push(ext.capacity());
+        }
+    }
+    // Below 4 KiB a growth asks for four times the capacity, from there twice; the
+    // latest region grows from the window, so it never moves.
+    assert_eq!(caps, [64, 256, 1024, 4096, 8192, 16384]);
+    assert_eq!(ext.as_ptr(), start);
+    // What was not written goes back to the ring.
+    ext.write_all(&[3; 8]).unwrap();
+    assert_eq!(ext.capacity(), 32768);
+    assert_eq!(ext.finalize().capacity(), 16384 + 8);
+}
+
+#[test]
 fn the_first_small_write_does_not_move_the_buffer() {
     let ring = Ring::new(1024);
     // Leaves the window at [1008, 1024): 16 bytes, room for a header and 8 bytes.
