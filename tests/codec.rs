@@ -514,19 +514,14 @@ fn wait_forms_fall_back_where_no_release_can_help() {
     pool.get_writable_wait(4096).unwrap().fill(5);
     assert_eq!(pool.fallbacks(), 1);
     assert!(!pool.get_data_owned().is_ring());
-    // A message already in the ring that must grow past what the ring has left: it
-    // moves to the heap rather than wait while holding its own region.
-    let held: Vec<_> = (0..4)
-        .map(|_| {
-            pool.get_writable(200);
-            pool.get_data_owned()
-        })
-        .collect();
-    assert!(held.iter().all(|s| s.is_ring()));
+    // A message already in the ring that, grown, would not fit the ring even with
+    // every other buffer released: it moves to the heap at once.
+    let held = pool.ring().unwrap().fixed(8).unwrap();
     pool.get_writable(6).copy_from_slice(b"header");
-    assert_eq!(pool.ring().unwrap().stats().live_buffers, 5);
-    pool.get_writable_wait(300).unwrap().fill(6);
+    assert!(pool.ring().unwrap().stats().live_buffers == 2);
+    pool.get_writable_wait(1020).unwrap().fill(6);
     assert_eq!(pool.fallbacks(), 2);
+    drop(held);
     let msg = pool.get_data_owned();
     assert!(!msg.is_ring());
     assert_eq!(&msg[..6], b"header");
@@ -546,6 +541,77 @@ fn wait_forms_fall_back_where_no_release_can_help() {
         })
     ));
     assert_eq!(pool.len(), 2);
+}
+
+/// Fills `pool`'s 1,024-byte ring with four 200-byte messages and starts a fifth,
+/// "header", in the ring: growing it by 300 bytes needs a release.
+fn held_and_a_started_message(pool: &mut BufferPool) -> Vec<Slice> {
+    let held: Vec<_> = (0..4)
+        .map(|_| {
+            pool.get_writable(200);
+            pool.get_data_owned()
+        })
+        .collect();
+    assert!(held.iter().all(|s| s.is_ring()));
+    pool.get_writable(6).copy_from_slice(b"header");
+    assert_eq!(pool.ring().unwrap().stats().live_buffers, 5);
+    assert!(pool.try_get_writable(300).is_ok_and(|b| b.len() == 300));
+    assert_eq!(pool.fallbacks(), 1, "get_writable moves it to the heap");
+    assert!(!pool.get_data_owned().is_ring());
+    pool.get_writable(6).copy_from_slice(b"header");
+    held
+}
+
+#[test]
+fn a_message_in_the_ring_waits_to_grow_instead_of_falling_back() {
+    let mut pool = fail_pool(1024);
+    let held = held_and_a_started_message(&mut pool);
+    let err = pool
+        .get_writable_wait_timeout(300, Duration::from_millis(5))
+        .unwrap_err();
+    assert_eq!(err, ringmem::WaitError::TimedOut);
+    assert_eq!(pool.as_ref(), b"header", "unchanged after a timeout");
+    let (tx, rx) = unbounded::<Vec<Slice>>();
+    let consumer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        drop(rx.recv().unwrap());
+    });
+    tx.send(held).unwrap();
+    pool.get_writable_wait(300).unwrap().fill(7);
+    let msg = pool.get_data_owned();
+    assert!(
+        msg.is_ring(),
+        "grown in the ring once the consumer released"
+    );
+    assert_eq!(&msg[..6], b"header");
+    assert!(msg[6..].iter().all(|&b| b == 7) && msg.len() == 306);
+    assert_eq!(pool.fallbacks(), 1, "only the message get_writable moved");
+    consumer.join().unwrap();
+}
+
+#[test]
+fn the_async_form_waits_to_grow_a_message() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut pool = fail_pool(1024);
+        let held = held_and_a_started_message(&mut pool);
+        // One task: the consumer releases after the writer has yielded and registered.
+        let consumer = async move {
+            for _ in 0..200 {
+                tokio::task::yield_now().await;
+            }
+            drop(held);
+        };
+        let writer = async {
+            pool.get_writable_async(300).await.unwrap().fill(8);
+            pool.get_data_owned()
+        };
+        let (msg, ()) = tokio::join!(writer, consumer);
+        assert!(msg.is_ring() && &msg[..6] == b"header");
+        assert!(msg[6..].iter().all(|&b| b == 8) && msg.len() == 306);
+    });
 }
 
 #[test]

@@ -69,6 +69,9 @@ pub(crate) struct ExtParts {
     pub(crate) len: usize,
     /// Usable bytes from `ptr`.
     pub(crate) cap: usize,
+    /// The buffer's `stuck` count, so that a holder retrying a growth on a full ring
+    /// does not walk the block on every try.
+    stuck: u32,
 }
 
 /// Smallest capacity a growing buffer moves to.
@@ -105,6 +108,7 @@ impl<'r> ExtBuf<'r> {
             ptr: this.ptr,
             len: this.len,
             cap: this.cap,
+            stuck: this.stuck,
         }
     }
 
@@ -122,14 +126,20 @@ impl<'r> ExtBuf<'r> {
             parts.len,
             parts.cap
         );
-        let ExtParts { hdr, ptr, len, cap } = parts;
+        let ExtParts {
+            hdr,
+            ptr,
+            len,
+            cap,
+            stuck,
+        } = parts;
         ExtBuf {
             ring,
             hdr,
             ptr,
             len,
             cap,
-            stuck: 0,
+            stuck,
         }
     }
 

@@ -26,10 +26,10 @@ use crate::{WaitError, WhenFull};
 /// wherever it is dropped. When the ring has no room, the message moves to `T` (its
 /// bytes so far copied once) until it is handed over, so the pool never fails and
 /// never waits; the `_wait` and `_async` forms of `get_writable` wait for room
-/// instead when a new message finds the ring full (see
-/// [`get_writable_wait`](Self::get_writable_wait)). The first message of a pool starts with room for its first piece; each
-/// later one starts with room for the previous message (up to an eighth of the ring),
-/// so a header-then-payload frame usually needs no growth.
+/// instead when the ring is full (see [`get_writable_wait`](Self::get_writable_wait)).
+/// The first message of a pool starts with room for its first piece; each later one
+/// starts with room for the previous message (up to an eighth of the ring), so a
+/// header-then-payload frame usually needs no growth.
 ///
 /// ```
 /// use ringmem::codec::{Buffer, BufferPool};
@@ -97,6 +97,24 @@ impl OnRing {
                 }
             })
             .map(ExtBuf::into_parts)
+    }
+
+    /// One try of a wait for room for `len` more bytes of the current message: starts
+    /// it as [`try_start`](Self::try_start) does when there is none, else grows it in
+    /// the ring (in place, or moved within its block, as [`ExtBuf::reserve_wait`]
+    /// does). `Some` once `cur` has the room.
+    fn try_room(&mut self, walk: bool, len: usize) -> Option<()> {
+        let Some(parts) = self.cur.take() else {
+            self.cur = self.try_start(walk, len);
+            return self.cur.as_ref().map(|_| ());
+        };
+        // SAFETY: `cur` holds parts of an `ExtBuf` of `self.ring` (only ever set from
+        // one), taken out of `cur` so they are rebuilt once, and put back below.
+        let mut ext = unsafe { ExtBuf::from_parts(&self.ring, parts) };
+        ext.unstick_if(walk);
+        let grown = ext.try_reserve(len).is_ok();
+        self.cur = Some(ext.into_parts());
+        grown.then_some(())
     }
 }
 
@@ -358,21 +376,22 @@ impl<T: Buffer> BufferPool<T> {
 
 /// Waiting for room instead of falling back (the `_wait` and `_async` forms).
 ///
-/// A message waits when it *starts* (its first piece) on a [`WhenFull::Fail`] ring that
-/// has no room for that piece now but could have after releases. Everywhere else the
-/// wait forms do what [`get_writable`](Buffer::get_writable) does: a message that is
-/// already in the ring and must grow past its region moves to the fallback (waiting
-/// while holding the region could wait for ever, since the region itself may be what
-/// is in the way), as does a piece larger than the ring, a message already in the
-/// fallback stays there, and a `Heap` or `Grow` ring is never full. So a decoder that
-/// asks for a whole frame, or for its header with the pool's usual room for a frame,
-/// gets backpressure from a full ring instead of heap memory.
+/// A message waits on a [`WhenFull::Fail`] ring that has no room for its next piece now
+/// but could have after releases: when it starts (its first piece), and when it is in
+/// the ring and must grow past its region. A growing message keeps its bytes and grows
+/// in place or moves within its block, its own region counted free (as
+/// [`ExtBuf::reserve_wait`] does), so a message that fits a block fits once every other
+/// region is released. Everywhere else the wait forms do what
+/// [`get_writable`](Buffer::get_writable) does: a message that would not fit a block
+/// moves to the fallback, a message already in the fallback stays there, and a `Heap` or
+/// `Grow` ring is never full. So a decoder that writes a frame in pieces gets
+/// backpressure from a full ring instead of heap memory.
 #[cfg(real_std)]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 impl<T: Buffer> BufferPool<T> {
     /// [`get_writable`](Buffer::get_writable), parking the thread until a release (on
-    /// any thread) makes room when a new message finds the ring full, instead of
-    /// falling back (see above for when it waits).
+    /// any thread) makes room when the ring has none for the piece, instead of falling
+    /// back (see above for when it waits).
     ///
     /// # Errors
     /// [`WaitError::OutOfMemory`] when neither the ring nor the fallback can hold the
@@ -395,8 +414,8 @@ impl<T: Buffer> BufferPool<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get_writable_wait(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
-        if let Some(on) = self.waiting_start(len) {
-            on.cur = wait::block_until(on.ring.span(), |walk| on.try_start(walk, len), None);
+        if let Some(on) = self.waiting(len) {
+            wait::block_until(on.ring.span(), |walk| on.try_room(walk, len), None);
         }
         self.writable_or_wait_error(len)
     }
@@ -425,10 +444,10 @@ impl<T: Buffer> BufferPool<T> {
         len: usize,
         timeout: Duration,
     ) -> Result<&mut [u8], WaitError> {
-        if let Some(on) = self.waiting_start(len) {
+        if let Some(on) = self.waiting(len) {
             let deadline = Instant::now().checked_add(timeout);
-            let parts = wait::block_until(on.ring.span(), |walk| on.try_start(walk, len), deadline);
-            on.cur = Some(parts.ok_or(WaitError::TimedOut)?);
+            wait::block_until(on.ring.span(), |walk| on.try_room(walk, len), deadline)
+                .ok_or(WaitError::TimedOut)?;
         }
         self.writable_or_wait_error(len)
     }
@@ -457,38 +476,37 @@ impl<T: Buffer> BufferPool<T> {
     /// # });
     /// ```
     pub async fn get_writable_async(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
-        if self.waiting_start(len).is_some() {
+        if self.waiting(len).is_some() {
             let pool = &mut *self;
             let mut slot = TaskSlot::default();
             // A `move` closure holds the pool itself (`&mut`, `Send` with it), never a
             // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
-            let parts = core::future::poll_fn(move |cx| match pool.ring.as_mut() {
-                Some(on) => wait::poll_until(&mut slot, cx, on.ring.span(), |walk| {
-                    on.try_start(walk, len)
-                })
-                .map(Some),
-                None => Poll::Ready(None),
+            core::future::poll_fn(move |cx| match pool.ring.as_mut() {
+                Some(on) => {
+                    wait::poll_until(&mut slot, cx, on.ring.span(), |walk| on.try_room(walk, len))
+                }
+                None => Poll::Ready(()),
             })
             .await;
-            if let Some(on) = self.ring.as_mut() {
-                on.cur = parts;
-            }
         }
         self.writable_or_wait_error(len)
     }
 
-    /// The ring side, when a message starting with `len` bytes waits for room if the
-    /// ring has none: the message is empty, the ring is a `Fail` ring, and a release
-    /// could make room for `len` bytes.
-    fn waiting_start(&mut self, len: usize) -> Option<&mut OnRing> {
+    /// The ring side, when `len` more bytes of the message wait for room if the ring
+    /// has none: the message is in a `Fail` ring (or not started), its region has no
+    /// room for them, and releases could make room for the whole message in a block.
+    fn waiting(&mut self, len: usize) -> Option<&mut OnRing> {
         if len == 0 || self.in_system {
             return None;
         }
         let on = self.ring.as_mut()?;
-        if on.cur.is_some() || on.ring.when_full() != WhenFull::Fail || !on.ring.could_fit(len) {
-            return None;
-        }
-        Some(on)
+        let written = match &on.cur {
+            None => 0,
+            Some(p) if len <= p.cap - p.len => return None,
+            Some(p) => p.len,
+        };
+        let total = written.checked_add(len)?;
+        (on.ring.when_full() == WhenFull::Fail && on.ring.could_fit(total)).then_some(on)
     }
 
     /// `try_get_writable`, its error told as a [`WaitError`].
