@@ -70,6 +70,12 @@ pub fn wait(waits: &mut u64) {
     }
 }
 
+/// The note that says what the `bounded control` column is.
+pub const BOUNDED_NOTE: &str = "`bounded control` is the control with the ring's bound and nothing else: capacity / size slots \
+     (more than a ring with a header per buffer fits), each flagged while its buffer lives and cleared \
+     when the consumer drops it; the producer waits (the hand-rolled spin) for the next slot. \
+     What it takes beyond the control, any ring of that capacity pays.";
+
 /// The floor of a ring of this capacity: the control's slots (capacity / size of
 /// them, more than a ring with headers fits), each with a flag its buffer clears
 /// when the consumer drops it. Nothing is allocated per buffer, but the producer
@@ -122,21 +128,35 @@ impl ByteBufs for Bounded {
     }
     #[inline]
     fn fixed(&mut self, _: usize, data: &[u8], waits: &mut u64) -> Self::Buf {
+        let (flag, mut slot) = self.next_slot(waits);
+        slot.write_all(data).unwrap();
+        BoundedBuf { flag }
+    }
+    /// The chunks go into a whole slot, as the control writes them: with lengths
+    /// below the size, a ring packs more messages than this has slots.
+    #[inline]
+    fn chunked(&mut self, data: &[u8], chunk: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
+        let (flag, mut slot) = self.next_slot(waits);
+        for c in data.chunks(chunk) {
+            slot.write_all(c).unwrap();
+        }
+        BoundedBuf { flag }
+    }
+}
+
+impl Bounded {
+    /// Waits until the next slot's buffer is dropped, then takes the slot: its flag,
+    /// set, and its bytes.
+    #[inline]
+    fn next_slot(&mut self, waits: &mut u64) -> (*const AtomicBool, &mut [u8]) {
         let flag = &self.held[self.slot];
         while flag.load(Ordering::Acquire) {
             wait(waits);
         }
         flag.store(true, Ordering::Relaxed);
         let at = self.slot * self.size;
-        (&mut self.block[at..at + self.size])
-            .write_all(data)
-            .unwrap();
         self.slot = (self.slot + 1) % self.held.len();
-        BoundedBuf { flag }
-    }
-    /// Not swept: the extendable rows have no bounded control.
-    fn chunked(&mut self, data: &[u8], _: usize, waits: &mut u64, _: &mut u64) -> Self::Buf {
-        self.fixed(self.size, data, waits)
+        (flag, &mut self.block[at..at + self.size])
     }
 }
 

@@ -92,11 +92,7 @@ pub fn table(cfg: &Config) -> Table {
         "Time per run in ms, median of the repetitions, min–max in small print; waits as in the fixed table. \
          `ringmem (wait)` uses `fixed_wait` (see the fixed table)."
             .into(),
-        "`bounded control` is the control with the ring's bound and nothing else: capacity / size slots \
-         (more than a ring with a header per buffer fits), each flagged while its buffer lives and cleared \
-         when the consumer drops it; the producer waits (the hand-rolled spin) for the next slot. \
-         What it takes beyond the control, any ring of that capacity pays."
-            .into(),
+        buffers::BOUNDED_NOTE.into(),
     ];
     t
 }

@@ -63,6 +63,7 @@ fn row_runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
         Box::new(move || buffers::mimalloc_child(0, shape)),
     ));
     runners.push(runner::<buffers::Bytes>("BytesMut", shape, d));
+    runners.push(runner::<buffers::Bounded>("bounded control", shape, d));
     runners.push(runner::<buffers::Control>("control", shape, d));
     runners
 }
@@ -133,6 +134,7 @@ pub fn columns() -> Vec<String> {
             "Vec (mimalloc)",
             "Vec (mimalloc global)",
             "BytesMut",
+            "bounded control",
             "control",
         ]
         .map(String::from),
@@ -227,6 +229,14 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
         "waits: median number of times the producer found its ring full (`None`) and yielded (the hand-rolled spin: \
          8 pause instructions, a yield every 8th time)."
             .into(),
+        if extendable && variant == Variant::Published {
+            format!(
+                "{} Here, with lengths below the size, a ring packs more messages than it has slots: it is stricter than a ring.",
+                buffers::BOUNDED_NOTE
+            )
+        } else {
+            buffers::BOUNDED_NOTE.into()
+        },
     ];
     if cfg!(feature = "ringmem-rows") {
         notes.push(if extendable {
