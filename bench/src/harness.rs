@@ -429,8 +429,9 @@ impl Table {
     /// first, and in how many rows the winner's min–max overlaps the runner-up's, e.g.
     /// `ringmem fastest in 4 of 5 rows; ringal in 1 (Iterations 500,000, Buffer Size
     /// 64, Max Buffers 64). The winner's min–max overlaps the runner-up's in 2 of 5
-    /// rows.` `control` (a floor that allocates nothing) competes with no one. `None`
-    /// for a peak-RSS table or one whose rows have no two timed competitors.
+    /// rows.` `control` and `bounded control` (floors that allocate nothing) compete
+    /// with no one. `None` for a peak-RSS table or one whose rows have no two timed
+    /// competitors.
     pub fn winners(&self) -> Option<String> {
         if matches!(self.unit, Unit::Mib) {
             return None;
@@ -443,7 +444,7 @@ impl Table {
                 .cells
                 .iter()
                 .enumerate()
-                .filter(|&(c, _)| self.columns[c] != "control")
+                .filter(|&(c, _)| !self.columns[c].ends_with("control"))
                 .filter_map(|(c, st)| st.map(|st| (c, st)))
                 .collect();
             if timed.len() < 2 {
@@ -667,5 +668,34 @@ pub fn mib_stats(m: f64) -> Stats {
         max: m,
         waits: 0,
         restarts: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(median: f64) -> Option<Stats> {
+        Some(Stats {
+            median,
+            min: median,
+            max: median,
+            waits: 0,
+            restarts: 0,
+        })
+    }
+
+    #[test]
+    fn the_controls_win_no_row() {
+        let columns: Vec<String> = ["ringal", "ringmem", "bounded control", "control"]
+            .map(String::from)
+            .to_vec();
+        let mut t = Table::new("t", &["Size"], &columns, Unit::Ms);
+        t.rows.push(Row {
+            params: vec!["64".into()],
+            cells: vec![ms(3.0), ms(2.0), ms(1.5), ms(1.0)],
+        });
+        let w = t.winners().unwrap();
+        assert!(w.starts_with("ringmem fastest in 1 of 1 rows"), "{w}");
     }
 }
