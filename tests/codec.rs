@@ -592,11 +592,18 @@ fn a_message_in_the_ring_waits_to_grow_instead_of_falling_back() {
 #[test]
 fn the_async_form_waits_to_grow_a_message() {
     let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .unwrap();
     rt.block_on(async {
         let mut pool = fail_pool(1024);
         let held = held_and_a_started_message(&mut pool);
+        // A wait dropped on a timeout leaves the message as it was.
+        let wait = pool.get_writable_async(300);
+        assert!(tokio::time::timeout(Duration::from_millis(20), wait)
+            .await
+            .is_err());
+        assert_eq!(pool.as_ref(), b"header");
         // One task: the consumer releases after the writer has yielded and registered.
         let consumer = async move {
             for _ in 0..200 {
