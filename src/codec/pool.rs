@@ -79,24 +79,26 @@ struct OnRing {
     max_hint: usize,
 }
 
+/// A buffer of `ring` for a message starting with `len` bytes: room for `hint` (the
+/// previous message's length) if the ring has it, else for `len`.
+fn start(ring: &Ring, hint: usize, len: usize) -> Option<ExtBuf<'_>> {
+    ring.extendable(len.max(hint)).or_else(|| {
+        if hint > len {
+            ring.extendable(len)
+        } else {
+            None
+        }
+    })
+}
+
 #[cfg(real_std)]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 impl OnRing {
-    /// A ring buffer for a message starting with `len` bytes, as `get_writable_slow`
-    /// starts one: room for the previous message if the ring has it, else for `len`.
-    /// `walk`: after a wake-up, look at the whole ring (see `Ring::unstick_if`).
+    /// [`start`], in pieces. `walk`: after a wake-up, look at the whole ring (see
+    /// `Ring::unstick_if`).
     fn try_start(&self, walk: bool, len: usize) -> Option<ExtParts> {
         self.ring.unstick_if(walk);
-        self.ring
-            .extendable(len.max(self.hint))
-            .or_else(|| {
-                if self.hint > len {
-                    self.ring.extendable(len)
-                } else {
-                    None
-                }
-            })
-            .map(ExtBuf::into_parts)
+        start(&self.ring, self.hint, len).map(ExtBuf::into_parts)
     }
 
     /// One try of a wait for room for `len` more bytes of the current message: starts
@@ -294,13 +296,7 @@ impl<T: Buffer> BufferPool<T> {
             // one), taken out of `cur` so they are rebuilt once, with `len` initialised
             // bytes.
             Some(parts) => Some(unsafe { ExtBuf::from_parts(&on.ring, parts) }),
-            None => on.ring.extendable(len.max(on.hint)).or_else(|| {
-                if on.hint > len {
-                    on.ring.extendable(len)
-                } else {
-                    None
-                }
-            }),
+            None => start(&on.ring, on.hint, len),
         };
         let mut ext = ext;
         let fits = ext.as_mut().is_some_and(|ext| ext.try_reserve(len).is_ok());
