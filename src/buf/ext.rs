@@ -6,7 +6,7 @@ use core::ops::{Deref, DerefMut};
 use core::ptr::{self, NonNull};
 
 use super::{AllocError, FixedBufMut};
-use crate::ring::{self, round_up, Claim, Header, Ring, HDR, WORD};
+use crate::ring::{self, round_up, Claim, Header, Ring, HDR, MAX_WORDS, WORD};
 use crate::WhenFull;
 
 /// A byte buffer in ring memory that grows as it is written, like `Vec<u8>`.
@@ -283,6 +283,33 @@ impl<'r> ExtBuf<'r> {
     /// successors (see `stuck`).
     #[inline(never)]
     fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
+        // The common growth first, with little to compute: the latest region of the
+        // current block, grown from the window's front (54 instructions a growth where
+        // the whole path took 90). `additional` at most a region's largest span, as
+        // `cap` is: no overflow below.
+        if additional <= MAX_WORDS * WORD {
+            let min = self.len + additional;
+            let factor = if self.cap < QUADRUPLE_BELOW { 4 } else { 2 };
+            let want = min.max(self.cap * factor).max(MIN_GROW);
+            let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
+            // SAFETY: our unique handle, on the ring's thread (the buffer borrows the
+            // ring, which is not Sync); `HDR + cap` is at most the region's span (equal
+            // for a ring region); `min > cap` (`try_reserve` calls this only then), so
+            // `HDR + cap < lo <= hi`, word multiples.
+            if let Some(span) = unsafe { self.ring.grow_latest(self.hdr, HDR + self.cap, lo, hi) } {
+                self.cap = span - HDR;
+                self.stuck = 0;
+                return Ok(());
+            }
+        }
+        self.grow_elsewhere(additional)
+    }
+
+    /// [`grow`](Self::grow) when the buffer is not the window's latest region or the
+    /// window is too small: over free successors, by a move within the block, or (under
+    /// a policy other than `Fail`) into a new claim.
+    #[inline(never)]
+    fn grow_elsewhere(&mut self, additional: usize) -> Result<(), AllocError> {
         let err = AllocError {
             requested: self.len.saturating_add(additional),
         };
@@ -293,18 +320,13 @@ impl<'r> ExtBuf<'r> {
         // `min` bytes: grow it there, or move it within its block.
         if let Some(len) = self.ring.block_len_of(self.hdr).filter(|&len| min <= len) {
             let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
-            // SAFETY: our unique handle, on the ring's thread (the buffer borrows the
-            // ring, which is not Sync); a ring region's span is `HDR + cap`, and
-            // `HDR + cap < lo <= hi`, word multiples.
-            let grown = unsafe { self.ring.grow_latest(self.hdr, HDR + self.cap, lo, hi) }
-                // Not the latest region: over free successors, to `want` if they allow
-                // it (so the next writes do not walk them again).
-                .or_else(|| {
-                    // SAFETY: as above.
-                    (hi > lo && hi <= len)
-                        .then(|| unsafe { self.ring.grow_in_place(self.hdr, hi) })
-                        .flatten()
-                })
+            // Over free successors, to `want` if they allow it (so the next writes do
+            // not walk them again).
+            let grown = (hi > lo && hi <= len)
+                // SAFETY: our unique handle, on the ring's thread (the buffer borrows
+                // the ring, which is not Sync).
+                .then(|| unsafe { self.ring.grow_in_place(self.hdr, hi) })
+                .flatten()
                 // SAFETY: as above.
                 .or_else(|| unsafe { self.ring.grow_in_place(self.hdr, lo) });
             if let Some(span) = grown {

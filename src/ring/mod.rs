@@ -16,8 +16,7 @@ use core::ptr::NonNull;
 
 use block::BlockCtl;
 pub(crate) use block::{Claim, MAX_ALIGN};
-use header::MAX_WORDS;
-pub(crate) use header::{round_up, Header, HDR, WORD};
+pub(crate) use header::{round_up, Header, HDR, MAX_WORDS, WORD};
 #[cfg(feature = "allocator-api2")]
 pub(crate) use region::{claim_in, expose, header_of, resize_in};
 pub(crate) use region::{release_shared, release_unique, release_unique_in, retain_shared};
