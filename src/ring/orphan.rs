@@ -60,6 +60,11 @@ const FLAGS: usize = PARKED | HINTS;
 /// The inbox's top block (blocks are 64-byte aligned, so the low bits are free), with
 /// the [`FLAGS`] in them. Zero: no orphan and no waiter anywhere, and
 /// releases do nothing more.
+///
+/// Aligned to a cache line so that `word`, which every release loads, shares its line
+/// with nothing a program writes often (a condition variable or a counter of the
+/// program's own could land next to it otherwise).
+#[repr(align(64))]
 struct Orphans {
     word: AtomicPtr<BlockCtl>,
     /// The parked blocks, linked through `next`; only the sweep that holds `sweeping`
