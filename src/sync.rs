@@ -498,25 +498,10 @@ pub(crate) mod barrier {
             register() && syscall(SYS_MEMBARRIER, CMD_PRIVATE_EXPEDITED) == 0
         }
 
-        /// `syscall(nr, cmd, 0, 0)`.
+        /// `membarrier(cmd, flags = 0, cpu_id = 0)`.
         fn syscall(nr: usize, cmd: usize) -> isize {
-            let ret: isize;
-            // SAFETY: `membarrier(cmd, flags = 0, cpu_id = 0)` reads and writes no memory
-            // of this process; the kernel clobbers rcx and r11 on `syscall`, declared
-            // here.
-            unsafe {
-                core::arch::asm!(
-                    "syscall",
-                    inlateout("rax") nr as isize => ret,
-                    in("rdi") cmd,
-                    in("rsi") 0usize,
-                    in("rdx") 0usize,
-                    lateout("rcx") _,
-                    lateout("r11") _,
-                    options(nostack),
-                );
-            }
-            ret
+            // SAFETY: `membarrier` reads and writes no memory of this process.
+            unsafe { super::super::raw_syscall(nr, cmd, 0, 0) }
         }
     }
 
@@ -529,5 +514,164 @@ pub(crate) mod barrier {
         pub(super) fn expedited() -> bool {
             false
         }
+    }
+}
+
+/// `syscall(nr, a, b, c)` on Linux x86-64, without a libc dependency.
+///
+/// # Safety
+/// The call must read and write only memory that the arguments allow it to, which the
+/// caller owns for the call's duration.
+#[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom)))]
+unsafe fn raw_syscall(nr: usize, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the call's memory accesses are the caller's contract; the kernel clobbers
+    // rcx and r11 on `syscall`, declared here.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Whether this process may run on one CPU only (its main thread's affinity mask, which
+/// `taskset` sets for every thread, read once through `sched_getaffinity`): then a
+/// thread that waits for another one's release cannot see it while it spins (a thread
+/// pinned alone to a core is not the case: its releaser may run on another). `false`
+/// where it is not known (other targets, Miri, loom) or when the call fails.
+/// `available_parallelism` would also count CPU quotas, but it allocates, and a waiter
+/// should not.
+#[cfg(feature = "std")]
+pub(crate) fn one_cpu() -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom)))]
+    {
+        use core::sync::atomic::AtomicU8;
+        /// 0: not asked yet, 1: one CPU, 2: more (or unknown).
+        static STATE: AtomicU8 = AtomicU8::new(0);
+        // Relaxed: the answer orders nothing; two threads that race both ask.
+        let mut state = STATE.load(Ordering::Relaxed);
+        if state == 0 {
+            let cpus = affinity::cpus(std::process::id() as usize);
+            state = if cpus == Some(1) { 1 } else { 2 };
+            STATE.store(state, Ordering::Relaxed);
+        }
+        state == 1
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom))))]
+    false
+}
+
+/// Affinity masks through raw system calls.
+#[cfg(all(
+    feature = "std",
+    target_os = "linux",
+    target_arch = "x86_64",
+    not(miri),
+    not(loom)
+))]
+mod affinity {
+    /// The mask's length in 64-bit words: 1,024 CPUs, the kernel's default limit.
+    pub(super) const WORDS: usize = 16;
+    const SYS_SCHED_GETAFFINITY: usize = 204;
+
+    /// Thread `tid`'s mask (0: the calling thread; a process id: its main thread);
+    /// `None` when the kernel says no.
+    pub(super) fn mask(tid: usize) -> Option<[u64; WORDS]> {
+        let mut mask = [0u64; WORDS];
+        // SAFETY: `sched_getaffinity(tid, len, mask)` writes at most `len` bytes to
+        // `mask`, which is ours and that long.
+        let n = unsafe {
+            super::raw_syscall(
+                SYS_SCHED_GETAFFINITY,
+                tid,
+                core::mem::size_of_val(&mask),
+                mask.as_mut_ptr() as usize,
+            )
+        };
+        (n > 0).then_some(mask)
+    }
+
+    /// How many CPUs thread `tid` may run on (see [`mask`]).
+    pub(super) fn cpus(tid: usize) -> Option<u32> {
+        mask(tid).map(|m| m.iter().map(|w| w.count_ones()).sum())
+    }
+
+    /// Sets the calling thread's mask (tests only); whether the kernel took it.
+    #[cfg(test)]
+    pub(super) fn set(mask: &[u64; WORDS]) -> bool {
+        const SYS_SCHED_SETAFFINITY: usize = 203;
+        // SAFETY: `sched_setaffinity(0, len, mask)` reads `len` bytes of `mask`, ours.
+        let r = unsafe {
+            super::raw_syscall(
+                SYS_SCHED_SETAFFINITY,
+                0,
+                core::mem::size_of_val(mask),
+                mask.as_ptr() as usize,
+            )
+        };
+        r == 0
+    }
+}
+
+#[cfg(all(
+    test,
+    feature = "std",
+    target_os = "linux",
+    target_arch = "x86_64",
+    not(miri),
+    not(loom)
+))]
+mod tests {
+    use super::affinity;
+
+    /// The CPUs a thread may run on, as the kernel prints them in `path`.
+    fn allowed_in_status(path: &str) -> u32 {
+        let status = std::fs::read_to_string(path).unwrap();
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed:"))
+            .expect("Cpus_allowed");
+        mask.chars()
+            .filter_map(|c| c.to_digit(16))
+            .map(u32::count_ones)
+            .sum()
+    }
+
+    /// The count agrees with `/proc`, before and after a thread pins itself to one CPU
+    /// (as `taskset -c` pins a process); the process's count stays its main thread's.
+    #[test]
+    fn affinity_counts_what_the_kernel_allows() {
+        std::thread::spawn(|| {
+            let mask = affinity::mask(0).expect("sched_getaffinity");
+            let count: u32 = mask.iter().map(|w| w.count_ones()).sum();
+            assert_eq!(count, allowed_in_status("/proc/thread-self/status"));
+            let first = mask.iter().position(|&w| w != 0).unwrap();
+            let mut pinned = [0u64; affinity::WORDS];
+            pinned[first] = mask[first] & mask[first].wrapping_neg();
+            assert!(affinity::set(&pinned));
+            assert_eq!(affinity::cpus(0), Some(1));
+            assert_eq!(allowed_in_status("/proc/thread-self/status"), 1);
+            let process = affinity::cpus(std::process::id() as usize);
+            assert_eq!(process, Some(allowed_in_status("/proc/self/status")));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The process-wide answer follows the main thread's mask.
+    #[test]
+    fn one_cpu_follows_the_mask() {
+        assert_eq!(
+            super::one_cpu(),
+            allowed_in_status("/proc/self/status") == 1
+        );
     }
 }

@@ -224,7 +224,8 @@ impl Ring {
     /// [`fixed`](Ring::fixed), waiting for room when the ring is full: the thread spins
     /// briefly, then tries again between yields of its time slice (up to 64, some
     /// 25 µs on an idle core), then parks until a release into this ring (on any
-    /// thread) makes room. Releases into other rings leave it parked.
+    /// thread) makes room. Releases into other rings leave it parked. A process
+    /// confined to one CPU yields every eighth try from the start instead of spinning.
     ///
     /// # Errors
     /// [`WaitError::NeverFits`] at once when `n` is 0 or larger than a block of this

@@ -36,6 +36,14 @@ use crate::sync::{barrier, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
 
 /// Tries before a waiter registers: a release on another core is often this close.
 /// One under loom, which models every try.
+///
+/// A process confined to one CPU (`sync::one_cpu`) gets no release while it spins, so
+/// there the tries pause eight times between each and yield every eighth: the loop
+/// users hand-roll around a ring that returns `None`. Against 64 back-to-back tries
+/// before the first yield, that took 0.46–0.89× the time in ringal's 64 B and 1 KiB
+/// rows, fixed and extendable (`taskset -c 0 cargo run --release -p ringmem-bench --
+/// --only ringal-fixed,ringal-ext`); yielding before every try was slower still in the
+/// fixed rows.
 const SPINS: u32 = if cfg!(loom) { 1 } else { 64 };
 
 /// Then tries with a yield of the time slice before each, before a waiter registers
@@ -348,11 +356,20 @@ pub(crate) fn block_until<T>(
     mut try_claim: impl FnMut(bool) -> Option<T>,
     deadline: Option<Instant>,
 ) -> Option<T> {
-    for _ in 0..SPINS {
+    let one_cpu = crate::sync::one_cpu();
+    for i in 0..SPINS {
         if let Some(t) = try_claim(false) {
             return Some(t);
         }
-        core::hint::spin_loop();
+        if !one_cpu {
+            core::hint::spin_loop();
+        } else if i % 8 == 7 {
+            std::thread::yield_now();
+        } else {
+            for _ in 0..8 {
+                core::hint::spin_loop();
+            }
+        }
     }
     for _ in 0..YIELDS {
         std::thread::yield_now();
