@@ -619,59 +619,52 @@ mod affinity {
         };
         r == 0
     }
-}
 
-#[cfg(all(
-    test,
-    feature = "std",
-    target_os = "linux",
-    target_arch = "x86_64",
-    not(miri),
-    not(loom)
-))]
-mod tests {
-    use super::affinity;
+    #[cfg(test)]
+    mod tests {
+        use super as affinity;
 
-    /// The CPUs a thread may run on, as the kernel prints them in `path`.
-    fn allowed_in_status(path: &str) -> u32 {
-        let status = std::fs::read_to_string(path).unwrap();
-        let mask = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed:"))
-            .expect("Cpus_allowed");
-        mask.chars()
-            .filter_map(|c| c.to_digit(16))
-            .map(u32::count_ones)
-            .sum()
-    }
+        /// The CPUs a thread may run on, as the kernel prints them in `path`.
+        fn allowed_in_status(path: &str) -> u32 {
+            let status = std::fs::read_to_string(path).unwrap();
+            let mask = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed:"))
+                .expect("Cpus_allowed");
+            mask.chars()
+                .filter_map(|c| c.to_digit(16))
+                .map(u32::count_ones)
+                .sum()
+        }
 
-    /// The count agrees with `/proc`, before and after a thread pins itself to one CPU
-    /// (as `taskset -c` pins a process); the process's count stays its main thread's.
-    #[test]
-    fn affinity_counts_what_the_kernel_allows() {
-        std::thread::spawn(|| {
-            let mask = affinity::mask(0).expect("sched_getaffinity");
-            let count: u32 = mask.iter().map(|w| w.count_ones()).sum();
-            assert_eq!(count, allowed_in_status("/proc/thread-self/status"));
-            let first = mask.iter().position(|&w| w != 0).unwrap();
-            let mut pinned = [0u64; affinity::WORDS];
-            pinned[first] = mask[first] & mask[first].wrapping_neg();
-            assert!(affinity::set(&pinned));
-            assert_eq!(affinity::cpus(0), Some(1));
-            assert_eq!(allowed_in_status("/proc/thread-self/status"), 1);
-            let process = affinity::cpus(std::process::id() as usize);
-            assert_eq!(process, Some(allowed_in_status("/proc/self/status")));
-        })
-        .join()
-        .unwrap();
-    }
+        /// The count agrees with `/proc`, before and after a thread pins itself to one CPU
+        /// (as `taskset -c` pins a process); the process's count stays its main thread's.
+        #[test]
+        fn affinity_counts_what_the_kernel_allows() {
+            std::thread::spawn(|| {
+                let mask = affinity::mask(0).expect("sched_getaffinity");
+                let count: u32 = mask.iter().map(|w| w.count_ones()).sum();
+                assert_eq!(count, allowed_in_status("/proc/thread-self/status"));
+                let first = mask.iter().position(|&w| w != 0).unwrap();
+                let mut pinned = [0u64; affinity::WORDS];
+                pinned[first] = mask[first] & mask[first].wrapping_neg();
+                assert!(affinity::set(&pinned));
+                assert_eq!(affinity::cpus(0), Some(1));
+                assert_eq!(allowed_in_status("/proc/thread-self/status"), 1);
+                let process = affinity::cpus(std::process::id() as usize);
+                assert_eq!(process, Some(allowed_in_status("/proc/self/status")));
+            })
+            .join()
+            .unwrap();
+        }
 
-    /// The process-wide answer follows the main thread's mask.
-    #[test]
-    fn one_cpu_follows_the_mask() {
-        assert_eq!(
-            super::one_cpu(),
-            allowed_in_status("/proc/self/status") == 1
-        );
+        /// The process-wide answer follows the main thread's mask.
+        #[test]
+        fn one_cpu_follows_the_mask() {
+            assert_eq!(
+                super::super::one_cpu(),
+                allowed_in_status("/proc/self/status") == 1
+            );
+        }
     }
 }
