@@ -292,10 +292,9 @@ impl<'r> ExtBuf<'r> {
             let factor = if self.cap < QUADRUPLE_BELOW { 4 } else { 2 };
             let want = min.max(self.cap * factor).max(MIN_GROW);
             let (lo, hi) = (HDR + round_up(min, WORD), HDR + round_up(want, WORD));
-            // SAFETY: our unique handle, on the ring's thread (the buffer borrows the
-            // ring, which is not Sync); `HDR + cap` is at most the region's span (equal
-            // for a ring region); `min > cap` (`try_reserve` calls this only then), so
-            // `HDR + cap < lo <= hi`, word multiples.
+            // SAFETY: our unique handle, on the ring's thread (the buffer borrows the ring,
+            // not Sync); `HDR + cap` is at most the region's span; `min > cap` (`try_reserve`
+            // calls this only then), so `HDR + cap < lo <= hi`, all word multiples.
             if let Some(span) = unsafe { self.ring.grow_latest(self.hdr, HDR + self.cap, lo, hi) } {
                 self.cap = span - HDR;
                 self.stuck = 0;
