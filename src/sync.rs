@@ -8,7 +8,9 @@
 //! inside spin loops ([`model_yield`]) and the tracked heap ([`heap`]). `Cell` and `UnsafeCell` are re-exported from here too:
 //! they only ever hold state of the thread that owns a ring or a pool, so loom has
 //! nothing to check in them, but every cell still enters through this door. No other
-//! module names `loom`.
+//! module names `loom`. The raw system calls live here too: `membarrier` for the
+//! asymmetric barrier ([`barrier`]) and the affinity mask a spinning waiter consults
+//! ([`one_cpu`]).
 #![allow(unused_imports)]
 
 pub(crate) use core::cell::{Cell, UnsafeCell};
