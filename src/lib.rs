@@ -41,5 +41,5 @@ pub use alloc_api::OneRingAlloc;
 pub use alloc_api::RingAlloc;
 pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 #[cfg(feature = "std")]
-pub use buf::{Reserve, Wait, WaitError};
+pub use buf::{ExtWait, Reserve, Wait, WaitError};
 pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};

@@ -12,7 +12,10 @@
 //! thread until a release makes room when the ring is configured with
 //! [`WhenFull::Fail`] (under the default `Heap` policy the ring is never full: they
 //! return at once). [`fixed_async`] and [`typed_async`] are futures that wait the same
-//! way; each poll uses the ring of the thread that polls it.
+//! way; each poll uses the ring of the thread that polls it. A growable buffer has no
+//! `_async` form here: it borrows one thread's ring, and a task may be polled on
+//! another thread after each `.await` (use a [`Ring`] of the task's own and
+//! [`Ring::extendable_async`]).
 //!
 //! ```
 //! use std::io::Write;

@@ -159,13 +159,18 @@ fn a_dropped_waiting_future_leaves_nothing_behind() {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     let (mut ring, held) = full_ring();
+    let mut cx = Context::from_waker(Waker::noop());
     {
         let mut wait = Box::pin(ring.fixed_async(120));
-        let mut cx = Context::from_waker(Waker::noop());
+        assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Pending));
+    }
+    {
+        let mut wait = Box::pin(ring.extendable_async(0));
         assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Pending));
     }
     drop(held);
     assert!(ring.fixed(120).is_some());
+    assert!(ring.extendable(0).is_some());
 }
 
 /// More producers wait at once, each on its own full ring, than the waiters' table has
@@ -287,6 +292,44 @@ fn an_async_writer_waits_to_grow_while_its_thread_releases() {
             grown.expect("woken by the consumer").unwrap();
             assert!(msg.capacity() >= 2200);
             assert_eq!(&msg[..], &head[..], "the partial message changed");
+        });
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn an_async_extendable_waits_for_room_made_by_its_thread() {
+    // As the writer above, from the first byte: a blocking `extendable_wait` on this
+    // thread would never return. 200 yields outlast the future's 64: it registers.
+    for consumer_yields in [3, 200] {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (ring, held) = full_ring();
+            let start = 500;
+            assert!(ring.extendable(start).is_none(), "the ring should be full");
+            let consumer = async move {
+                for _ in 0..consumer_yields {
+                    tokio::task::yield_now().await;
+                }
+                drop(held);
+            };
+            let wait = tokio::time::timeout(GUARD, ring.extendable_async(start));
+            let (msg, ()) = tokio::join!(wait, consumer);
+            let mut msg = msg.expect("woken by the consumer").unwrap();
+            assert!(msg.capacity() >= start);
+            let body = pattern(3000);
+            msg.extend_from_slice(&body);
+            assert_eq!(&msg.finalize()[..], &body[..]);
+            assert!(matches!(
+                ring.extendable_async(8192).await,
+                Err(WaitError::NeverFits {
+                    requested: 8192,
+                    ..
+                })
+            ));
         });
     }
 }

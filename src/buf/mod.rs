@@ -19,7 +19,7 @@ pub use typed::TypedBuf;
 #[cfg(feature = "std")]
 pub(crate) use wait::{hopeless, typed_bytes};
 #[cfg(feature = "std")]
-pub use wait::{Reserve, Wait, WaitError};
+pub use wait::{ExtWait, Reserve, Wait, WaitError};
 
 use crate::ring::{Ring, HDR, MAX_ALIGN, WORD};
 

@@ -384,6 +384,63 @@ impl Ring {
     pub fn typed_async<T>(&mut self, n: usize) -> Wait<'_, TypedBuf<T>> {
         Wait::new(self, n, typed_bytes::<T>(n), |r, n| r.typed::<T>(n))
     }
+
+    /// [`extendable`](Ring::extendable) as a future that waits for room for its first
+    /// `n` bytes (`n` may be 0), as [`fixed_async`](Ring::fixed_async) does. The buffer
+    /// it gives borrows the ring (as [`extendable`](Ring::extendable)'s does), so the
+    /// future takes `&self` and a task that holds either is not `Send`: it runs on a
+    /// local executor (tokio's current-thread runtime or `LocalSet`), where the
+    /// consumer may be a task of the same thread. Grow the buffer with
+    /// [`ExtBuf::reserve_async`].
+    ///
+    /// # Errors
+    /// As [`extendable_wait`](Ring::extendable_wait).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::io::Write;
+    /// let ring = ringmem::Ring::new(4096);
+    /// let held: Vec<_> = std::iter::from_fn(|| ring.fixed(120)).collect(); // all of it
+    /// let consumer = async move {
+    ///     tokio::task::yield_now().await;
+    ///     drop(held); // the same thread's task makes room
+    /// };
+    /// let (msg, ()) = tokio::join!(ring.extendable_async(0), consumer);
+    /// let mut msg = msg.unwrap();
+    /// msg.write_all(b"grows as it is written").unwrap();
+    /// assert_eq!(msg.finalize().len(), 22);
+    /// # });
+    /// ```
+    pub fn extendable_async(&self, n: usize) -> ExtWait<'_> {
+        ExtWait {
+            ring: self,
+            n,
+            slot: TaskSlot::default(),
+        }
+    }
+}
+
+/// A future's poll of `claim` on `ring`: ready when it succeeds or no release can make
+/// room for `bytes`, else waiting as `wait::poll_until` does (the poll of [`Wait`] and
+/// [`ExtWait`], as [`block`] is the blocking forms').
+fn poll_claim<'r, T>(
+    ring: &'r Ring,
+    bytes: Option<usize>,
+    slot: &mut TaskSlot,
+    cx: &mut Context<'_>,
+    claim: impl Fn(&'r Ring) -> Option<T>,
+) -> Poll<Result<T, WaitError>> {
+    if let Some(t) = claim(ring) {
+        return Poll::Ready(Ok(t));
+    }
+    if let Some(e) = hopeless(ring, bytes) {
+        return Poll::Ready(Err(e));
+    }
+    wait::poll_until(slot, cx, ring.span(), |walk| {
+        ring.unstick_if(walk);
+        claim(ring)
+    })
+    .map(Ok)
 }
 
 /// The bytes of `n` values of `T` (`None` on overflow; a zero-sized `T` takes one, so
@@ -435,18 +492,47 @@ impl<T> Future for Wait<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let (ring, claim, n): (&Ring, _, _) = (this.ring, this.claim, this.n);
-        if let Some(t) = claim(ring, n) {
-            return Poll::Ready(Ok(t));
-        }
-        if let Some(e) = hopeless(ring, this.bytes) {
-            return Poll::Ready(Err(e));
-        }
-        wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
-            ring.unstick_if(walk);
-            claim(ring, n)
+        let (claim, n) = (this.claim, this.n);
+        poll_claim(this.ring, this.bytes, &mut this.slot, cx, |r| claim(r, n))
+    }
+}
+
+/// The future of [`Ring::extendable_async`]: ready with the buffer once the ring has
+/// room, or with why it never will. It borrows the ring (not `Sync`): a task that holds
+/// it is not `Send`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let ring = ringmem::Ring::new(1024);
+/// let wait: ringmem::ExtWait<'_> = ring.extendable_async(2048);
+/// assert!(wait.await.is_err()); // never fits a 1 KiB ring
+/// # });
+/// ```
+#[must_use = "a future does nothing until polled"]
+pub struct ExtWait<'r> {
+    ring: &'r Ring,
+    /// The bytes the buffer starts with room for.
+    n: usize,
+    slot: TaskSlot,
+}
+
+impl<'r> Future for ExtWait<'r> {
+    type Output = Result<ExtBuf<'r>, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let n = this.n;
+        poll_claim(this.ring, Some(n.max(1)), &mut this.slot, cx, |r| {
+            r.extendable(n)
         })
-        .map(Ok)
+    }
+}
+
+impl fmt::Debug for ExtWait<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExtWait")
+            .field("n", &self.n)
+            .finish_non_exhaustive()
     }
 }
 
