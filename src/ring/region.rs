@@ -57,8 +57,8 @@ use crate::sync::{AcquireCount, Ordering};
 impl Ring {
     /// Claims a region for `bytes` data bytes aligned to `align` (a power of two),
     /// marked with `init` handles, per the ring's policy: the front of the current
-    /// block's window when it holds the region, else the walk, else the
-    /// [`WhenFull`](super::WhenFull) policy.
+    /// block's window when it holds the region, else the window extended over the free
+    /// regions after it, else the walk, else the [`WhenFull`](super::WhenFull) policy.
     #[inline]
     pub(crate) fn claim(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         debug_assert!(align.is_power_of_two());
@@ -73,6 +73,9 @@ impl Ring {
             }
             // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
             let cur = unsafe { self.cur.get().as_ref() };
+            if let Some(c) = cur.claim_extended(bytes, align, init) {
+                return Some(c);
+            }
             if let Some(c) = cur.claim_slow(bytes, align, init) {
                 return Some(c);
             }
@@ -243,7 +246,7 @@ pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
     );
     if h & HEAP == 0 {
         // Release: publishes every access to the region's bytes before the allocating
-        // thread's Acquire load in `BlockCtl::claim_slow` reuses them. One plain store.
+        // thread's Acquire load (`BlockCtl::extend`, or the walk) reuses them. One plain store.
         header.store(h & !COUNT_MASK, RELEASE);
         orphan::after_release(hdr);
     } else {
