@@ -267,69 +267,67 @@ fn growth_that_no_release_can_serve_fails_at_once() {
 #[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
 fn an_async_writer_waits_to_grow_while_its_thread_releases() {
     // One thread: a blocking `reserve_wait` here would never return, as the consumer
-    // runs only when the writer yields. It yields 64 times, then registers; a consumer
-    // that yields longer than that is seen through the waiters' table.
+    // runs only when the writer yields.
+    on_one_thread(|consumer_yields| async move {
+        let ring = Ring::new(4096);
+        let mut msg = ring.extendable(0).unwrap();
+        let head = pattern(200);
+        msg.extend_from_slice(&head);
+        let held: Vec<_> = std::iter::from_fn(|| ring.fixed(56)).collect();
+        assert!(msg.try_reserve(2000).is_err(), "the ring should be full");
+        let consumer = release_after(consumer_yields, held);
+        let grow = tokio::time::timeout(GUARD, msg.reserve_async(2000));
+        let (grown, ()) = tokio::join!(grow, consumer);
+        grown.expect("woken by the consumer").unwrap();
+        assert!(msg.capacity() >= 2200);
+        assert_eq!(&msg[..], &head[..], "the partial message changed");
+    });
+}
+
+/// Runs `test` on a current-thread runtime twice, with the number of yields its
+/// consumer should make before it releases: 3, and 200, which outlast a waiting
+/// future's 64 yields (it registers, and is woken through the waiters' table).
+fn on_one_thread<F: std::future::Future<Output = ()>>(test: impl Fn(usize) -> F) {
     for consumer_yields in [3, 200] {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .unwrap();
-        rt.block_on(async {
-            let ring = Ring::new(4096);
-            let mut msg = ring.extendable(0).unwrap();
-            let head = pattern(200);
-            msg.extend_from_slice(&head);
-            let held: Vec<_> = std::iter::from_fn(|| ring.fixed(56)).collect();
-            assert!(msg.try_reserve(2000).is_err(), "the ring should be full");
-            let consumer = async move {
-                for _ in 0..consumer_yields {
-                    tokio::task::yield_now().await;
-                }
-                drop(held);
-            };
-            let grow = tokio::time::timeout(GUARD, msg.reserve_async(2000));
-            let (grown, ()) = tokio::join!(grow, consumer);
-            grown.expect("woken by the consumer").unwrap();
-            assert!(msg.capacity() >= 2200);
-            assert_eq!(&msg[..], &head[..], "the partial message changed");
-        });
+        rt.block_on(test(consumer_yields));
     }
+}
+
+/// Drops `held` after yielding to the executor `yields` times.
+async fn release_after<T>(yields: usize, held: T) {
+    for _ in 0..yields {
+        tokio::task::yield_now().await;
+    }
+    drop(held);
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
 fn an_async_extendable_waits_for_room_made_by_its_thread() {
     // As the writer above, from the first byte: a blocking `extendable_wait` on this
-    // thread would never return. 200 yields outlast the future's 64: it registers.
-    for consumer_yields in [3, 200] {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (ring, held) = full_ring();
-            let start = 500;
-            assert!(ring.extendable(start).is_none(), "the ring should be full");
-            let consumer = async move {
-                for _ in 0..consumer_yields {
-                    tokio::task::yield_now().await;
-                }
-                drop(held);
-            };
-            let wait = tokio::time::timeout(GUARD, ring.extendable_async(start));
-            let (msg, ()) = tokio::join!(wait, consumer);
-            let mut msg = msg.expect("woken by the consumer").unwrap();
-            assert!(msg.capacity() >= start);
-            let body = pattern(3000);
-            msg.extend_from_slice(&body);
-            assert_eq!(&msg.finalize()[..], &body[..]);
-            assert!(matches!(
-                ring.extendable_async(8192).await,
-                Err(WaitError::NeverFits {
-                    requested: 8192,
-                    ..
-                })
-            ));
-        });
-    }
+    // thread would never return.
+    on_one_thread(|consumer_yields| async move {
+        let (ring, held) = full_ring();
+        let start = 500;
+        assert!(ring.extendable(start).is_none(), "the ring should be full");
+        let consumer = release_after(consumer_yields, held);
+        let wait = tokio::time::timeout(GUARD, ring.extendable_async(start));
+        let (msg, ()) = tokio::join!(wait, consumer);
+        let mut msg = msg.expect("woken by the consumer").unwrap();
+        assert!(msg.capacity() >= start);
+        let body = pattern(3000);
+        msg.extend_from_slice(&body);
+        assert_eq!(&msg.finalize()[..], &body[..]);
+        assert!(matches!(
+            ring.extendable_async(8192).await,
+            Err(WaitError::NeverFits {
+                requested: 8192,
+                ..
+            })
+        ));
+    });
 }
