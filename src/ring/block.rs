@@ -302,10 +302,9 @@ impl BlockCtl {
         let mut end = self.limit.get();
         // No underflow: `head <= limit` (struct invariant), and `end` only grows.
         while end - head < need && end < edge {
-            // SAFETY: `end` is a header offset: the window ends at a region boundary,
-            // and the loop moves by spans.
             // Acquire: pairs with the Release of whichever thread released the region,
             // so its last writes happen before the window hands the bytes out again.
+            // SAFETY: `end` is a header offset (a region boundary; moves by spans).
             let h = unsafe { self.hdr(end) }.load(Ordering::Acquire);
             if count(h) != 0 {
                 break;
@@ -410,13 +409,13 @@ impl BlockCtl {
         if self.defer.get() {
             return None; // the ring walks its blocks from the first (see `defer`)
         }
-        self.walk_and_close(bytes, align, init)
+        self.walk_and_open(bytes, align, init)
     }
 
     /// [`walk`](Self::walk) with the window closed first, and extended after a success
     /// as far as the free regions go, unless the block ran full lately (see
     /// [`LAZY_CLAIMS`]).
-    fn walk_and_close(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+    fn walk_and_open(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
         self.close();
         let c = self.walk(bytes, align, init)?;
         if self.lazy.get() == 0 {
@@ -510,7 +509,7 @@ impl BlockCtl {
                 return Some(c);
             }
         }
-        self.walk_and_close(bytes, align, init)
+        self.walk_and_open(bytes, align, init)
     }
 
     /// Releases the region led by `hdr` into the window when it lies in this block and,
