@@ -92,9 +92,9 @@ const RETRIES_AT_HEAD: u16 = 16;
 /// once stalls the producer while the consumer drains its queue and goes to sleep
 /// (in ringal's 64 B × 64 row, ring of 2 × 64 × 64 B, the producer found the ring full
 /// some 30× as often as ringal's, its consumer slept on an empty channel, and the row
-/// took 1.6–2.4× as long as with one header per claim). With room to spare, the regions after the window were
-/// released long before, and one sweep over them is faster (the same row with an 8×
-/// ring took 1.5× as long with one header per claim).
+/// took 1.6–2.4× as long as with one header per claim). With room to spare, the regions
+/// after the window were released long before, and one sweep over them is faster (the
+/// same row with an 8× ring took 1.5× as long with one header per claim).
 const LAZY_CLAIMS: u16 = 256;
 
 /// The edge of the memory handed out moves by at least this many bytes (a sixteenth of
