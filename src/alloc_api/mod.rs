@@ -286,7 +286,7 @@ impl<'r> Source<'r> {
                 // SAFETY: the caller's unique handle, on the ring's thread (contract);
                 // `span` is at most the region's (the old size fits the allocation)
                 // and `want >= span`.
-                if let Some(want) = unsafe { ring.grow_latest(hdr, span, want, want) } {
+                if let Some(want) = unsafe { ring.grow_latest(hdr, span, want, want, true) } {
                     let block = NonNull::slice_from_raw_parts(ptr, want - HDR);
                     if zeroed {
                         // SAFETY: the region now holds `want - HDR >= new.size()` bytes

@@ -295,7 +295,10 @@ impl<'r> ExtBuf<'r> {
             // SAFETY: our unique handle, on the ring's thread (the buffer borrows the ring,
             // not Sync); `HDR + cap` is at most the region's span; `min > cap` (`try_reserve`
             // calls this only then), so `HDR + cap < lo <= hi`, all word multiples.
-            if let Some(span) = unsafe { self.ring.grow_latest(self.hdr, HDR + self.cap, lo, hi) } {
+            if let Some(span) = unsafe {
+                self.ring
+                    .grow_latest(self.hdr, HDR + self.cap, lo, hi, false)
+            } {
                 self.cap = span - HDR;
                 self.stuck = 0;
                 return Ok(());

@@ -631,9 +631,10 @@ impl BlockCtl {
     /// Grows the latest region, led by `hdr` and `span` bytes long, from the front of
     /// the window, without loading its header: to `want` bytes, or to all the window
     /// holds if that is less but at least `min`. The `Vec` that is the last allocation
-    /// made, pushed past its capacity; an `ExtBuf` written past its capacity. Returns
-    /// the new span, or `None` (nothing changed): not the latest region, or the window
-    /// is too small.
+    /// made, pushed past its capacity; an `ExtBuf` written past its capacity. When the
+    /// window is too short it is extended as far as the free regions go with `sweep`,
+    /// else only as far as `want`. Returns the new span, or `None` (nothing changed):
+    /// not the latest region, or the window is too small.
     ///
     /// # Safety
     /// - the caller, on the owning thread, holds the unique handle of the region led by
@@ -647,6 +648,7 @@ impl BlockCtl {
         span: usize,
         min: usize,
         want: usize,
+        sweep: bool,
     ) -> Option<usize> {
         let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
         // See `ends_at_head`: past it, `off < head <= limit`, so `limit - off` does
@@ -655,15 +657,16 @@ impl BlockCtl {
             return None;
         }
         if self.limit.get() - off < min {
-            // Only as far as `want` (no underflow: `want >= min > limit - off >= span`):
-            // a growing buffer reads the headers it grows over a few at a time, between
-            // its writes. Sweeping every free region at once, as a claim does, chases
-            // headers the releasing core has just written, one cache miss after the
-            // other: where a cache line takes ~330 ns to cross to the other core and
-            // back, ringal's extendable 1 KiB x 64 row took 129 ms that way, 118 this
-            // way (ringal 115; where it takes ~70 ns, 63 either way). One header per
-            // growth (`min`) took 9 % more time in a 1 KiB message loop, single thread.
-            self.extend(want - span);
+            // Without `sweep`, only as far as `want` (no underflow: `want >= min >
+            // limit - off >= span`): an `ExtBuf` reads the headers it grows over a few
+            // at a time, between its writes. Sweeping every free region at once, as a
+            // claim does, chases headers the releasing core has just written, one cache
+            // miss after the other: where a cache line takes ~330 ns to cross to the
+            // other core and back, ringal's extendable 1 KiB x 64 row took 129 ms that
+            // way, 118 this way (ringal 115; where it takes ~70 ns, 63 either way). The
+            // allocator adapters sweep: a `Vec` grown by `reserve_exact(1)` asks for
+            // exactly what it needs each time, and took 6-17 % longer without.
+            self.extend(if sweep { usize::MAX } else { want - span });
             if self.limit.get() - off < min {
                 return None;
             }

@@ -142,9 +142,9 @@ impl Ring {
 
     /// Grows the latest region of the current block, led by `hdr` and `span` bytes
     /// long, from the front of the window, without loading its header: to `want`
-    /// bytes, or to all the window holds if that is less but at least `min`. Returns
-    /// the new span; `None` (nothing changed): not the latest region, or the window is
-    /// too small.
+    /// bytes, or to all the window holds if that is less but at least `min`; `sweep`:
+    /// see [`BlockCtl::grow_latest`]. Returns the new span; `None` (nothing changed):
+    /// not the latest region, or the window is too small.
     ///
     /// # Safety
     /// As for [`BlockCtl::grow_latest`]: the caller, on this ring's thread, holds the
@@ -157,10 +157,16 @@ impl Ring {
         span: usize,
         min: usize,
         want: usize,
+        sweep: bool,
     ) -> Option<usize> {
         // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the rest
         // is the caller's contract.
-        unsafe { self.cur.get().as_ref().grow_latest(hdr, span, min, want) }
+        unsafe {
+            self.cur
+                .get()
+                .as_ref()
+                .grow_latest(hdr, span, min, want, sweep)
+        }
     }
 
     /// Grows the region led by `hdr`, in one of this ring's blocks, in place to span at
