@@ -28,8 +28,9 @@
 //! it ([`BlockCtl::extend`]; read with `Acquire`, so their releases happen before any
 //! reuse, as in the walk): as far as they go, or, for a while after the block ran
 //! full, only as far as the claim needs (see [`LAZY_CLAIMS`]); only then does it walk.
-//! A walk that finds room extends the window after it the same way. A growing buffer
-//! extends it only as far as its next size ([`BlockCtl::grow_latest`]).
+//! A walk that finds room extends the window after it the same way. A growing
+//! `ExtBuf` extends it only as far as its next size; the allocator adapters' growth
+//! sweeps as a claim does ([`BlockCtl::grow_latest`]).
 //! [`BlockCtl::close`] writes the window's one header back before anything walks the
 //! headers. No other thread ever reads a free region's header, so nobody can see the
 //! window's unwritten header: other threads only store into headers of live regions.
@@ -665,7 +666,7 @@ impl BlockCtl {
             // other core and back, ringal's extendable 1 KiB x 64 row took 129 ms that
             // way, 118 this way (ringal 115; where it takes ~70 ns, 63 either way). The
             // allocator adapters sweep: a `Vec` grown by `reserve_exact(1)` asks for
-            // exactly what it needs each time, and took 6-17 % longer without.
+            // exactly what it needs each time, and took 9-17 % longer without.
             self.extend(if sweep { usize::MAX } else { want - span });
             if self.limit.get() - off < min {
                 return None;
