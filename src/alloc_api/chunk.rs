@@ -13,7 +13,7 @@ use allocator_api2::alloc::AllocError;
 
 use super::count::Count;
 use super::Source;
-use crate::ring::{round_up, HDR, MAX_ALIGN, WORD};
+use crate::ring::{prefetch, round_up, HDR, MAX_ALIGN, WORD};
 use crate::sync::Cell;
 use crate::Ring;
 
@@ -108,21 +108,6 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
 #[inline(always)]
 pub(crate) fn chunk_of<H>(p: *mut u8) -> *mut H {
     (p as usize & !(CHUNK - 1)) as *mut H
-}
-
-/// Asks the processor to bring the cache line holding `p` closer, ahead of a write. A
-/// hint: nothing is read or written, and `p` need not point into any allocation.
-#[inline(always)]
-pub(crate) fn prefetch(p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse", not(miri)))]
-    #[allow(unused_unsafe)] // `_mm_prefetch` is a safe function from Rust 1.87 on
-    // SAFETY: a prefetch never faults and has no effect the program can observe,
-    // whatever the address; SSE, its target feature, is enabled (the `cfg` above).
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse", not(miri))))]
-    let _ = p;
 }
 
 /// What a chunk knows about itself, in its first bytes: when it is empty. A chunk hands

@@ -14,6 +14,8 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+#[cfg(feature = "allocator-api2")]
+pub(crate) use block::prefetch;
 use block::BlockCtl;
 pub(crate) use block::{Claim, MAX_ALIGN};
 pub(crate) use header::{round_up, Header, HDR, MAX_WORDS, WORD};
