@@ -105,11 +105,12 @@ const LAZY_CLAIMS: u16 = 256;
 /// just written is a chain of misses with nothing to overlap them; read ahead, they are
 /// in flight together. In ringal's rows (built-in wait, medians in ms), where a line
 /// takes ~330 ns to cross to the other core and back, the extendable 1 KiB × 64 and ×
-/// 1,024 rows took 123 and 127 without, 91 and 86 with (ringal ~120), the fixed rows
-/// the same; where it takes ~70 ns, the fixed 64 B × 64 row took 57 without, 40 with,
-/// and the fixed 1 KiB × 64 row 55 without, 63 with (ringal 74; 67 reading 2 KiB
-/// ahead). A sweep over regions its own thread released gains nothing and pays ~23
-/// instructions a message (1 KiB extendable messages, one thread: 514 to 537).
+/// 1,024 rows took 123 and 127 without, 91 and 86 with (ringal 112-123), the fixed
+/// 64 B and 1 KiB × 64 rows the same; where it takes ~70 ns, the fixed 64 B × 64 row
+/// took 57 without, 40 with, and the fixed 1 KiB × 64 row 55 without, 63 with (ringal
+/// 74; 67 reading 2 KiB ahead). A sweep over regions its own thread released gains
+/// nothing and pays ~23 instructions a message (1 KiB extendable messages, one thread:
+/// 514 to 537).
 const READ_AHEAD: usize = 512;
 
 /// Bytes of a cache line: the step of a read-ahead.
