@@ -78,8 +78,8 @@ pub(crate) fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
 /// deadline is taken only when that try fails. Always inlined: with `#[inline]` alone
 /// `extendable_wait` stayed a call in the bench's producer loop, and ringal's
 /// extendable 64 B × 64 row took 81-89 ms (medians of 11-13 fresh processes), 65-75
-/// inlined, as long as the plain call with a hand-rolled spin (66-76); the 1 KiB × 64
-/// row 173-189 with the call, 149-169 inlined.
+/// inlined, as long as the plain call with a hand-rolled spin (66-79); the 1 KiB × 64
+/// row 168-189 with the call, 149-169 inlined (level in one of three comparisons).
 #[inline(always)]
 fn block<'r, T>(
     ring: &'r Ring,

@@ -113,10 +113,11 @@ const LAZY_CLAIMS: u16 = 256;
 /// 514 to 537).
 const READ_AHEAD: usize = 512;
 
-/// How many regions ahead of the header it reads a sweep also asks for the header of
-/// the region as long as this one: buffers of one size (a fixed buffer's capacity, a
-/// frame of fixed length) leave headers a stride apart, too far apart for
-/// [`READ_AHEAD`] once they pass 512 bytes, and this keeps that many misses in flight.
+/// A sweep also asks for the headers one to this many regions past the one it reads,
+/// guessing that those regions span as much as it does: buffers of one size (a fixed
+/// buffer's capacity, a frame of fixed length) leave their headers a stride apart,
+/// beyond [`READ_AHEAD`] once it passes 512 bytes, and the guess keeps that many of
+/// their misses in flight.
 /// In ringal's 1 KiB rows with full-size messages (built-in wait, an Intel Xeon VM whose
 /// line takes ~200 ns to cross to the other core and back; medians of 15 fresh
 /// processes in ms, two code layouts) the extendable × 64 and × 1,024 rows went from
@@ -382,8 +383,9 @@ impl BlockCtl {
                     }
                     ahead += 4 * LINE;
                 }
-                // And the headers `STRIDES` regions on, if they span as much as this
-                // one (past the edge or the block, a prefetch reads nothing: wrapping).
+                // And the header `STRIDES` regions on, if they span as much as this one
+                // (all of them on the first step). A guess past the edge or the block
+                // is harmless: see `prefetch`; `wrapping_*`, so no overflow either.
                 let (span, base) = (next - end, self.regions.as_ptr().wrapping_add(next));
                 if end == start {
                     for j in 1..STRIDES {
