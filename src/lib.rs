@@ -39,7 +39,19 @@ pub mod tls;
 pub use alloc_api::OneRingAlloc;
 #[cfg(feature = "allocator-api2")]
 pub use alloc_api::RingAlloc;
+/// The allocator-api2 crate whose `Allocator` trait the ring's allocators implement
+/// (version 0.2): name collections through it so the versions match.
+///
+/// ```
+/// use ringmem::allocator_api2::vec::Vec;
+/// let alloc = ringmem::RingAlloc::with_capacity(1 << 16);
+/// let mut v: Vec<u8, _> = Vec::new_in(alloc);
+/// v.extend_from_slice(b"on the ring");
+/// assert_eq!(v.len(), 11);
+/// ```
+#[cfg(feature = "allocator-api2")]
+pub use allocator_api2;
 pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 #[cfg(feature = "std")]
-pub use buf::{ExtWait, Reserve, Wait, WaitError};
+pub use buf::{ExtWait, Reserve, Wait, WaitError, WaitWriter};
 pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};

@@ -81,6 +81,15 @@ fn fixed_scenario(run: &mut Run, ring: &Ring, held: &mut Vec<(u64, FixedBufMut)>
     settle("Ring::fixed", ring);
 }
 
+/// The error kind of an `ExtBuf`'s `io::Write` that `ring` could not grow: a full
+/// `Fail` ring says so, a `Heap` or `Grow` ring's refusing heap is out of memory.
+fn full_kind(ring: &Ring) -> io::ErrorKind {
+    match ring.when_full() {
+        WhenFull::Fail => io::ErrorKind::StorageFull,
+        _ => io::ErrorKind::OutOfMemory,
+    }
+}
+
 /// The growth of an `ExtBuf` through every fallible form, with a pinned buffer after
 /// it (so it must move rather than grow in place), then `finalize`, `freeze`, `clone`,
 /// `slice` and `split_to`.
@@ -135,9 +144,7 @@ fn extendable_scenario(run: &mut Run, ring: &Ring) {
                         Some(())
                     }
                     Err(err) => {
-                        ensure(err.kind() == io::ErrorKind::OutOfMemory, || {
-                            format!("{err:?}")
-                        });
+                        ensure(err.kind() == full_kind(ring), || format!("{err:?}"));
                         ensure(e.len() == len, || {
                             "a failed write changed the length".into()
                         });
@@ -150,9 +157,7 @@ fn extendable_scenario(run: &mut Run, ring: &Ring) {
                 match e.write_all(&src[len..len + n]) {
                     Ok(()) => Some(()),
                     Err(err) => {
-                        ensure(err.kind() == io::ErrorKind::OutOfMemory, || {
-                            format!("{err:?}")
-                        });
+                        ensure(err.kind() == full_kind(ring), || format!("{err:?}"));
                         None
                     }
                 }
@@ -841,8 +846,8 @@ fn sweep_with_the_ring_built_under_refusal() {
 // Regressions found by the sweep
 // ---------------------------------------------------------------------------------------
 
-/// `io::Write` on an `ExtBuf` that the ring cannot grow fails with `OutOfMemory`; that
-/// error must not itself allocate (a boxed message), or the failure path aborts exactly
+/// `io::Write` on an `ExtBuf` that a full ring cannot grow fails with `StorageFull`;
+/// that error must not itself allocate (a boxed message), or the failure path aborts exactly
 /// when the heap is refusing.
 #[test]
 fn ext_write_error_allocates_nothing() {
@@ -856,11 +861,11 @@ fn ext_write_error_allocates_nothing() {
             let err = ext.write(&[1]).unwrap_err();
             (err, faulty::served() - before)
         };
-        assert_eq!(err.kind(), io::ErrorKind::OutOfMemory);
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull);
         assert_eq!(n, 0, "the error allocated {n} times");
         let before = faulty::served();
         let err = ext.write_all(&[1; 10]).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::OutOfMemory);
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull);
         assert_eq!(faulty::served(), before);
         assert_eq!(ext.len(), room);
     });

@@ -621,7 +621,12 @@ impl Producer {
             let piece = &scratch[written..written + n];
             let (res, refused) = under_refusal(rng, counts, || ext.write_all(piece));
             if let Err(e) = res {
-                assert_eq!(e.kind(), std::io::ErrorKind::OutOfMemory, "{e}");
+                let kind = if full_possible {
+                    std::io::ErrorKind::StorageFull
+                } else {
+                    std::io::ErrorKind::OutOfMemory
+                };
+                assert_eq!(e.kind(), kind, "{e}");
                 counts.failed(refused, full_possible);
                 break;
             }

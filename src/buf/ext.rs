@@ -489,17 +489,22 @@ impl fmt::Debug for ExtBuf<'_> {
     }
 }
 
-/// Grows as needed; when the ring cannot grow it, writes what still fits, then fails
-/// with `ErrorKind::OutOfMemory`. That error carries no message: one would be boxed on
-/// the heap, on the very path where memory ran out (and when the heap is what refused,
-/// that allocation would abort the process instead of reporting the error).
+/// Grows as needed; when the ring cannot grow it, writes what still fits, then fails:
+/// with `ErrorKind::StorageFull` when a [`WhenFull::Fail`](crate::WhenFull::Fail) ring
+/// is full (releases would make room: [`writer_wait`](ExtBuf::writer_wait) writes
+/// through a writer that waits for them), with `ErrorKind::OutOfMemory` when the
+/// global allocator refused a `Heap` or `Grow` ring's memory. Neither error carries a
+/// message: one would be boxed on the heap, on the very path where memory ran out
+/// (and when the heap is what refused, that allocation would abort the process
+/// instead of reporting the error), and a loop that retries on a full ring would pay
+/// an allocation per try.
 ///
 /// ```
 /// use std::io::Write;
 /// let ring = ringmem::Ring::new(64);
 /// let mut ext = ring.extendable(0).unwrap();
 /// let err = ext.write_all(&[1; 100]).unwrap_err();
-/// assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+/// assert_eq!(err.kind(), std::io::ErrorKind::StorageFull);
 /// assert!(ext.len() < 100 && ext.iter().all(|&b| b == 1)); // what fitted stays
 /// ```
 #[cfg(feature = "std")]
@@ -512,7 +517,7 @@ impl std::io::Write for ExtBuf<'_> {
             buf.len().min(self.cap - self.len)
         };
         if n == 0 && !buf.is_empty() {
-            return Err(std::io::ErrorKind::OutOfMemory.into());
+            return Err(self.full());
         }
         // SAFETY: `n <= cap - len`; the bytes belong to this handle.
         unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };
@@ -549,6 +554,16 @@ impl ExtBuf<'_> {
         // SAFETY: `n <= cap - len`; the bytes belong to this handle.
         unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), self.ptr.as_ptr().add(self.len), n) };
         self.len += n;
-        Err(std::io::ErrorKind::OutOfMemory.into())
+        Err(self.full())
+    }
+
+    /// The error of a write the ring could not grow the buffer for (see its
+    /// `io::Write`): a full ring, or a refusing heap.
+    #[cold]
+    fn full(&self) -> std::io::Error {
+        match self.ring().when_full() {
+            crate::WhenFull::Fail => std::io::ErrorKind::StorageFull.into(),
+            _ => std::io::ErrorKind::OutOfMemory.into(),
+        }
     }
 }

@@ -6,6 +6,8 @@ mod fixed_mut;
 mod typed;
 #[cfg(feature = "std")]
 mod wait;
+#[cfg(feature = "std")]
+mod writer;
 
 use core::fmt;
 use core::mem;
@@ -20,6 +22,8 @@ pub use typed::TypedBuf;
 pub(crate) use wait::{hopeless, typed_bytes};
 #[cfg(feature = "std")]
 pub use wait::{ExtWait, Reserve, Wait, WaitError};
+#[cfg(feature = "std")]
+pub use writer::WaitWriter;
 
 use crate::ring::{Ring, HDR, MAX_ALIGN, WORD};
 
