@@ -5,10 +5,13 @@
 //! drop them. Each drop hands the buffer's bytes back to the producer's ring (one atomic
 //! store, on the consumer's thread), so the producer allocates from the same small ring
 //! for ever. The ring is small on purpose: when every byte is in messages the consumers
-//! still hold, `fixed` returns `None` and the producer waits for them.
+//! still hold, `fixed_wait` parks the producer until a consumer's drop makes room. Every
+//! tenth message is built with `write!` into a growable buffer through `writer_wait`,
+//! which waits for room the same way while the message grows.
 //!
 //! ```text
 //! cargo run --release --example pipeline
+//! cargo run --release --example pipeline -- 20000   # fewer messages
 //! ```
 
 use std::io::Write;
@@ -16,7 +19,7 @@ use std::thread;
 
 use ringmem::{FixedBuf, Ring, WhenFull};
 
-/// Messages the producer sends.
+/// Messages the producer sends, unless the first argument says how many.
 const MESSAGES: u64 = 200_000;
 /// Threads that read and drop them.
 const CONSUMERS: usize = 3;
@@ -24,6 +27,10 @@ const CONSUMERS: usize = 3;
 const RING_BYTES: usize = 64 * 1024;
 
 fn main() {
+    let messages: u64 = match std::env::args().nth(1) {
+        Some(n) => n.parse().expect("a message count"),
+        None => MESSAGES,
+    };
     // A bounded channel; the ring, not the channel, is what limits the messages in flight.
     let (tx, rx) = crossbeam_channel::bounded::<FixedBuf>(1024);
 
@@ -55,32 +62,36 @@ fn main() {
             .when_full(WhenFull::Fail)
             .build()
             .expect("a 64 KiB ring");
-        let mut waits = 0u64;
-        for id in 0..MESSAGES {
+        for id in 0..messages {
             let padding = (id % 200) as usize;
-            let mut buf = loop {
-                match ring.fixed(32 + padding) {
-                    Some(buf) => break buf,
-                    // Full: every byte is in messages not yet dropped by a consumer.
-                    None => {
-                        waits += 1;
-                        thread::yield_now();
-                    }
-                }
+            let msg = if id % 10 == 0 {
+                // Its size is known once written: a growable buffer, and a writer that
+                // waits for room instead of failing with `StorageFull`.
+                let mut ext = ring.extendable_wait(0).expect("an empty buffer fits");
+                let mut w = ext.writer_wait();
+                write!(w, "order {id}: {}", ".".repeat(padding)).unwrap();
+                ext.finalize()
+            } else {
+                // When full (every byte is in messages not yet dropped by a consumer),
+                // parks until a consumer's drop makes room.
+                let mut buf = ring
+                    .fixed_wait(32 + padding)
+                    .expect("a message fits the ring");
+                write!(buf, "order {id}: ").unwrap();
+                buf.write_all(&[b'.'; 200][..padding]).unwrap();
+                buf
             };
-            write!(buf, "order {id}: ").unwrap();
-            buf.write_all(&[b'.'; 200][..padding]).unwrap();
             // Frozen: read-only, `Clone + Send + Sync`, still in ring memory.
-            tx.send(buf.freeze()).unwrap();
+            tx.send(msg.freeze()).unwrap();
         }
         let at_end = ring.stats();
         drop(tx);
-        (ring, waits, at_end)
+        (ring, at_end)
     });
 
-    let (ring, waits, at_end) = producer.join().unwrap();
+    let (ring, at_end) = producer.join().unwrap();
     println!(
-        "producer: {MESSAGES} messages through a {} KiB ring, waited {waits} times for room",
+        "producer: {messages} messages through a {} KiB ring",
         RING_BYTES / 1024
     );
     println!(
@@ -95,7 +106,7 @@ fn main() {
     }
     assert_eq!(
         total_ids,
-        MESSAGES * (MESSAGES - 1) / 2,
+        messages * (messages - 1) / 2,
         "every message read once"
     );
     // Every buffer was released on a consumer thread: the ring is empty again.

@@ -16,15 +16,12 @@
 //! cargo run --release --features tokio --example proxy -- 20000   # fewer
 //! ```
 
-use std::future::poll_fn;
 use std::io;
-use std::pin::Pin;
 use std::time::Instant;
 
-use futures_core::Stream;
+use futures_util::StreamExt;
 use ringmem::io::{AsyncFramedReader, AsyncFramedWriter, FramedWriter, LengthDelimited};
 use ringmem::{FixedBuf, Ring};
-use tokio::io::AsyncRead;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -32,12 +29,6 @@ use tokio::sync::mpsc;
 fn payload(i: u64) -> Vec<u8> {
     let len = 16 + (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as usize;
     (0..len).map(|j| (i as usize ^ j) as u8).collect()
-}
-
-async fn next<R: AsyncRead + Unpin>(
-    r: &mut AsyncFramedReader<R, LengthDelimited>,
-) -> Option<io::Result<FixedBuf>> {
-    poll_fn(|cx| Pin::new(&mut *r).poll_next(cx)).await
 }
 
 /// A connected pair on loopback: (accepted, connecting).
@@ -95,7 +86,7 @@ async fn main() -> io::Result<()> {
     let reading = tokio::spawn(async move {
         let mut r =
             AsyncFramedReader::with_ring(proxy_in, LengthDelimited::new(), Ring::new(1 << 20));
-        while let Some(frame) = next(&mut r).await {
+        while let Some(frame) = r.next().await {
             if tx.send(frame?).await.is_err() {
                 break;
             }
@@ -107,7 +98,7 @@ async fn main() -> io::Result<()> {
     // The sink checks every frame.
     let mut got = 0;
     let mut sink = AsyncFramedReader::new(sink, LengthDelimited::new());
-    while let Some(frame) = next(&mut sink).await {
+    while let Some(frame) = sink.next().await {
         assert_eq!(&frame?[..], &payload(got)[..], "frame {got}");
         got += 1;
     }
