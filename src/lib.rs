@@ -51,6 +51,18 @@ pub use alloc_api::RingAlloc;
 /// ```
 #[cfg(feature = "allocator-api2")]
 pub use allocator_api2;
+/// allocator-api2 0.4, whose `Allocator` the ring's allocators also implement with the
+/// feature `allocator-api2-04` (the version `cargo add allocator-api2` gives).
+///
+/// ```
+/// use ringmem::allocator_api2_04::vec::Vec;
+/// let ring = ringmem::Ring::new(1 << 16);
+/// let mut v: Vec<u32, &ringmem::Ring> = Vec::new_in(&ring);
+/// v.extend(0..100);
+/// assert_eq!(v.iter().sum::<u32>(), 4950);
+/// ```
+#[cfg(feature = "allocator-api2-04")]
+pub use allocator_api2_04;
 pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 #[cfg(feature = "std")]
 pub use buf::{ExtWait, Reserve, Wait, WaitError, WaitWriter};

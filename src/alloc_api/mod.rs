@@ -58,6 +58,8 @@ mod count;
 #[cfg(feature = "std")]
 mod global;
 mod local;
+#[cfg(feature = "allocator-api2-04")]
+mod v04;
 
 use core::alloc::Layout;
 use core::ptr::{self, NonNull};
