@@ -308,7 +308,7 @@ impl Table {
         self
     }
 
-    fn fmt_time(&self, secs: f64) -> String {
+    pub(crate) fn fmt_time(&self, secs: f64) -> String {
         match self.unit {
             Unit::Ms => format!("{:.1}", secs * 1e3),
             Unit::Mops => format!("{:.2}", 1e-6 / secs),
@@ -412,7 +412,7 @@ impl Table {
     /// The trailing count columns that have competitors: heading, their columns, and
     /// the count each shows.
     #[allow(clippy::type_complexity)]
-    fn count_columns(&self) -> Vec<(&str, &[usize], fn(Stats) -> u64)> {
+    pub(crate) fn count_columns(&self) -> Vec<(&str, &[usize], fn(Stats) -> u64)> {
         let waits: fn(Stats) -> u64 = |st| st.waits;
         let restarts: fn(Stats) -> u64 = |st| st.restarts;
         [

@@ -19,6 +19,7 @@ mod framed_scenario;
 mod grow_spike;
 mod harness;
 mod many_threads;
+mod plain;
 mod ring_alloc;
 mod ring_sizes;
 mod ringal_ext;
@@ -208,7 +209,7 @@ fn main() {
     if let Some(why) = framed_missing {
         header.push_str(&format!("\nThe framed tables are empty: {why}.\n"));
     }
-    println!("{header}");
+    println!("{}", plain::paragraph(&header));
     let mut report = header;
     let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
     let mut svgs = 0;
@@ -226,6 +227,7 @@ fn main() {
         let mut k = 0;
         for table in tables {
             let mut s = table.render();
+            let mut text = table.render_plain();
             if let Some(w) = table.winners() {
                 // Several timed tables: name each by its title's subject.
                 let which = if timed > 1 {
@@ -240,8 +242,10 @@ fn main() {
                     id.to_string()
                 };
                 s.push_str(&format!("\n**{which}:** {w}\n"));
+                text.push('\n');
+                text.push_str(&plain::paragraph(&format!("{which}: {w}")));
             }
-            println!("{s}");
+            println!("{text}");
             report.push_str(&s);
             if charts && !matches!(table.unit, harness::Unit::Mib) {
                 k += 1;
@@ -290,7 +294,7 @@ fn main() {
         harness::peak_rss_mib().unwrap_or(0.0),
         flags.join(" ")
     );
-    println!("{footer}");
+    println!("{}", plain::paragraph(&footer));
     report.push_str(&footer);
     if let Err(e) = std::fs::create_dir_all(&dir)
         .and_then(|_| std::fs::File::create(dir.join("report.md")))
