@@ -25,6 +25,7 @@ mod ring_sizes;
 mod ringal_ext;
 mod ringal_fixed;
 mod shared_arena;
+mod verdict;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -213,6 +214,8 @@ fn main() {
     let mut report = header;
     let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
     let mut svgs = 0;
+    // Each timed table's verdict, repeated together at the end.
+    let mut verdicts: Vec<String> = Vec::new();
     for (id, run) in SCENARIOS {
         if !selected(id) {
             continue;
@@ -228,22 +231,13 @@ fn main() {
         for table in tables {
             let mut s = table.render();
             let mut text = table.render_plain();
+            let which = verdict::subject(id, &table, timed > 1);
             if let Some(w) = table.winners() {
-                // Several timed tables: name each by its title's subject.
-                let which = if timed > 1 {
-                    let subject = table
-                        .title
-                        .split_once(": ")
-                        .map_or(&table.title[..], |t| t.1);
-                    let end = [" (", " —"].iter().filter_map(|p| subject.find(p)).min();
-                    let subject = &subject[..end.unwrap_or(subject.len())];
-                    format!("{id}, {subject}")
-                } else {
-                    id.to_string()
-                };
                 s.push_str(&format!("\n**{which}:** {w}\n"));
-                text.push('\n');
-                text.push_str(&plain::paragraph(&format!("{which}: {w}")));
+            }
+            if let Some(v) = verdict::verdict(&which, &table) {
+                text.push_str(&format!("\n{v}\n"));
+                verdicts.push(v);
             }
             println!("{text}");
             report.push_str(&s);
@@ -294,6 +288,12 @@ fn main() {
         harness::peak_rss_mib().unwrap_or(0.0),
         flags.join(" ")
     );
+    if verdicts.len() > 1 {
+        println!("Who was fastest\n===============");
+        for v in &verdicts {
+            println!("{v}");
+        }
+    }
     println!("{}", plain::paragraph(&footer));
     report.push_str(&footer);
     if let Err(e) = std::fs::create_dir_all(&dir)

@@ -1,0 +1,320 @@
+//! Who won a timed table, in one sentence for the terminal, from the table's own
+//! medians and spreads: ringmem's best column against the best peer in each row,
+//! counted as wins, ties (their min–max ranges overlap) and losses, with the ratios.
+
+use crate::harness::{Stats, Table, Unit};
+use crate::plain::{wrap, WIDTH};
+
+/// What happened in one row between two sides.
+enum Outcome {
+    /// The first side was faster, its range clear of the other's: by this ratio,
+    /// against this column.
+    Won(f64, usize),
+    /// The ranges overlap.
+    Tied,
+    /// The other side was faster, clear of the first: by this ratio, this column.
+    Lost(f64, usize),
+}
+
+/// The subject of a table for its verdict: the scenario id, and when the scenario has
+/// several timed tables the subject of the title (after `: `, before ` (` or ` —`).
+pub fn subject(id: &str, table: &Table, several: bool) -> String {
+    if !several {
+        return id.to_string();
+    }
+    let subject = table
+        .title
+        .split_once(": ")
+        .map_or(&table.title[..], |t| t.1);
+    let end = [" (", " —"].iter().filter_map(|p| subject.find(p)).min();
+    format!("{id}, {}", &subject[..end.unwrap_or(subject.len())])
+}
+
+/// The best (lowest median time per operation) of `cols` in a row.
+fn best(cells: &[Option<Stats>], cols: &[usize]) -> Option<(usize, Stats)> {
+    cols.iter()
+        .filter_map(|&c| cells.get(c).copied().flatten().map(|st| (c, st)))
+        .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+}
+
+/// `a` against `b`: times per operation in every unit (`Mops` prints their inverse).
+fn compare(a: Stats, b: (usize, Stats)) -> Outcome {
+    let (col, b) = b;
+    if a.min <= b.max && b.min <= a.max {
+        Outcome::Tied
+    } else if a.median < b.median {
+        Outcome::Won(b.median / a.median, col)
+    } else {
+        Outcome::Lost(a.median / b.median, col)
+    }
+}
+
+/// `1.23×` or `1.10–2.05×`.
+fn ratios(r: &[f64]) -> String {
+    let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = r.iter().copied().fold(0.0, f64::max);
+    if format!("{lo:.2}") == format!("{hi:.2}") {
+        format!("{lo:.2}×")
+    } else {
+        format!("{lo:.2}–{hi:.2}×")
+    }
+}
+
+/// The names of `cols`, most frequent first, at most two and then `…`.
+fn names(table: &Table, cols: &[usize]) -> String {
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    for &c in cols {
+        match counts.iter_mut().find(|e| e.0 == c) {
+            Some(e) => e.1 += 1,
+            None => counts.push((c, 1)),
+        }
+    }
+    counts.sort_by_key(|e| std::cmp::Reverse(e.1));
+    let mut s: Vec<&str> = counts
+        .iter()
+        .take(2)
+        .map(|e| table.columns[e.0].as_str())
+        .collect();
+    if counts.len() > 2 {
+        s.push("…");
+    }
+    s.join(", ")
+}
+
+/// The verdict on a timed table, wrapped at [`WIDTH`] (continuation lines indented):
+/// e.g. `ringal-fixed: ringmem fastest in 4 of 5 rows (1.20–2.10× ringal); tied in 1`.
+/// Rows count where ringmem and a peer both ran; the `control` columns (floors that
+/// allocate nothing) compete with no one. A table without ringmem columns says which
+/// competitor was fastest how often. `None` for a peak-RSS table or one with no row
+/// of two timed competitors.
+pub fn verdict(label: &str, table: &Table) -> Option<String> {
+    if matches!(table.unit, Unit::Mib) {
+        return None;
+    }
+    let competing: Vec<usize> = (0..table.columns.len())
+        .filter(|&c| !table.columns[c].ends_with("control"))
+        .collect();
+    let (ours, peers): (Vec<usize>, Vec<usize>) = competing
+        .iter()
+        .partition(|&&c| table.columns[c].contains("ringmem"));
+    let sentence = if ours.is_empty() || peers.is_empty() {
+        fastest(table, &competing)?
+    } else {
+        ringmem_against_peers(table, &ours, &peers)?
+    };
+    Some(wrap(&format!("{label}: {sentence}"), WIDTH, "", "  ").join("\n"))
+}
+
+/// ringmem's best column against the best peer, row by row.
+fn ringmem_against_peers(table: &Table, ours: &[usize], peers: &[usize]) -> Option<String> {
+    let (mut won, mut won_by, mut lost, mut lost_to) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rows, mut tied) = (0, 0);
+    for row in &table.rows {
+        let (Some((_, us)), Some(them)) = (best(&row.cells, ours), best(&row.cells, peers)) else {
+            continue;
+        };
+        rows += 1;
+        match compare(us, them) {
+            Outcome::Won(r, c) => {
+                won.push(r);
+                won_by.push(c);
+            }
+            Outcome::Tied => tied += 1,
+            Outcome::Lost(r, c) => {
+                lost.push(r);
+                lost_to.push(c);
+            }
+        }
+    }
+    if rows == 0 {
+        return None;
+    }
+    let who = if ours.len() == 1 {
+        table.columns[ours[0]].clone()
+    } else {
+        format!("ringmem (best of {})", ours.len())
+    };
+    // The first count that is not zero says of how many rows.
+    let mut parts: Vec<String> = Vec::new();
+    if !won.is_empty() {
+        parts.push(format!(
+            "fastest in {} ({} {})",
+            won.len(),
+            ratios(&won),
+            names(table, &won_by)
+        ));
+    }
+    if tied > 0 {
+        let with = if parts.is_empty() {
+            " with the best peer"
+        } else {
+            ""
+        };
+        parts.push(format!("tied{with} within the spread in {tied}"));
+    }
+    if !lost.is_empty() {
+        parts.push(format!(
+            "behind in {} ({} {} faster)",
+            lost.len(),
+            names(table, &lost_to),
+            ratios(&lost)
+        ));
+    }
+    let first = parts[0].find(" (").unwrap_or(parts[0].len());
+    parts[0].insert_str(first, &format!(" of {rows} rows"));
+    let s = format!("{who} {}", parts.join("; "));
+    Some(s)
+}
+
+/// Without ringmem columns: who was fastest how often, and the rows too close to call.
+fn fastest(table: &Table, competing: &[usize]) -> Option<String> {
+    let mut wins: Vec<usize> = Vec::new();
+    let (mut rows, mut tied) = (0, 0);
+    for row in &table.rows {
+        let Some((c, first)) = best(&row.cells, competing) else {
+            continue;
+        };
+        let others: Vec<usize> = competing.iter().copied().filter(|&o| o != c).collect();
+        let Some(second) = best(&row.cells, &others) else {
+            continue;
+        };
+        rows += 1;
+        match compare(first, second) {
+            Outcome::Tied => tied += 1,
+            _ => wins.push(c),
+        }
+    }
+    if rows == 0 {
+        return None;
+    }
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    for &c in &wins {
+        match counts.iter_mut().find(|e| e.0 == c) {
+            Some(e) => e.1 += 1,
+            None => counts.push((c, 1)),
+        }
+    }
+    counts.sort_by_key(|e| std::cmp::Reverse(e.1));
+    let mut parts: Vec<String> = counts
+        .iter()
+        .map(|&(c, n)| format!("{} fastest in {n}", table.columns[c]))
+        .collect();
+    if tied > 0 {
+        parts.push(format!("too close to call in {tied}"));
+    }
+    Some(format!("of {rows} rows, {}", parts.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::Row;
+
+    fn st(median: f64, spread: f64) -> Option<Stats> {
+        Some(Stats {
+            median,
+            min: median - spread,
+            max: median + spread,
+            waits: 0,
+            restarts: 0,
+        })
+    }
+
+    fn table(columns: &[&str], rows: Vec<Vec<Option<Stats>>>) -> Table {
+        let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let mut t = Table::new("t", &["Size"], &columns, Unit::Ms);
+        for (i, cells) in rows.into_iter().enumerate() {
+            t.rows.push(Row {
+                params: vec![i.to_string()],
+                cells,
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn a_clear_win_names_the_peer_and_the_ratios() {
+        let t = table(
+            &["ringal", "ringmem", "control"],
+            vec![
+                vec![st(3.0, 0.1), st(2.0, 0.1), st(0.5, 0.0)],
+                vec![st(4.0, 0.1), st(2.0, 0.1), st(0.5, 0.0)],
+            ],
+        );
+        let v = verdict("ringal-fixed", &t).unwrap();
+        assert_eq!(
+            v,
+            "ringal-fixed: ringmem fastest in 2 of 2 rows (1.50–2.00× ringal)"
+        );
+    }
+
+    #[test]
+    fn overlapping_ranges_are_a_tie_not_a_win() {
+        let t = table(
+            &["Vec (glibc)", "ringmem", "ringmem (wait)"],
+            vec![
+                vec![st(2.1, 0.2), st(2.0, 0.2), st(2.5, 0.1)],
+                vec![st(3.0, 0.1), st(2.0, 0.1), st(1.0, 0.1)],
+            ],
+        );
+        let v = verdict("x", &t).unwrap();
+        assert_eq!(
+            v,
+            "x: ringmem (best of 2) fastest in 1 of 2 rows (3.00× Vec (glibc)); tied within the spread in 1"
+        );
+    }
+
+    #[test]
+    fn a_loss_says_who_was_faster_and_by_how_much() {
+        let t = table(
+            &["mimalloc", "ringmem::RingAlloc", "bumpalo::Bump"],
+            vec![
+                vec![st(1.0, 0.0), st(2.0, 0.0), st(1.5, 0.0)],
+                vec![st(2.0, 0.0), st(2.5, 0.0), st(2.2, 0.0)],
+                vec![st(3.0, 0.0), st(1.0, 0.0), st(2.0, 0.0)],
+            ],
+        );
+        let v = verdict("ring-alloc", &t).unwrap();
+        assert!(v.lines().all(|l| l.len() <= WIDTH), "{v}");
+        assert_eq!(
+            v.replace("\n ", ""),
+            "ring-alloc: ringmem::RingAlloc fastest in 1 of 3 rows (2.00× bumpalo::Bump); behind in 2 \
+             (mimalloc 1.25–2.00× faster)"
+        );
+    }
+
+    #[test]
+    fn without_ringmem_columns_it_counts_each_winner() {
+        let t = table(
+            &["tokio_util", "peer", "control"],
+            vec![
+                vec![st(1.0, 0.1), st(2.0, 0.1), st(0.1, 0.0)],
+                vec![st(1.0, 0.5), st(1.2, 0.5), None],
+                vec![None, st(1.0, 0.1), None],
+            ],
+        );
+        let v = verdict("framed", &t).unwrap();
+        let ties = table(&["peer", "ringmem"], vec![vec![st(1.0, 0.5), st(1.1, 0.5)]]);
+        assert_eq!(
+            verdict("y", &ties).unwrap(),
+            "y: ringmem tied with the best peer within the spread in 1 of 1 rows"
+        );
+        assert_eq!(
+            v,
+            "framed: of 2 rows, tokio_util fastest in 1; too close to call in 1"
+        );
+    }
+
+    #[test]
+    fn no_verdict_without_two_timed_competitors_or_for_sizes() {
+        let t = table(
+            &["ringmem", "control"],
+            vec![vec![st(1.0, 0.0), st(0.5, 0.0)]],
+        );
+        assert!(verdict("x", &t).is_none());
+        let mut t = table(&["ringmem", "peer"], vec![vec![st(1.0, 0.0), st(2.0, 0.0)]]);
+        t.unit = Unit::Mib;
+        assert!(verdict("x", &t).is_none());
+    }
+}
