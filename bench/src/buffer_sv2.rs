@@ -437,6 +437,11 @@ pub fn child(_: &Config, row: usize, col: usize) -> Option<Sample> {
     (r.get_mut(col)?.1)()
 }
 
+/// The cases [`run`] runs: its rows, then the peak-RSS rows.
+pub fn case_count(cfg: &Config) -> usize {
+    cases().len() + if cfg.rss { RSS_ROWS.len() } else { 0 }
+}
+
 /// Scenario 4.
 pub fn run(cfg: &Config) -> Vec<Table> {
     let input = random_bytes(1 << 17);
@@ -454,7 +459,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         t.wait_label = "heap fallbacks of 2,000".into();
     }
     for (label, case) in cases() {
-        eprintln!("  buffer_sv2: {label}");
+        crate::progress::case(&format!("buffer_sv2: {label}"));
         // The thread-per-slice loops are dominated by `thread::spawn` and scatter widely
         // on a loaded machine: they get more repetitions.
         let reps = match case {

@@ -257,7 +257,7 @@ fn spike_table(cfg: &Config) -> Result<Table, String> {
         .collect();
     let outs: Vec<Result<String, String>> = (0..names.len())
         .map(|k| {
-            eprintln!("  spike: {}", names[k]);
+            crate::progress::case(&format!("spike: {}", names[k]));
             child(&[
                 "--spike".into(),
                 k.to_string(),
@@ -364,11 +364,20 @@ fn spike_verdict(names: &[String], outs: &[Result<String, String>]) -> String {
     s
 }
 
+/// The cases [`run`] runs: the measuring child, then with peak RSS one child per
+/// spike reader (the child names them; a different count only moves the bar's end).
+pub fn case_count(cfg: &Config) -> usize {
+    1 + if cfg.rss { SPIKE_READERS } else { 0 }
+}
+
+/// The spike readers `ringmem-bench-framed --spike-readers` names.
+const SPIKE_READERS: usize = 4;
+
 /// The scenario's tables; a child that cannot run leaves a table saying why.
 pub fn run(cfg: &Config) -> Vec<Table> {
     // Wire bytes per connection and run: a few seconds in all in `--quick`.
     let mib = if cfg.scale >= 1.0 { 64 } else { 32 };
-    eprintln!("  framed: frames per second and latency");
+    crate::progress::case("framed: frames per second and latency");
     let mut tables = Vec::new();
     let measured = child(&[
         "--mib".into(),

@@ -162,6 +162,15 @@ fn value(out: &str, key: &str) -> Option<Stats> {
     })
 }
 
+/// The cases [`run`] runs: a child process per column (none with `--no-rss`).
+pub fn case_count(cfg: &Config) -> usize {
+    if cfg.rss {
+        columns().len()
+    } else {
+        0
+    }
+}
+
 /// The scenario: one table of peak and steady resident set (none with `--no-rss`).
 pub fn run(cfg: &Config) -> Vec<Table> {
     if !cfg.rss {
@@ -170,7 +179,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     let mut cols: Vec<String> = columns().into_iter().map(String::from).collect();
     let outs: Vec<Option<String>> = (0..cols.len())
         .map(|c| {
-            eprintln!("  grow spike: {}", cols[c]);
+            crate::progress::case(&format!("grow spike: {}", cols[c]));
             crate::harness::child_output(cfg, "grow-spike", 0, c, &[])
         })
         .collect();

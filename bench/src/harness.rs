@@ -125,6 +125,7 @@ pub fn measure(reps: usize, per: f64, runners: &mut [Runner<'_>]) -> Vec<Option<
             if let Some(s) = (runners[i].1)() {
                 samples[i].push(s);
             }
+            crate::progress::within(rep * n + k + 1, reps * n);
         }
     }
     samples
@@ -187,6 +188,7 @@ pub fn measure_in_children(
             if let Some(t) = child_time(cfg, scenario, row, col) {
                 secs[col].push(t / per);
             }
+            crate::progress::within(round * cols + k + 1, cfg.procs * cols);
         }
     }
     secs.into_iter().map(|v| Stats::of(v, 0)).collect()
@@ -642,9 +644,12 @@ pub fn rss_table(
     let mut t = Table::new(title, &["case"], &cols, Unit::Mib);
     let idle = rss_child(cfg, scenario, 0, usize::MAX);
     for (label, row) in rows {
-        eprintln!("  peak RSS: {label}");
+        crate::progress::case(&format!("peak RSS: {label}"));
         let mut cells: Vec<Option<Stats>> = (0..columns.len())
-            .map(|c| rss_child(cfg, scenario, *row, c).map(mib_stats))
+            .map(|c| {
+                crate::progress::within(c, columns.len());
+                rss_child(cfg, scenario, *row, c).map(mib_stats)
+            })
             .collect();
         cells.push(idle.map(mib_stats));
         t.rows.push(Row {

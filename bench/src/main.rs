@@ -20,6 +20,7 @@ mod grow_spike;
 mod harness;
 mod many_threads;
 mod plain;
+mod progress;
 mod ring_alloc;
 mod ring_sizes;
 mod ringal_ext;
@@ -36,16 +37,25 @@ use harness::{Config, Table};
 /// A scenario's entry point: its tables.
 type Scenario = fn(&Config) -> Vec<Table>;
 
-/// The scenarios in run order: id (for `--only`) and entry point.
-const SCENARIOS: [(&str, Scenario); 8] = [
-    ("ringal-fixed", ringal_fixed::run),
-    ("ringal-ext", ringal_ext::run),
-    ("shared-arena", shared_arena::run),
-    ("buffer-sv2", buffer_sv2::run),
-    ("ring-alloc", ring_alloc::run),
-    ("many-threads", |c| vec![many_threads::run(c)]),
-    ("grow-spike", grow_spike::run),
-    ("framed", framed_scenario::run),
+/// How many cases (rows, each run for every competitor) a scenario will run.
+type Cases = fn(&Config) -> usize;
+
+/// The scenarios in run order: id (for `--only`), entry point and case count.
+const SCENARIOS: [(&str, Scenario, Cases); 8] = [
+    ("ringal-fixed", ringal_fixed::run, |c| {
+        ringal_fixed::case_count(c, false)
+    }),
+    ("ringal-ext", ringal_ext::run, ringal_ext::case_count),
+    ("shared-arena", shared_arena::run, shared_arena::case_count),
+    ("buffer-sv2", buffer_sv2::run, buffer_sv2::case_count),
+    ("ring-alloc", ring_alloc::run, ring_alloc::case_count),
+    (
+        "many-threads",
+        |c| vec![many_threads::run(c)],
+        many_threads::case_count,
+    ),
+    ("grow-spike", grow_spike::run, grow_spike::case_count),
+    ("framed", framed_scenario::run, framed_scenario::case_count),
 ];
 
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
@@ -216,11 +226,17 @@ fn main() {
     let mut svgs = 0;
     // Each timed table's verdict, repeated together at the end.
     let mut verdicts: Vec<String> = Vec::new();
-    for (id, run) in SCENARIOS {
+    let total: usize = SCENARIOS
+        .iter()
+        .filter(|s| selected(s.0))
+        .map(|s| (s.2)(&cfg))
+        .sum();
+    progress::start(total as u64);
+    for (id, run, cases) in SCENARIOS {
         if !selected(id) {
             continue;
         }
-        eprintln!("== {id}");
+        progress::scenario(id, cases(&cfg) as u64);
         let t = Instant::now();
         let tables = run(&cfg);
         let timed = tables
@@ -239,7 +255,7 @@ fn main() {
                 text.push_str(&format!("\n{v}\n"));
                 verdicts.push(v);
             }
-            println!("{text}");
+            progress::suspend(|| println!("{text}"));
             report.push_str(&s);
             if charts && !matches!(table.unit, harness::Unit::Mib) {
                 k += 1;
@@ -258,13 +274,16 @@ fn main() {
                         report.push_str(&format!("\n![{}]({name})\n", table.title));
                     }
                     Ok(false) => {}
-                    Err(e) => eprintln!("could not write {}: {e}", path.display()),
+                    Err(e) => {
+                        progress::suspend(|| eprintln!("could not write {}: {e}", path.display()))
+                    }
                 }
             }
             report.push('\n');
         }
-        eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
+        progress::scenario_done(t.elapsed());
     }
+    progress::finish();
     // The flags that shape the numbers, as given (not `--out`, which only moves them).
     let mut flags = vec![cfg.mode.to_string()];
     if let Some(r) = reps {

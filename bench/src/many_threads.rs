@@ -18,6 +18,19 @@ fn runner<'a, B: ByteBufs + 'a>(
     )
 }
 
+/// The rows: 1, 2 and as many producers as there are cores.
+fn producers(cfg: &Config) -> Vec<usize> {
+    let mut counts = vec![1, 2, cfg.cores];
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+}
+
+/// The cases [`run`] runs: one per row.
+pub fn case_count(cfg: &Config) -> usize {
+    producers(cfg).len()
+}
+
 /// Scenario 6.
 pub fn run(cfg: &Config) -> Table {
     let data = random_bytes(1024);
@@ -47,13 +60,9 @@ pub fn run(cfg: &Config) -> Table {
     } else {
         vec![0]
     };
-    let mut counts = vec![1, 2, cfg.cores];
-    counts.dedup();
-    counts.sort_unstable();
-    counts.dedup();
-    for n in counts {
+    for n in producers(cfg) {
         let shape = Shape::published(iterations, 1024, 64, false);
-        eprintln!("  many threads: {n} producers");
+        crate::progress::case(&format!("many threads: {n} producers"));
         let d = &data[..];
         let mut r: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", n, shape, d)];
         #[cfg(feature = "ringmem-rows")]

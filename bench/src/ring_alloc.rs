@@ -559,6 +559,11 @@ pub fn child(cfg: &Config, row: usize, col: usize) -> Option<Sample> {
     (r.get_mut(col)?.1)()
 }
 
+/// The cases [`run`] runs: its rows, then the peak-RSS rows.
+pub fn case_count(cfg: &Config) -> usize {
+    cases(cfg).len() + if cfg.rss { RSS_ROWS.len() } else { 0 }
+}
+
 /// Scenario 5: ring-alloc's three groups in one table.
 pub fn run(cfg: &Config) -> Vec<Table> {
     let columns = columns();
@@ -571,7 +576,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     .baseline("Global (glibc)");
     let cases = cases(cfg);
     for (row, (label, case, k)) in cases.iter().enumerate() {
-        eprintln!("  ring-alloc: {label} ({k} iterations per run)");
+        crate::progress::case(&format!("ring-alloc: {label} ({k} iterations per run)"));
         let stats = if cfg.procs > 0 {
             crate::harness::measure_in_children(cfg, "ring-alloc", row, columns.len(), *k as f64)
         } else {

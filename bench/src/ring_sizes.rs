@@ -46,6 +46,9 @@ fn runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
     r
 }
 
+/// The rows of the capacity sweep's table.
+pub const CASES: usize = SWEPT_ROWS.len() * FACTORS.len();
+
 /// The capacity sweep's table.
 pub fn table(cfg: &Config) -> Table {
     let data = random_bytes(ROWS[1].1);
@@ -68,10 +71,10 @@ pub fn table(cfg: &Config) -> Table {
     for row in SWEPT_ROWS {
         for factor in FACTORS {
             let shape = swept(cfg, row, factor);
-            eprintln!(
-                "  ring capacity sweep: {} B, {} held, ring {factor}×",
+            crate::progress::case(&format!(
+                "ring capacity sweep: {} B, {} held, ring {factor}×",
                 shape.size, shape.max_buffers
-            );
+            ));
             t.rows.push(Row {
                 params: vec![
                     thousands(shape.size),

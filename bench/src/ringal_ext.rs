@@ -5,6 +5,11 @@
 
 use crate::harness::{Config, Table};
 
+/// The cases [`run`] runs.
+pub fn case_count(cfg: &Config) -> usize {
+    crate::ringal_fixed::case_count(cfg, true)
+}
+
 /// Scenario 2.
 pub fn run(cfg: &Config) -> Vec<Table> {
     crate::ringal_fixed::scenario(cfg, true)

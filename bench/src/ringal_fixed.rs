@@ -185,12 +185,12 @@ pub fn ringal_table(cfg: &Config, extendable: bool, variant: Variant) -> Table {
     };
     for row in 0..ROWS.len() {
         let shape = variant_shape(cfg, row, extendable, variant);
-        eprintln!(
-            "  {title}: {} × {} B, {} held",
+        crate::progress::case(&format!(
+            "{title}: {} × {} B, {} held",
             thousands(shape.iterations),
             shape.size,
             shape.max_buffers
-        );
+        ));
         let stats = measure(cfg.reps, 1.0, &mut row_runners(shape, &data));
         table.rows.push(Row {
             params: vec![
@@ -289,6 +289,17 @@ pub fn scenario(cfg: &Config, extendable: bool) -> Vec<Table> {
     }
     t.extend(rss_table(cfg, extendable));
     t
+}
+
+/// The cases [`scenario`] runs: every variant's rows, the fixed one's capacity sweep,
+/// then the peak-RSS rows.
+pub fn case_count(cfg: &Config, extendable: bool) -> usize {
+    let sweep = if extendable {
+        0
+    } else {
+        crate::ring_sizes::CASES
+    };
+    variants(extendable).len() * ROWS.len() + sweep + if cfg.rss { RSS_ROWS.len() } else { 0 }
 }
 
 /// Scenario 1.

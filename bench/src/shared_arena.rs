@@ -351,6 +351,11 @@ fn timings(cfg: &Config, row: usize, case: Case, cap: usize, per: f64) -> Vec<Op
     }
 }
 
+/// The cases [`run`] runs: the rows of both tables.
+pub fn case_count(cfg: &Config) -> usize {
+    cases(cfg).len()
+}
+
 /// Scenario 3: two tables, per-object costs and the published n-curve.
 pub fn run(cfg: &Config) -> Vec<Table> {
     let k = cfg.scaled(2_000_000, 200_000);
@@ -366,7 +371,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     .baseline("Box (glibc)");
     let all = cases(cfg);
     for (row, (label, case, cap, per)) in all.iter().cloned().enumerate().take(PER_OBJECT) {
-        eprintln!("  shared_arena: {label}");
+        crate::progress::case(&format!("shared_arena: {label}"));
         let stats = timings(cfg, row, case, cap, per);
         per_obj.rows.push(Row {
             params: vec![label],
@@ -401,7 +406,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     )
     .baseline("Box (glibc)");
     for (row, (label, case, n, per)) in all.into_iter().enumerate().skip(PER_OBJECT) {
-        eprintln!("  shared_arena: fresh n = {n}");
+        crate::progress::case(&format!("shared_arena: fresh n = {n}"));
         let stats = timings(cfg, row, case, n, per);
         curve.rows.push(Row {
             params: vec![label],

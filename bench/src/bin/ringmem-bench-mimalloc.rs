@@ -18,6 +18,9 @@ mod buffers;
 #[allow(dead_code)]
 #[path = "../harness.rs"]
 mod harness;
+#[allow(dead_code)] // `harness` reports to it; this child never shows a bar
+#[path = "../progress.rs"]
+mod progress;
 
 const USAGE: &str =
     "usage: THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext [published|full|restart [RING_FACTOR]]";
