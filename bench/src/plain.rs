@@ -82,6 +82,29 @@ pub fn wrap(s: &str, width: usize, first: &str, rest: &str) -> Vec<String> {
     lines
 }
 
+/// A heading wrapped at `width` bytes: on spaces, and after the `::` of a path
+/// (`ring_alloc::` over `OneRingAlloc`). A piece longer than the width is not cut: the
+/// column is at least that wide.
+fn wrap_head(head: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in head.split_whitespace() {
+        for (i, piece) in word.split_inclusive("::").enumerate() {
+            let glue = if i == 0 { " " } else { "" };
+            match lines.last_mut() {
+                Some(l) if l.len() + glue.len() + piece.len() <= width => {
+                    l.push_str(glue);
+                    l.push_str(piece);
+                }
+                _ => lines.push(piece.to_string()),
+            }
+        }
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
 /// A paragraph of the report (Markdown) as plain lines: headings lose their `#`s.
 pub fn paragraph(s: &str) -> String {
     let mut out = String::new();
@@ -107,7 +130,13 @@ struct Column {
 
 impl Column {
     fn new(head: &str, right: bool, cells: Vec<Vec<String>>) -> Self {
-        let longest = |s: &str| s.split_whitespace().map(str::len).max().unwrap_or(0);
+        let longest = |s: &str| {
+            s.split_whitespace()
+                .flat_map(|w| w.split_inclusive("::"))
+                .map(str::len)
+                .max()
+                .unwrap_or(0)
+        };
         let content = cells.iter().flatten().map(|l| len(l)).max().unwrap_or(0);
         let extra = cells
             .iter()
@@ -133,7 +162,7 @@ impl Column {
     }
 
     fn head_lines(&self) -> Vec<String> {
-        wrap(&self.head, self.width, "", "")
+        wrap_head(&self.head, self.width)
     }
 
     /// The bytes the column takes in a line, with the gap after it.
@@ -460,6 +489,65 @@ mod tests {
         t
     }
 
+    /// ring-alloc's: the most competitor columns, times in ns with unit per cell.
+    fn ring_alloc_like() -> Table {
+        let columns = crate::ring_alloc::columns();
+        let mut t = Table::new(
+            "ring-alloc: warm-up, allocation, vec (time per iteration)",
+            &["benchmark"],
+            &columns,
+            Unit::Auto,
+        )
+        .baseline("Global (glibc)");
+        for (i, label) in [
+            "`alloc 4 bytes x 65535`",
+            "`vec push and reserve_exact(1) x 17453`",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            t.rows.push(Row {
+                params: vec![label.into()],
+                cells: (0..columns.len())
+                    .map(|c| {
+                        let m = [999e-9, 123.45e-6, 12.5e-3][(c + i) % 3];
+                        st(m, m * 0.95, m * 1.2)
+                    })
+                    .collect(),
+            });
+        }
+        t
+    }
+
+    /// many-threads': rates, two parameters, a count column.
+    fn many_threads_like() -> Table {
+        let columns: Vec<String> = [
+            "ringal",
+            "ringmem",
+            "Vec (glibc)",
+            "Vec (mimalloc)",
+            "Vec (mimalloc global)",
+            "control",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut t = Table::new(
+            "many threads",
+            &["producers", "threads"],
+            &columns,
+            Unit::Mops,
+        )
+        .baseline("Vec (glibc)");
+        t.wait_columns = vec![0, 1];
+        t.rows.push(Row {
+            params: vec!["2".into(), "4".into()],
+            cells: (0..columns.len())
+                .map(|c| st(1e-7 * (c + 1) as f64, 0.9e-7, 1e-6))
+                .collect(),
+        });
+        t
+    }
+
     #[test]
     fn the_widest_tables_fit_in_a_hundred_columns_without_html() {
         let mut cols = crate::ring_alloc::columns();
@@ -476,18 +564,31 @@ mod tests {
                 .map(|c| Some(crate::harness::mib_stats(c as f64 * 10.5)))
                 .collect(),
         });
-        for t in [ringal_like(), sv2_like(), mib] {
+        for t in [
+            ringal_like(),
+            sv2_like(),
+            ring_alloc_like(),
+            many_threads_like(),
+            mib,
+        ] {
             let text = t.render_plain();
             check(&text);
             // Every competitor is named somewhere in the stacked tables.
             for c in &t.columns {
-                let last = c.split_whitespace().last().unwrap();
+                let words = c.split_whitespace().flat_map(|w| w.split("::"));
+                let last = words.last().unwrap();
                 assert!(text.contains(last), "{c} missing:\n{text}");
             }
         }
         let text = ringal_like().render_plain();
         assert!(text.contains("900.0–1300.0"), "{text}");
         assert!(text.contains("bold words"), "{text}");
+        let text = ring_alloc_like().render_plain();
+        assert!(text.contains("949.05 ns–1.20 µs"), "{text}");
+        assert!(text.contains("117.28–148.14 µs"), "{text}");
+        // Rates: the slowest run's rate first.
+        let text = many_threads_like().render_plain();
+        assert!(text.contains("1.00–11.11"), "{text}");
     }
 
     #[test]
@@ -521,5 +622,10 @@ mod tests {
             ["- one two", "  three"]
         );
         assert_eq!(wrap("", 9, "", ""), [""]);
+        assert_eq!(
+            wrap_head("ring_alloc::OneRingAlloc x", 14),
+            ["ring_alloc::", "OneRingAlloc x"]
+        );
+        assert_eq!(wrap_head("Vec (glibc)", 11), ["Vec (glibc)"]);
     }
 }
