@@ -9,7 +9,11 @@
 //! cargo run --release -p ringmem-bench -- --only framed   # issue 23: framed reading on TCP
 //! ```
 //!
-//! The Markdown report goes to `target/ringmem-report/report.md`.
+//! The terminal gets each table as aligned plain text within 100 columns, a sentence
+//! per timed table saying who was fastest, and on stderr a progress bar with the time
+//! left (hidden when stderr is not a terminal). The Markdown report, with the
+//! min–max in small print and SVG charts beside it, goes to
+//! `target/ringmem-report/report.md`.
 
 mod buffer_sv2;
 mod buffers;
