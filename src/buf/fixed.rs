@@ -19,6 +19,24 @@ use crate::ring::{self, Header, WORD};
 /// std::thread::spawn(move || assert_eq!(&tail[..], b"ello")).join().unwrap();
 /// assert_eq!(&frozen[..], b"hello");
 /// ```
+/// It compares, orders and hashes as the `[u8]` it holds, with byte slices, arrays and
+/// `Vec<u8>` on either side of `==`, so frames can key a map looked up by `&[u8]`;
+/// `Debug` prints the bytes as `b"..."`:
+///
+/// ```
+/// use std::collections::HashMap;
+/// let ring = ringmem::Ring::new(4096);
+/// let mut b = ring.fixed(8).unwrap();
+/// b.try_extend_from_slice(b"GET /\r\n").unwrap();
+/// let frame = b.freeze();
+/// assert!(frame == b"GET /\r\n" && b"GET /\r\n"[..] == frame);
+/// assert!(frame < b"PUT"[..] && frame > Vec::from("DELETE"));
+/// assert_eq!(format!("{frame:?}"), r#"b"GET /\r\n""#);
+///
+/// let mut routes = HashMap::new();
+/// routes.insert(frame, 1);
+/// assert_eq!(routes.get(&b"GET /\r\n"[..]), Some(&1));
+/// ```
 pub struct FixedBuf {
     hdr: NonNull<Header>,
     ptr: NonNull<u8>,
@@ -170,22 +188,24 @@ impl AsRef<[u8]> for FixedBuf {
     }
 }
 
-impl PartialEq for FixedBuf {
-    fn eq(&self, other: &Self) -> bool {
-        self[..] == other[..]
-    }
-}
-
-impl Eq for FixedBuf {}
-
-impl PartialEq<[u8]> for FixedBuf {
-    fn eq(&self, other: &[u8]) -> bool {
-        self[..] == *other
-    }
-}
-
+/// The bytes as a byte-string literal, as `bytes::Bytes` prints them: escaped, and
+/// past the first 64 bytes (or the precision, `{:.1000?}`) cut with `...` and the
+/// length.
+///
+/// ```
+/// let ring = ringmem::Ring::new(4096);
+/// let mut b = ring.fixed(256).unwrap();
+/// b.try_extend_from_slice(b"GET / \"x\"\r\n\0\xff").unwrap();
+/// assert_eq!(format!("{:?}", b.freeze()), r#"b"GET / \"x\"\r\n\0\xff""#);
+///
+/// let mut b = ring.fixed(256).unwrap();
+/// b.try_extend_from_slice(&[b'a'; 200]).unwrap();
+/// let long = b.freeze();
+/// assert_eq!(format!("{long:?}"), format!("b\"{}\"... (200 bytes)", "a".repeat(64)));
+/// assert_eq!(format!("{long:.3?}"), r#"b"aaa"... (200 bytes)"#);
+/// ```
 impl fmt::Debug for FixedBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedBuf").field("len", &self.len).finish()
+        super::debug::bytes(self, f)
     }
 }

@@ -22,6 +22,23 @@ use crate::ring::{round_up, HDR};
 /// assert_eq!(&buf[..], b"abc");
 /// assert_eq!((buf.len(), buf.capacity()), (3, 16));
 /// ```
+///
+/// Like `Vec<u8>`, it compares, orders and hashes as the bytes written so far, with byte
+/// slices, arrays, `Vec<u8>` and [`FixedBuf`] on either side of `==`; `Debug` prints the
+/// bytes as `b"..."`:
+///
+/// ```
+/// use std::collections::HashSet;
+/// let ring = ringmem::Ring::new(4096);
+/// let mut buf = ring.fixed(16).unwrap();
+/// buf.try_extend_from_slice(b"key").unwrap();
+/// assert!(buf == b"key" && b"key" == buf && buf == vec![b'k', b'e', b'y']);
+/// assert!(buf < b"kez"[..]);
+/// assert_eq!(format!("{buf:?}"), r#"b"key""#);
+///
+/// let set = HashSet::from([buf]);
+/// assert!(set.contains(&b"key"[..]));
+/// ```
 pub struct FixedBufMut {
     hdr: NonNull<Header>,
     ptr: NonNull<u8>,
@@ -268,12 +285,21 @@ impl AsMut<[u8]> for FixedBufMut {
     }
 }
 
+/// The written bytes as a byte-string literal, as `bytes::BytesMut` prints them:
+/// escaped, and past the first 64 bytes (or the precision, `{:.1000?}`) cut with `...`
+/// and the length. [`len`](Self::len) and [`capacity`](Self::capacity) say the rest.
+///
+/// ```
+/// let ring = ringmem::Ring::new(4096);
+/// let mut b = ring.fixed(256).unwrap();
+/// b.try_extend_from_slice(b"\x16\x03\x01 hello\n").unwrap();
+/// assert_eq!(format!("{b:?}"), r#"b"\x16\x03\x01 hello\n""#);
+/// b.try_extend_from_slice(&[b'.'; 100]).unwrap();
+/// assert!(format!("{b:?}").ends_with(r#"..."... (110 bytes)"#));
+/// ```
 impl fmt::Debug for FixedBufMut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedBufMut")
-            .field("len", &self.len)
-            .field("capacity", &self.cap)
-            .finish()
+        super::debug::bytes(self, f)
     }
 }
 

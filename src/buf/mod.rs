@@ -1,5 +1,7 @@
 //! The buffer handles on the ring, and the `Ring` methods that make them.
 
+mod cmp;
+mod debug;
 mod ext;
 mod fixed;
 mod fixed_mut;
