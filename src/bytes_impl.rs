@@ -1,5 +1,6 @@
-//! The `bytes` crate adapters: `bytes::BufMut` on the writable buffers, and zero-copy
-//! `bytes::Bytes` from the frozen buffer, the writable buffer and codec slices.
+//! The `bytes` crate adapters: `bytes::BufMut` on the writable buffers, `bytes::Buf` on
+//! the frozen buffer, and zero-copy `bytes::Bytes` from the frozen buffer, the writable
+//! buffer and codec slices.
 //!
 //! `Bytes::from_owner` keeps the ringmem handle inside the `Bytes`; the bytes are not
 //! copied, and the region is released when the last `Bytes` clone drops, on whatever
@@ -8,7 +9,7 @@
 //! global allocator refuses it. Cloning the `Bytes` afterwards allocates nothing.)
 
 use bytes::buf::UninitSlice;
-use bytes::{BufMut, Bytes};
+use bytes::{Buf, BufMut, Bytes};
 
 use crate::codec::Slice;
 use crate::{ExtBuf, FixedBuf, FixedBufMut};
@@ -118,6 +119,60 @@ unsafe impl BufMut for ExtBuf<'_> {
     #[inline]
     fn put_slice(&mut self, src: &[u8]) {
         self.extend_from_slice(src);
+    }
+}
+
+/// Reads from the front: the buffer is its own cursor. [`advance`](Buf::advance) moves
+/// the view's start (no copy, and the count in the region header is untouched), so a
+/// decoder reads a frame with the `get_*` methods and the region is released when the
+/// last handle drops. [`copy_to_bytes`](Buf::copy_to_bytes) shares the region instead
+/// of copying, as `Bytes::from(frozen)` does.
+///
+/// ```
+/// use bytes::Buf;
+/// let ring = ringmem::Ring::new(4096);
+/// let mut b = ring.fixed(16).unwrap();
+/// b.try_extend_from_slice(b"\x00\x05hello, world").unwrap();
+/// let mut frame = b.freeze();
+/// let len = usize::from(frame.get_u16());
+/// let word = frame.copy_to_bytes(len);
+/// assert_eq!((&word[..], frame.remaining(), frame.chunk()), (&b"hello"[..], 7, &b", world"[..]));
+/// frame.advance(2);
+/// assert_eq!(frame, b"world");
+/// ```
+///
+/// Advancing past the end panics, as it does for `bytes::Bytes`:
+///
+/// ```should_panic
+/// use bytes::Buf;
+/// let ring = ringmem::Ring::new(4096);
+/// let mut b = ring.fixed(8).unwrap();
+/// b.try_extend_from_slice(b"abc").unwrap();
+/// b.freeze().advance(4);
+/// ```
+impl Buf for FixedBuf {
+    #[inline]
+    fn remaining(&self) -> usize {
+        self.len()
+    }
+
+    #[inline]
+    fn chunk(&self) -> &[u8] {
+        self
+    }
+
+    #[inline]
+    fn advance(&mut self, cnt: usize) {
+        self.skip(cnt);
+    }
+
+    /// Shares the next `len` bytes: the `Bytes` holds a handle to the region (one small
+    /// heap block for `Bytes::from_owner`, no copy); `len == 0` allocates nothing.
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        if len == 0 {
+            return Bytes::new();
+        }
+        Bytes::from_owner(self.split_to(len))
     }
 }
 

@@ -1,12 +1,65 @@
-//! The std traits a `bytes` user reaches for on `FixedBuf` and `FixedBufMut`: equality,
-//! ordering and hashing as `[u8]`'s, `Borrow<[u8]>`, `Debug` as `b"..."`.
+//! The std traits a `bytes` user reaches for on `FixedBuf` and `FixedBufMut` (equality,
+//! ordering and hashing as `[u8]`'s, `Borrow<[u8]>`, `Debug` as `b"..."`), the frozen
+//! buffer's `split_to` / `split_off` / `truncate`, and `bytes::Buf` on it.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 
 use proptest::prelude::*;
 use ringmem::{FixedBuf, FixedBufMut, Ring};
+
+// ---------------------------------------------------------------------------------
+// A global allocator that counts this thread's heap allocations, so that a test can
+// check a few calls allocate nothing while other tests run on other threads.
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // `try_with`: the allocator also serves threads whose locals are being torn down.
+    let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: forwards to `System`, only counting.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Runs `f` and returns its result with the heap allocations it made on this thread.
+fn allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ALLOCS.with(Cell::get);
+    let r = f();
+    (r, ALLOCS.with(Cell::get) - before)
+}
+
+// ---------------------------------------------------------------------------------
 
 fn frozen(ring: &Ring, bytes: &[u8]) -> FixedBuf {
     writable(ring, bytes).freeze()
@@ -90,6 +143,28 @@ proptest! {
         prop_assert_eq!(s.hash_one(&fa) == s.hash_one(&fb), s.hash_one(&a[..]) == s.hash_one(&b[..]));
     }
 
+    #[test]
+    fn split_to_split_off_and_truncate_cut_where_asked(data in prop::collection::vec(any::<u8>(), 0..64), at in 0usize..64) {
+        let ring = Ring::new(4096);
+        let at = at.min(data.len());
+
+        let mut rest = frozen(&ring, &data);
+        let front = rest.split_to(at);
+        prop_assert_eq!((&front[..], &rest[..]), (&data[..at], &data[at..]));
+
+        let mut head = frozen(&ring, &data);
+        let tail = head.split_off(at);
+        prop_assert_eq!((&head[..], &tail[..]), (&data[..at], &data[at..]));
+
+        let mut cut = frozen(&ring, &data);
+        cut.truncate(at);
+        prop_assert_eq!(&cut[..], &data[..at]);
+        cut.truncate(usize::MAX);
+        prop_assert_eq!(&cut[..], &data[..at]);
+
+        drop((front, rest, head, tail, cut));
+        prop_assert_eq!(ring.stats().live_buffers, 0);
+    }
 }
 
 #[test]
@@ -198,4 +273,130 @@ fn debug_prints_escaped_bytes_capped_with_the_length() {
         body: frozen(&ring, b"hi"),
     };
     assert_eq!(format!("{msg:?}"), r#"Msg { id: 7, body: b"hi" }"#);
+}
+
+#[test]
+fn splitting_and_truncating_allocate_nothing() {
+    let ring = Ring::new(4096);
+    let data: Vec<u8> = (0..=255).collect();
+    let mut buf = frozen(&ring, &data);
+    let at = buf.as_ptr();
+    let ((head, tail, mid), n) = allocations(|| {
+        let head = buf.split_to(16);
+        let tail = buf.split_off(200);
+        buf.truncate(100);
+        let mid = buf.clone().split_off(50);
+        (head, tail, mid)
+    });
+    assert_eq!(n, 0, "heap allocations while splitting");
+    assert_eq!((head.as_ptr(), &head[..]), (at, &data[..16]));
+    assert_eq!(&tail[..], &data[216..]);
+    assert_eq!(&buf[..], &data[16..116]);
+    assert_eq!(&mid[..], &data[66..116]);
+    // SAFETY: `at + 216` is inside the 256-byte region `at` points into.
+    assert_eq!(tail.as_ptr(), unsafe { at.add(216) }, "no copy");
+
+    // The region stays held until its last view drops, whichever that is.
+    drop((head, buf, mid));
+    assert_eq!(ring.stats().live_buffers, 1);
+    drop(tail);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn splits_at_the_ends_give_empty_views() {
+    let ring = Ring::new(4096);
+    let mut buf = frozen(&ring, b"abc");
+    assert!(buf.split_to(0).is_empty());
+    assert!(buf.split_off(3).is_empty());
+    assert_eq!(buf.split_off(0), b"abc");
+    assert!(buf.is_empty());
+    let mut buf = frozen(&ring, b"abc");
+    assert_eq!(buf.split_to(3), b"abc");
+    assert!(buf.is_empty());
+    assert_eq!(format!("{buf:?}"), r#"b"""#);
+}
+
+#[test]
+#[should_panic(expected = "split_to(4) is out of bounds of a buffer of 3")]
+fn split_to_past_the_end_panics() {
+    let ring = Ring::new(4096);
+    let _ = frozen(&ring, b"abc").split_to(4);
+}
+
+#[test]
+#[should_panic(expected = "split_off(4) is out of bounds of a buffer of 3")]
+fn split_off_past_the_end_panics() {
+    let ring = Ring::new(4096);
+    let _ = frozen(&ring, b"abc").split_off(4);
+}
+
+#[cfg(feature = "bytes")]
+mod buf {
+    use bytes::{Buf, Bytes};
+
+    use super::{allocations, frozen};
+    use ringmem::Ring;
+
+    #[test]
+    fn reads_from_the_front_without_copying() {
+        let ring = Ring::new(4096);
+        let mut frame = frozen(&ring, b"\x01\x00\x02\x00\x00\x00\x03tail bytes");
+        let at = frame.as_ptr();
+        assert_eq!(frame.remaining(), 17);
+        let ((a, b, c), n) = allocations(|| (frame.get_u8(), frame.get_u16(), frame.get_u32()));
+        assert_eq!((a, b, c, n), (1, 2, 3, 0));
+        assert_eq!(frame.chunk(), b"tail bytes");
+        // SAFETY: 7 bytes into the region `at` points into.
+        assert_eq!(frame.chunk().as_ptr(), unsafe { at.add(7) });
+        let mut word = [0; 4];
+        frame.copy_to_slice(&mut word);
+        assert_eq!(&word, b"tail");
+        let ((), n) = allocations(|| frame.advance(1));
+        assert_eq!((n, frame.remaining(), frame.has_remaining()), (0, 5, true));
+        frame.advance(5);
+        assert!(!frame.has_remaining());
+        assert_eq!(frame, b"");
+        drop(frame);
+        assert_eq!(ring.stats().live_buffers, 0);
+    }
+
+    #[test]
+    fn copy_to_bytes_shares_the_region() {
+        let ring = Ring::new(4096);
+        let mut frame = frozen(&ring, b"headbody");
+        let at = frame.as_ptr();
+        let (empty, n) = allocations(|| frame.copy_to_bytes(0));
+        assert_eq!((empty, n), (Bytes::new(), 0));
+        let head = frame.copy_to_bytes(4);
+        assert_eq!((&head[..], head.as_ptr()), (&b"head"[..], at));
+        assert_eq!(frame, b"body");
+        drop(frame);
+        assert_eq!(ring.stats().live_buffers, 1, "the Bytes holds the region");
+        drop(head);
+        assert_eq!(ring.stats().live_buffers, 0);
+    }
+
+    #[test]
+    fn chains_and_takes_as_any_buf() {
+        let ring = Ring::new(4096);
+        let mut joined = frozen(&ring, b"abc").chain(frozen(&ring, b"def"));
+        assert_eq!(joined.copy_to_bytes(6), &b"abcdef"[..]);
+        let take = frozen(&ring, b"abcdef").take(2);
+        assert_eq!((take.remaining(), take.chunk()), (2, &b"ab"[..]));
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot advance 4 bytes past a view of 3")]
+    fn advance_past_the_end_panics() {
+        let ring = Ring::new(4096);
+        frozen(&ring, b"abc").advance(4);
+    }
+
+    #[test]
+    #[should_panic(expected = "split_to(4) is out of bounds of a buffer of 3")]
+    fn copy_to_bytes_past_the_end_panics() {
+        let ring = Ring::new(4096);
+        let _ = frozen(&ring, b"abc").copy_to_bytes(4);
+    }
 }

@@ -19,6 +19,7 @@ use crate::ring::{self, Header, WORD};
 /// std::thread::spawn(move || assert_eq!(&tail[..], b"ello")).join().unwrap();
 /// assert_eq!(&frozen[..], b"hello");
 /// ```
+///
 /// It compares, orders and hashes as the `[u8]` it holds, with byte slices, arrays and
 /// `Vec<u8>` on either side of `==`, so frames can key a map looked up by `&[u8]`;
 /// `Debug` prints the bytes as `b"..."`:
@@ -116,7 +117,8 @@ impl FixedBuf {
         s
     }
 
-    /// Splits off the first `at` bytes as a new handle; `self` keeps the rest.
+    /// Splits off the first `at` bytes as a new handle; `self` keeps the rest. Shares
+    /// the region (no copy, no allocation), as `bytes::Bytes::split_to` does.
     ///
     /// # Panics
     /// When `at > self.len()`.
@@ -127,25 +129,80 @@ impl FixedBuf {
     /// b.try_extend_from_slice(b"headbody").unwrap();
     /// let mut body = b.freeze();
     /// let head = body.split_to(4);
-    /// assert_eq!((&head[..], &body[..]), (&b"head"[..], &b"body"[..]));
+    /// assert_eq!(head, b"head");
+    /// assert_eq!(body, b"body");
     /// ```
+    #[must_use = "to drop the front, use `bytes::Buf::advance` or drop the result"]
     pub fn split_to(&mut self, at: usize) -> FixedBuf {
-        let head = self.slice(..at);
-        // SAFETY: `at <= len` (checked by `slice`).
-        self.ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(at)) };
-        self.len -= at;
+        assert!(
+            at <= self.len,
+            "split_to({at}) is out of bounds of a buffer of {}",
+            self.len
+        );
+        let mut head = self.clone();
+        head.len = at;
+        self.skip(at);
         head
     }
-}
 
-impl FixedBuf {
-    /// Drops the first `n` bytes from view without touching the count (the framed
-    /// reader's cursor over a region it has yielded frames from).
-    #[cfg(real_std)]
+    /// Splits off the bytes from `at` on as a new handle; `self` keeps the first `at`.
+    /// Shares the region (no copy, no allocation), as `bytes::Bytes::split_off` does.
+    ///
+    /// # Panics
+    /// When `at > self.len()`.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut b = ring.fixed(8).unwrap();
+    /// b.try_extend_from_slice(b"headbody").unwrap();
+    /// let mut head = b.freeze();
+    /// let body = head.split_off(4);
+    /// assert_eq!(head, b"head");
+    /// assert_eq!(body, b"body");
+    /// ```
+    #[must_use = "to drop the tail, use `truncate`"]
+    pub fn split_off(&mut self, at: usize) -> FixedBuf {
+        assert!(
+            at <= self.len,
+            "split_off({at}) is out of bounds of a buffer of {}",
+            self.len
+        );
+        let mut tail = self.clone();
+        tail.skip(at);
+        self.len = at;
+        tail
+    }
+
+    /// Keeps the first `len` bytes in view; does nothing if `len >= self.len()` (as
+    /// `bytes::Bytes::truncate`). The region is released with the last handle, so the
+    /// bytes cut from view stay held until then.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut b = ring.fixed(8).unwrap();
+    /// b.try_extend_from_slice(b"abcdef").unwrap();
+    /// let mut f = b.freeze();
+    /// f.truncate(2);
+    /// assert_eq!(f, b"ab");
+    /// f.truncate(10);
+    /// assert_eq!(f, b"ab");
+    /// ```
+    #[inline]
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Drops the first `n` bytes from view without touching the count (`split_to`,
+    /// `bytes::Buf::advance`, and the framed reader's cursor over a region it has
+    /// yielded frames from).
     #[inline]
     pub(crate) fn skip(&mut self, n: usize) {
-        assert!(n <= self.len, "skip({n}) past a view of {}", self.len);
-        // SAFETY: `n <= len`, so the pointer stays inside this view.
+        assert!(
+            n <= self.len,
+            "cannot advance {n} bytes past a view of {}",
+            self.len
+        );
+        // SAFETY: `n <= len`, so the pointer stays inside this view (or one past it).
         self.ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(n)) };
         self.len -= n;
     }
