@@ -63,7 +63,7 @@ pub use allocator_api2;
 /// ```
 #[cfg(feature = "allocator-api2-04")]
 pub use allocator_api2_04;
-pub use buf::{AllocError, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
+pub use buf::{AllocError, BorrowsRing, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 #[cfg(feature = "std")]
 pub use buf::{ExtWait, Reserve, Wait, WaitError, WaitWriter};
 pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};

@@ -1,6 +1,7 @@
 //! `ExtBuf`: a buffer that grows as it is written.
 
 use core::fmt;
+use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ops::{Deref, DerefMut};
 use core::ptr::{self, NonNull};
@@ -35,9 +36,10 @@ use crate::WhenFull;
 /// # drop(other);
 /// ```
 ///
-/// It cannot leave the ring's thread:
+/// It cannot leave the ring's thread, even borrowing a ring that lives for ever (the
+/// compiler names [`BorrowsRing`] as the reason):
 /// ```compile_fail
-/// let ring = ringmem::Ring::new(4096);
+/// let ring: &'static ringmem::Ring = Box::leak(Box::new(ringmem::Ring::new(4096)));
 /// let ext = ring.extendable(8).unwrap();
 /// std::thread::spawn(move || drop(ext));
 /// ```
@@ -54,6 +56,56 @@ pub struct ExtBuf<'r> {
     /// so a fresh buffer always walks: it grows wherever a fixed one would fit.
     stuck: u32,
 }
+
+/// Why an [`ExtBuf`] is not `Send`: it borrows its ring, which is not `Sync` (one thread
+/// allocates from a ring), and it grows through that borrow. Finalize it to a
+/// [`FixedBufMut`] ([`ExtBuf::finalize`]) to send it to another thread or hold it
+/// across an `.await` in a spawned task.
+///
+/// The type exists so that the compiler's error says so: sending an `ExtBuf` fails with
+/// "an `ExtBuf` borrows its ring, which is not `Sync`", naming `BorrowsRing`, rather
+/// than with a pointer type internal to the crate. It is never `Send`, never made, and
+/// takes no memory.
+///
+/// ```compile_fail
+/// fn is_send<T: Send>() {}
+/// is_send::<ringmem::ExtBuf<'static>>();
+/// ```
+///
+/// ```
+/// fn is_send<T: Send>() {}
+/// is_send::<ringmem::FixedBufMut>(); // what `ExtBuf::finalize` returns
+/// let ring = ringmem::Ring::new(4096);
+/// let mut ext = ring.extendable(0).unwrap();
+/// ext.extend_from_slice(b"sent");
+/// let buf = ext.finalize();
+/// std::thread::spawn(move || assert_eq!(&buf[..], b"sent")).join().unwrap();
+/// ```
+pub struct BorrowsRing<'r>(PhantomData<&'r Ring>);
+
+mod not_send {
+    /// Implemented by nothing: `BorrowsRing: Send` requires it, so the compiler reports
+    /// this message wherever an `ExtBuf` would have to be `Send`.
+    #[diagnostic::on_unimplemented(
+        message = "an `ExtBuf` borrows its ring, which is not `Sync`, so it cannot be sent to another thread",
+        label = "this holds an `ExtBuf` (see `ringmem::BorrowsRing`)",
+        note = "finalize it to a `FixedBufMut` (`ExtBuf::finalize`) to send it or hold it across an `.await`"
+    )]
+    pub trait RingIsSync {}
+}
+
+/// Never: the bound has no impls. It is spelled out so that the compiler's error says
+/// why an `ExtBuf` cannot be sent.
+// SAFETY: the bound never holds (`RingIsSync` has no impls), so this claims nothing; it
+// is written out only so that the compiler's error carries the message above.
+unsafe impl<'r> Send for BorrowsRing<'r> where BorrowsRing<'r>: not_send::RingIsSync {}
+
+/// Never: an `ExtBuf` borrows its ring, which is not `Sync` (see [`BorrowsRing`]).
+// SAFETY: never holds, as `BorrowsRing` is never `Send`. Without it `ExtBuf` would be
+// `!Send` through its pointer fields and ring reference all the same; with it the
+// compiler names `BorrowsRing`. `Sync`, `Unpin` and the unwind-safety traits stay the
+// auto traits of the fields.
+unsafe impl<'r> Send for ExtBuf<'r> where BorrowsRing<'r>: Send {}
 
 /// Growths of a buffer that look only at its successors after a walk found no room.
 const RETRIES_AFTER_WALK: u32 = 16;

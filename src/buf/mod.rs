@@ -14,8 +14,8 @@ mod writer;
 use core::fmt;
 use core::mem;
 
-pub use ext::ExtBuf;
 pub(crate) use ext::ExtParts;
+pub use ext::{BorrowsRing, ExtBuf};
 pub use fixed::FixedBuf;
 pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
