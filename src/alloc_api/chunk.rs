@@ -38,9 +38,11 @@ pub(crate) const SMALL_MAX: usize = 256;
 /// change chunks twice as often).
 pub(crate) const GRAIN: usize = 4;
 
-/// Whether `layout` is served from a chunk (when the allocator uses chunks). Any layout
-/// that fits a small block is small too: a small block is handed out with its size
-/// rounded up to a [`GRAIN`], and every size that fits it rounds to the same length.
+/// Whether `layout` is served from a chunk (when the allocator uses chunks), except for
+/// the kept blocks of `kept.rs`: regions that a shrink to a small layout could not move
+/// into a chunk. Any layout that fits a small block is small too: a small block is
+/// handed out with its size rounded up to a [`GRAIN`], and every size that fits it
+/// rounds to the same length.
 #[inline(always)]
 pub(crate) fn is_small(layout: Layout) -> bool {
     layout.size().wrapping_sub(1) < SMALL_MAX && layout.align() <= WORD

@@ -9,9 +9,10 @@ use allocator_api2::alloc::{AllocError, Allocator};
 use super::chunk::{self, chunk_of, count_down, is_small, Current, Emptied, Head, CHUNK};
 use super::chunk::{CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::count::{ChunkCount, Count};
+use super::kept::{self, Kept};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::round_up;
-use crate::sync::{plain_ref, Cell};
+use crate::sync::{plain_ref, AtomicBool, Cell, Mutex, MutexGuard, Ordering};
 use crate::tls;
 
 crate::sync::thread_local! {
@@ -34,6 +35,46 @@ crate::sync::thread_local! {
             bytes: Cell::new(0),
         }
     };
+}
+
+crate::sync::global! {
+    /// Regions that serve small layouts, of every thread: shrinks that found no chunk
+    /// to move to (`kept.rs`). A kept block may be freed on any thread.
+    static KEPT: Mutex<Kept> = Mutex::new(Kept::new());
+}
+
+crate::sync::global! {
+    /// Whether [`KEPT`] lists any block: the check on the paths that consult it, so
+    /// that they take the lock only when a ring was full. Written under the lock.
+    static ANY_KEPT: AtomicBool = AtomicBool::new(false);
+}
+
+/// The kept blocks, locked.
+fn kept_list() -> MutexGuard<'static, Kept> {
+    // The list is consistent at every unlock: a panic elsewhere cannot break it.
+    KEPT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the small block at `p` is kept (a region), and with `remove` takes it off
+/// the list. Relaxed: a kept block's holder learned of the block after it was listed
+/// (the same thread, or a hand-over that synchronises), so it reads the `true` stored
+/// then or a later value, all stored under the lock while the block was listed.
+#[inline(always)]
+fn is_kept(p: NonNull<u8>, remove: bool) -> bool {
+    ANY_KEPT.load(Ordering::Relaxed) && is_kept_locked(p, remove)
+}
+
+/// The rest of [`is_kept`], under the lock.
+#[cold]
+#[inline(never)]
+fn is_kept_locked(p: NonNull<u8>, remove: bool) -> bool {
+    let list = kept_list();
+    if !remove {
+        return list.contains(p);
+    }
+    let found = list.remove(p);
+    ANY_KEPT.store(!list.is_empty(), Ordering::Relaxed);
+    found
 }
 
 /// The head of a chunk of `OneRingAlloc`: its count may be brought down on any thread.
@@ -250,7 +291,12 @@ fn allocate_alone(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
 unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
     let (p, len) = (ptr.as_ptr(), round_up(layout.size(), GRAIN));
     if !with_current(|c| c.chunks.free(p, len)) {
-        // SAFETY: forwarded from this function's contract.
+        if is_kept(ptr, true) {
+            // SAFETY: forwarded from this function's contract: a kept block is a
+            // region, of a small layout's alignment class.
+            return unsafe { super::deallocate(ptr, layout) };
+        }
+        // SAFETY: forwarded from this function's contract; not kept, so in a chunk.
         unsafe { give_back(p, len) }
     }
 }
@@ -292,8 +338,10 @@ unsafe fn resize_small(
     // SAFETY: forwarded from this function's contract. `c` is this thread's `Local`,
     // alive until the thread exits (it has no destructor), so for this whole call.
     let (block, elsewhere) = unsafe { (*c).chunks.resize(ptr, old, new, zeroed) }?;
-    if elsewhere != 0 {
-        // SAFETY: the tail of a live block of another chunk, given up by the caller.
+    // A kept block's tail stays in its region.
+    if elsewhere != 0 && !is_kept(ptr, false) {
+        // SAFETY: the tail of a live block of another chunk (not kept), given up by the
+        // caller.
         unsafe { give_back(ptr.as_ptr(), elsewhere) };
     }
     Some(block)
@@ -315,6 +363,10 @@ unsafe fn resize_chunked(
         // SAFETY: the caller's contract, forwarded.
         if let Some(block) = unsafe { resize_small(ptr, old, new, zeroed) } {
             return Ok(block);
+        }
+        if is_kept(ptr, false) {
+            // SAFETY: the caller's contract, forwarded; the block is kept.
+            return Ok(unsafe { kept::resize_in_place(ptr, old, new, zeroed) });
         }
     }
     // SAFETY: the caller's contract, forwarded; nothing changed above.
@@ -426,6 +478,28 @@ unsafe fn grow_rest(
     with_source(|s| unsafe { s.grow_slow(ptr, old, new, zeroed) })
 }
 
+/// A shrink of a region to a small layout that found no chunk: the region keeps the
+/// block, trimmed where the calling thread may trim it, and it joins the kept blocks
+/// (`kept.rs`).
+///
+/// # Safety
+/// The `Allocator::shrink` contract, with [`kept::can_keep`] for `old` and `new`.
+#[cold]
+#[inline(never)]
+unsafe fn keep(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[u8]>, AllocError> {
+    let trimmed = kept::trimmed(old);
+    // SAFETY: forwarded from this function's contract: a region (the layout is not
+    // small), shrunk with its own alignment class, which keeps it in place (another
+    // thread's region is left as it is) or moves it by `realloc`.
+    let block = with_source(|s| unsafe { s.shrink(ptr, old, trimmed) })?;
+    let list = kept_list();
+    // SAFETY: the region, ours, word-aligned (its class is up to a word) and holding
+    // more than `SMALL_MAX` bytes (`can_keep`), given up for `new`; the list is locked.
+    let block = unsafe { kept::keep(block, &list, new) };
+    ANY_KEPT.store(true, Ordering::Relaxed);
+    Ok(block)
+}
+
 /// Releases an allocation made on any thread; when it lies in this thread's ring, the
 /// ring may also move its head back to it (`ring::release_unique_in`).
 ///
@@ -487,7 +561,11 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 ///
 /// `grow`/`shrink` work in place for allocations in the calling thread's ring; an
 /// allocation made on another thread is moved when it grows (only the ring's own
-/// thread may change its regions' lengths) and kept as it is when it shrinks.
+/// thread may change its regions' lengths) and kept as it is when it shrinks. A
+/// `shrink` that keeps the alignment never fails, so `shrink_to_fit` does not end the
+/// process on a full ring: a region shrinking to a small layout moves into a chunk when
+/// the thread can get one, and otherwise stays where it is (on any thread). A failed
+/// `grow` leaves the block as it was.
 /// Requests above [`heap_threshold`](Self::heap_threshold) bytes (default
 /// [`RingAlloc::DEFAULT_HEAP_THRESHOLD`](crate::RingAlloc::DEFAULT_HEAP_THRESHOLD),
 /// 256 KiB, per thread) go to the global allocator. Alignments up to
@@ -669,7 +747,13 @@ unsafe impl Allocator for OneRingAlloc {
     ) -> Result<NonNull<[u8]>, AllocError> {
         if is_small(old) || is_small(new) {
             // SAFETY: the `Allocator::shrink` contract.
-            return unsafe { resize_chunked(ptr, old, new, false) };
+            return match unsafe { resize_chunked(ptr, old, new, false) } {
+                // A shrink needs no memory: a region that found no chunk keeps the
+                // block.
+                // SAFETY: the `Allocator::shrink` contract; nothing changed.
+                Err(_) if kept::can_keep(old, new) => unsafe { keep(ptr, old, new) },
+                moved => moved,
+            };
         }
         // SAFETY: as above.
         with_source(|s| unsafe { s.shrink(ptr, old, new) })

@@ -9,6 +9,7 @@ use core::ptr::{self, NonNull};
 use allocator_api2::alloc::{AllocError, Allocator};
 
 use super::chunk::{self, is_small, Current, Emptied, Head, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
+use super::kept::{self, Kept};
 use super::{Source, DEFAULT_HEAP_THRESHOLD};
 use crate::raw;
 use crate::ring::{round_up, MAX_ALIGN};
@@ -31,6 +32,10 @@ use crate::{Ring, RingError, WhenFull};
 ///   regions with the same header, so deallocation needs no size check.
 /// - `grow`/`shrink` stay in place when the regions after the allocation are free,
 ///   which is the usual case for the latest allocation: a growing `Vec` is not copied.
+///   A `shrink` that keeps the alignment never fails, so `shrink_to_fit` does not end
+///   the process on a full ring: a region shrinking to a small layout moves into a
+///   chunk (below) when it can get one, and otherwise stays where it is, its tail given
+///   back. A failed `grow` leaves the block as it was.
 /// - Small layouts (1 to 256 bytes, alignment up to 8) share *chunks*: 4 KiB regions of
 ///   the ring, filled in order, with no header per allocation and sizes rounded up to
 ///   4 bytes only (a `u32` takes 4 bytes). Allocating moves a cursor; freeing the
@@ -106,6 +111,9 @@ struct Shared {
     /// Where small allocations come from; not chunked when the ring's blocks are too
     /// short (see [`CHUNKED_MIN_BLOCK`]): then every allocation is a ring region.
     chunks: Current<Cell<usize>>,
+    /// Regions that serve small layouts: shrinks that found no chunk to move to
+    /// (`kept.rs`). Empty unless the ring was full.
+    kept: Kept,
 }
 
 /// Chunks are used when the ring's blocks hold at least this many bytes (eight chunks),
@@ -246,6 +254,7 @@ impl RingAlloc {
                 ring: ManuallyDrop::new(ring),
                 threshold: Cell::new(DEFAULT_HEAP_THRESHOLD),
                 recyclable,
+                kept: Kept::new(),
             })
         };
         Ok(RingAlloc { shared })
@@ -410,12 +419,14 @@ impl RingAlloc {
         if s.chunks.free(ptr.as_ptr(), len) {
             return;
         }
-        if !s.chunks.chunked() {
-            // SAFETY: forwarded from this function's contract; `RingAlloc` is not
-            // `Send`, so this is the ring's thread.
+        if !s.chunks.chunked() || s.kept.remove(ptr) {
+            // SAFETY: forwarded from this function's contract; without chunks every
+            // block is a ring (or heap) region, as a kept one is (its alignment class
+            // is a small layout's); `RingAlloc` is not `Send`, so this is the ring's
+            // thread.
             return unsafe { self.source().deallocate(ptr, layout) };
         }
-        // SAFETY: forwarded from this function's contract.
+        // SAFETY: forwarded from this function's contract; not kept, so in a chunk.
         unsafe { self.give_back(ptr.as_ptr(), len) };
     }
 
@@ -510,10 +521,13 @@ impl RingAlloc {
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
         // SAFETY: forwarded from this function's contract.
-        let (block, elsewhere) = unsafe { self.shared().chunks.resize(ptr, old, new, zeroed) }?;
-        if elsewhere != 0 {
+        let s = self.shared();
+        // SAFETY: forwarded from this function's contract.
+        let (block, elsewhere) = unsafe { s.chunks.resize(ptr, old, new, zeroed) }?;
+        // A kept block's tail stays in its region.
+        if elsewhere != 0 && !s.kept.contains(ptr) {
             // SAFETY: the tail of a live block of a chunk (`resize` is `None` without
-            // chunks), given up by the caller.
+            // chunks, and the block is not kept), given up by the caller.
             unsafe { self.give_back(ptr.as_ptr(), elsewhere) };
         }
         Some(block)
@@ -555,14 +569,19 @@ impl RingAlloc {
         zeroed: bool,
         shrink: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
-        if !self.shared().chunks.chunked() {
+        let s = self.shared();
+        if !s.chunks.chunked() {
             // SAFETY: forwarded from this function's contract; every block is a ring
             // (or heap) region.
             return unsafe { self.resize_region(ptr, old, new, zeroed, shrink) };
         }
+        if is_small(old) && is_small(new) && s.kept.contains(ptr) {
+            // SAFETY: forwarded from this function's contract; the block is kept.
+            return Ok(unsafe { kept::resize_in_place(ptr, old, new, zeroed) });
+        }
         // SAFETY: forwarded from this function's contract; the closures are this
         // handle's own allocation and release, and the old block is given up there.
-        unsafe {
+        let moved = unsafe {
             super::move_block(
                 ptr,
                 old,
@@ -571,7 +590,35 @@ impl RingAlloc {
                 |l| self.allocate_any(l),
                 |p, l| self.deallocate_any(p, l),
             )
+        };
+        match moved {
+            // A shrink needs no memory: a region that found no chunk keeps the block.
+            // SAFETY: forwarded from this function's contract; the move changed nothing.
+            Err(_) if shrink && kept::can_keep(old, new) => unsafe { self.keep(ptr, old, new) },
+            moved => moved,
         }
+    }
+
+    /// A shrink of a region to a small layout that found no chunk: the region keeps the
+    /// block, trimmed, and it joins the kept blocks (`kept.rs`).
+    ///
+    /// # Safety
+    /// The `Allocator::shrink` contract, with [`kept::can_keep`] for `old` and `new`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn keep(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, AllocError> {
+        // SAFETY: forwarded from this function's contract: a region (the layout is not
+        // small), shrunk with its own alignment class, which keeps it in place or
+        // moves it by `realloc`.
+        let block = unsafe { self.source().shrink(ptr, old, kept::trimmed(old)) }?;
+        // SAFETY: the region, ours, word-aligned (its class is up to a word) and
+        // holding more than `SMALL_MAX` bytes (`can_keep`), given up for `new`.
+        Ok(unsafe { kept::keep(block, &self.shared().kept, new) })
     }
 
     /// Allocates a block for `layout` (as [`Allocator::allocate`], callable without

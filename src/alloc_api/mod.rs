@@ -48,7 +48,15 @@
 //!   region lengths), growing moves it.
 //!
 //! Otherwise (the successors are live, the alignment changes, or the new size passes
-//! the threshold) they allocate, copy and release the old region.
+//! the threshold) they allocate, copy and release the old region. An error leaves the
+//! old block as it was.
+//!
+//! A shrink needs no memory, and collections end the process when one fails
+//! (`Vec::shrink_to_fit` calls `handle_alloc_error`), so a shrink that keeps its
+//! alignment does not fail. The chunked allocators move a region that shrinks to a
+//! small layout into a chunk, where small layouts are freed; when no chunk can be had
+//! (a full ring), the region keeps the block and joins a list of *kept* blocks that
+//! their small frees consult (`kept.rs`).
 
 mod chunk;
 // `ChunkCount`: `OneRingAlloc`'s, and its loom models' (`count.rs`).
@@ -57,6 +65,7 @@ mod count;
 // On the thread-local ring (`tls`).
 #[cfg(feature = "std")]
 mod global;
+mod kept;
 mod local;
 #[cfg(feature = "allocator-api2-04")]
 mod v04;
