@@ -416,3 +416,131 @@ fn one_ring_alloc_collections_under_refusals() {
     assert!(points > 0);
     println!("OneRingAlloc injection points: {points}");
 }
+
+// ---------------------------------------------------------------------------------
+// Shrinks need no memory (issue 47): `Vec::shrink_to_fit` ends the process when the
+// allocator's `shrink` fails, so with the heap refusing everything a shrink must still
+// succeed (a region that cannot move into a chunk keeps the block), while the fallible
+// calls that need memory return `Err` and leave the old block as it was.
+
+/// Takes the room a `WhenFull::Heap` ring has left, so that its next request falls
+/// back to the heap.
+fn fill_heap_ring(ring: &Ring) -> Vec<ringmem::FixedBufMut> {
+    let mut held = Vec::new();
+    for n in [8192, 1024, 128, 16, 1] {
+        loop {
+            let before = ring.stats().heap_fallbacks;
+            let b = ring.fixed(n).expect("the heap is not refusing yet");
+            if ring.stats().heap_fallbacks != before {
+                break;
+            }
+            held.push(b);
+        }
+    }
+    held
+}
+
+/// Vectors, a boxed slice and a map made while the heap serves, then truncated and
+/// shrunk (and grown, fallibly) while it refuses every allocation.
+fn shrinks_while_the_heap_refuses<A: Allocator + Clone>(what: &str, a: &A) {
+    let mut bytes: AVec<u8, A> = AVec::with_capacity_in(900, a.clone());
+    bytes.extend((0..900).map(|i| i as u8));
+    let mut words: AVec<u64, A> = AVec::with_capacity_in(300, a.clone());
+    words.extend(0..300u64);
+    let mut boxed: AVec<u8, A> = AVec::with_capacity_in(900, a.clone());
+    boxed.extend((0..600).map(|i| i as u8));
+    let mut map: hashbrown::HashMap<u64, u64, hashbrown::DefaultHashBuilder, A> =
+        hashbrown::HashMap::with_hasher_in(Default::default(), a.clone());
+    map.extend((0..50u64).map(|k| (k, k * k)));
+
+    refuse_nth(1, true);
+    // The current chunk's room, if any: the next small block needs a chunk.
+    let mut small = Vec::new();
+    while let Ok(b) = Box::try_new_in([0x5Au8; 4], a.clone()) {
+        small.push(b);
+    }
+    bytes.truncate(100);
+    bytes.shrink_to_fit();
+    assert!(
+        bytes.iter().enumerate().all(|(i, &b)| b == i as u8),
+        "{what}: bytes"
+    );
+    assert!(
+        bytes.try_reserve(1000).is_err(),
+        "{what}: grow out of a kept block"
+    );
+    bytes.truncate(20);
+    bytes.shrink_to_fit();
+    words.truncate(5);
+    words.shrink_to_fit();
+    assert_eq!(&words[..], &[0, 1, 2, 3, 4], "{what}: words");
+    words.clear();
+    words.shrink_to_fit();
+    boxed.truncate(100);
+    let boxed = boxed.into_boxed_slice();
+    assert!(
+        boxed.iter().enumerate().all(|(i, &b)| b == i as u8),
+        "{what}: boxed"
+    );
+    assert!(map.try_reserve(1000).is_err(), "{what}: map reserve");
+    map.clear();
+    map.shrink_to(0);
+    faulty::disarm_refusals();
+
+    assert!(
+        bytes.iter().enumerate().all(|(i, &b)| b == i as u8),
+        "{what}: bytes"
+    );
+    assert!(
+        small.iter().all(|b| **b == [0x5A; 4]),
+        "{what}: small boxes"
+    );
+    drop((bytes, words, boxed, map, small));
+}
+
+#[test]
+fn shrinks_succeed_while_the_heap_refuses() {
+    no_leak("shrinks, RingAlloc on the heap", || {
+        // Everything on the heap, small blocks in heap chunks.
+        let a = RingAlloc::try_with_capacity(64 * 1024).unwrap();
+        a.set_heap_threshold(0);
+        shrinks_while_the_heap_refuses("RingAlloc, heap", &a);
+        a.flush();
+    });
+    no_leak("shrinks, RingAlloc, WhenFull::Heap", || {
+        // Ring regions on a full ring whose chunks would come from the heap.
+        let ring = Ring::builder()
+            .capacity(32 * 1024)
+            .when_full(WhenFull::Heap)
+            .build()
+            .unwrap();
+        let a = RingAlloc::from(ring);
+        let fillers = fill_heap_ring(a.ring());
+        shrinks_while_the_heap_refuses("RingAlloc, WhenFull::Heap", &a);
+        drop(fillers);
+        a.flush();
+        assert_eq!(a.ring().stats().live_buffers, 0);
+    });
+    no_leak("shrinks, &Ring, WhenFull::Heap", || {
+        // Heap regions (the ring is full): `realloc` refused.
+        let ring = Ring::builder()
+            .capacity(16 * 1024)
+            .when_full(WhenFull::Heap)
+            .build()
+            .unwrap();
+        let fillers = fill_heap_ring(&ring);
+        shrinks_while_the_heap_refuses("&Ring, WhenFull::Heap", &&ring);
+        drop(fillers);
+        assert_eq!(ring.stats().live_buffers, 0);
+    });
+    no_leak("shrinks, OneRingAlloc on the heap", || {
+        // On a thread of its own: the thread's ring goes when it exits.
+        faulty::spawn(|| {
+            ringmem::OneRingAlloc.set_heap_threshold(0);
+            shrinks_while_the_heap_refuses("OneRingAlloc, heap", &ringmem::OneRingAlloc);
+            ringmem::OneRingAlloc.flush();
+        })
+        .join()
+        .unwrap();
+    });
+}

@@ -520,7 +520,6 @@ impl RingAlloc {
         new: Layout,
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
-        // SAFETY: forwarded from this function's contract.
         let s = self.shared();
         // SAFETY: forwarded from this function's contract.
         let (block, elsewhere) = unsafe { s.chunks.resize(ptr, old, new, zeroed) }?;
