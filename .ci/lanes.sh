@@ -17,6 +17,8 @@ CI_JOBS=()
 
 job() { # name, stage...
   local name=$1; shift
+  # CI_ONLY="job job ...": run only those jobs (to try a stage without the rest).
+  if [[ -n ${CI_ONLY:-} && " $CI_ONLY " != *" $name "* ]]; then return 0; fi
   local stage
   for stage in "$@"; do CI_JOBS+=("$name|$stage"); done
   CI_JOBS+=("$name|")
