@@ -732,3 +732,66 @@ fn a_large_frame_does_not_wait_for_its_own_region() {
     };
     assert_eq!(got.unwrap(), frames);
 }
+
+/// A stream of `line` bytes `x`, a newline, then `x`s without end, that fills every
+/// read to the brim: a peer with unlimited data. Counts the reads.
+struct Endless {
+    line: usize,
+    sent: usize,
+    reads: usize,
+}
+
+impl Endless {
+    fn new(line: usize) -> Self {
+        Endless {
+            line,
+            sent: 0,
+            reads: 0,
+        }
+    }
+}
+
+impl Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reads += 1;
+        buf.fill(b'x');
+        if let Some(nl) = self.line.checked_sub(self.sent).filter(|&i| i < buf.len()) {
+            buf[nl] = b'\n';
+        }
+        self.sent += buf.len();
+        Ok(buf.len())
+    }
+}
+
+/// Sizes of the long-line tests: as the audit found them natively, a sixteenth under
+/// Miri (whose byte-by-byte newline search would take minutes over a MiB).
+const SCALE: usize = if cfg!(miri) { 16 } else { 1 };
+
+/// A line of unknown length past half the ring: each region it is carried into at least
+/// doubles, so a line larger than the ring is an error after a few reads rather than
+/// after one read of a few bytes (and a copy of the whole line) per word of the ring.
+#[test]
+fn a_line_larger_than_the_ring_errs_within_a_few_reads() {
+    let lines = Lines::with_max_length(usize::MAX);
+    let ring = Ring::new((256 << 10) / SCALE);
+    let mut r = FramedReader::with_ring(Endless::new((1 << 20) / SCALE), lines, ring);
+    let e = r.next_frame().unwrap_err();
+    assert!(
+        matches!(frame_error(&e), FrameError::LargerThanRing { .. }),
+        "{e:?}"
+    );
+    let reads = r.get_ref().reads;
+    assert!(reads <= 20, "{reads} reads");
+}
+
+/// A legal line (under `Lines::new`'s maximum) of most of the ring arrives in a few
+/// reads, each offered all the room the line's region has.
+#[test]
+fn a_long_line_in_a_small_ring_arrives_within_a_few_reads() {
+    let line = (60 << 10) / SCALE;
+    let ring = Ring::new((100 << 10) / SCALE);
+    let mut r = FramedReader::with_ring(Endless::new(line), Lines::new(), ring);
+    assert_eq!(r.next_frame().unwrap().unwrap().len(), line);
+    let reads = r.get_ref().reads;
+    assert!(reads <= 5, "{reads} reads");
+}

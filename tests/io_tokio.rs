@@ -713,3 +713,84 @@ async fn the_writer_is_a_bounded_sink() {
     assert_eq!(w.queued_frames(), 0);
     assert_eq!(w.into_inner().out, encode(&sent));
 }
+
+/// A stream of `line` bytes `x`, a newline, then `x`s without end, that fills every
+/// read to the brim (a peer with unlimited data), counting the reads.
+struct Endless {
+    line: usize,
+    sent: usize,
+    reads: usize,
+}
+
+impl Endless {
+    fn new(line: usize) -> Self {
+        Endless {
+            line,
+            sent: 0,
+            reads: 0,
+        }
+    }
+}
+
+impl AsyncRead for Endless {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.reads += 1;
+        let room = buf.initialize_unfilled();
+        room.fill(b'x');
+        if let Some(nl) = (this.line.checked_sub(this.sent)).filter(|&i| i < room.len()) {
+            room[nl] = b'\n';
+        }
+        let n = room.len();
+        buf.advance(n);
+        this.sent += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The next item of `r`, polled by hand (no runtime): a reader that yields to its
+/// executor while it waits for room wakes itself, and is polled again at once.
+// `Waker::noop` (1.85): see `rest_after`.
+#[allow(clippy::incompatible_msrv)]
+fn poll_next_now<R: AsyncRead + Unpin, D: Decoder + Unpin>(
+    r: &mut AsyncFramedReader<R, D>,
+) -> Option<io::Result<FixedBuf>> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    for _ in 0..1000 {
+        if let Poll::Ready(item) = Pin::new(&mut *r).poll_next(&mut cx) {
+            return item;
+        }
+    }
+    panic!("the reader is stuck");
+}
+
+/// As the blocking reader's test of the same name (`tests/io.rs`): a line of unknown
+/// length past half the ring is carried into regions that at least double, so a line
+/// larger than the ring is an error after a few reads, not after one read of a few
+/// bytes (and a copy of the whole line) per word of the ring.
+#[test]
+fn a_line_larger_than_the_ring_errs_within_a_few_reads() {
+    let lines = Lines::with_max_length(usize::MAX);
+    let mut r = AsyncFramedReader::with_ring(Endless::new(1 << 20), lines, Ring::new(256 << 10));
+    let e = poll_next_now(&mut r).unwrap().unwrap_err();
+    let why = e.get_ref().unwrap().downcast_ref::<FrameError>().unwrap();
+    assert!(matches!(why, FrameError::LargerThanRing { .. }), "{e:?}");
+    let reads = r.get_ref().reads;
+    assert!(reads <= 20, "{reads} reads");
+}
+
+/// A legal line (under `Lines::new`'s maximum) of most of the ring arrives in a few
+/// reads.
+#[test]
+fn a_long_line_in_a_small_ring_arrives_within_a_few_reads() {
+    let line = 60 << 10;
+    let mut r =
+        AsyncFramedReader::with_ring(Endless::new(line), Lines::new(), Ring::new(100 << 10));
+    assert_eq!(poll_next_now(&mut r).unwrap().unwrap().len(), line);
+    let reads = r.get_ref().reads;
+    assert!(reads <= 5, "{reads} reads");
+}

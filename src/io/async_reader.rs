@@ -8,7 +8,7 @@ use std::io;
 use futures_core::Stream;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::core::{try_region, Core, Step};
+use super::core::{Core, Step};
 use super::decoder::{Decoder, LengthDelimited};
 use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
 use crate::buf::hopeless;
@@ -172,10 +172,10 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         (self.reader, self.core.into_buffered())
     }
 
-    /// A region of `want` bytes if the ring has them now, else of `n`, waiting for room.
-    fn poll_region(&mut self, cx: &mut Context<'_>, want: usize, n: usize) -> Poll<io::Result<()>> {
+    /// A region of `n` bytes, waiting for room.
+    fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
         let ring = &self.ring;
-        let region = match try_region(ring, want, n) {
+        let region = match ring.fixed(n) {
             Some(region) => region,
             None => {
                 if let Some(e) = hopeless(ring, Some(n)) {
@@ -237,7 +237,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
-                Step::Alloc { want, need } => match this.poll_region(cx, want, need) {
+                Step::Alloc { need } => match this.poll_region(cx, need) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                     Poll::Pending => return Poll::Pending,

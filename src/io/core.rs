@@ -12,12 +12,10 @@ use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
 pub(crate) enum Step {
     /// Yield this frame.
     Frame(FixedBuf),
-    /// Get a region of at least `need` bytes, `want` if the ring has it now (both may
-    /// be the same), and pass it to [`Core::install`].
+    /// Get a region of at least `need` bytes (waiting for room if the ring has not
+    /// got them now), and pass it to [`Core::install`].
     Alloc {
-        /// The bytes to ask for first.
-        want: usize,
-        /// The bytes to settle for, and wait for if the ring has not even those.
+        /// The bytes the region must have.
         need: usize,
     },
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
@@ -93,9 +91,8 @@ pub(crate) struct Core<D> {
     /// Bytes `pending` must hold before decoding is worth trying again.
     need: usize,
     /// `need` is only one byte more than the partial frame holds: the decoder does not
-    /// know where the frame ends (a line). Past a bulk read, a region for it is made
-    /// twice as large, as far as `fit` allows: growing by a byte at a time would read
-    /// a byte, and copy the partial frame, per region.
+    /// know where the frame ends (a line). Past a bulk read, its next region is twice
+    /// as large, as far as `fit` allows, and never less (see [`Core::region_for`]).
     open_ended: bool,
     /// The most bytes one region of the ring can have (`usize::MAX` for a ring that
     /// makes larger blocks on demand).
@@ -150,20 +147,25 @@ impl<D: Decoder> Core<D> {
     }
 
     /// The region for a frame that needs `need` in all: a bulk read, and room to
-    /// complete the frame it ends in if the reader can top up; twice `need` if the
-    /// decoder does not know the frame's end and it is longer than a bulk read.
+    /// complete the frame it ends in if the reader can top up.
+    ///
+    /// If the decoder does not know the frame's end and it is longer than a bulk read,
+    /// twice `need` (or the largest region of the ring, if that is less), and nothing
+    /// less: the reader waits for that room rather than settle for a region a few
+    /// bytes longer than the frame so far, which would take a read and a copy of the
+    /// whole frame per few bytes of it (quadratic in its length). Where the ring cannot
+    /// hold the doubled region beside the one the frame is in now, the frame moves to
+    /// the heap first ([`before_wait`](Self::before_wait)), so a frame costs copies in
+    /// proportion to its length, and reaches [`FrameError::LargerThanRing`] after a
+    /// number of reads logarithmic in the ring's size.
     fn region_for(&self, need: usize) -> Step {
-        let slack = if self.top_up { self.read_size / 4 } else { 0 };
-        let want = if self.long_open_frame() {
-            need.saturating_mul(2).min(self.fit)
-        } else {
-            need
-        };
-        let need = need.max(self.read_size + slack);
-        Step::Alloc {
-            want: want.max(need),
-            need,
+        if self.long_open_frame() {
+            let need = need.saturating_mul(2).min(self.fit).max(need);
+            return Step::Alloc { need };
         }
+        let slack = if self.top_up { self.read_size / 4 } else { 0 };
+        let need = need.max(self.read_size + slack);
+        Step::Alloc { need }
     }
 
     /// Whether the partial frame is of unknown end and already longer than a bulk read:
@@ -358,12 +360,12 @@ impl<D: Decoder> Core<D> {
             return self.need - len;
         }
         // A bulk read leaves the region's slack for a top-up, which a frame of unknown
-        // end never takes: it reads all the room it has.
-        let limit = if self.long_open_frame() {
-            cap
-        } else {
-            self.need.max(self.read_size).min(cap)
-        };
+        // end never takes: it reads all the room it has (cut to a stride, the read
+        // could end a few bytes on, again and again, as the frame grows).
+        if self.long_open_frame() {
+            return cap - len;
+        }
+        let limit = self.need.max(self.read_size).min(cap);
         let limit = if limit > len { limit } else { cap };
         let spare = limit - len;
         let stride = self.stride;
@@ -371,8 +373,9 @@ impl<D: Decoder> Core<D> {
             return spare;
         }
         // `pending` starts at a frame boundary; its frame ends at `need` when the
-        // decoder has read its header (a `need` shorter than a frame is a header's).
-        let base = if self.need > len && self.need >= stride {
+        // decoder has read its header (a `need` shorter than a frame is a header's),
+        // never when it only asks for one more byte (a line).
+        let base = if !self.open_ended && self.need > len && self.need >= stride {
             self.need
         } else {
             0
@@ -604,12 +607,6 @@ impl<D: Decoder> Core<D> {
             e => self.fail(io::Error::other(e)),
         }
     }
-}
-
-/// A region for a [`Step::Alloc`]: `want` bytes if the ring has them now, else `need`.
-pub(crate) fn try_region(ring: &Ring, want: usize, need: usize) -> Option<FixedBufMut> {
-    ring.fixed(want)
-        .or_else(|| if want > need { ring.fixed(need) } else { None })
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.

@@ -3,7 +3,7 @@
 use core::fmt;
 use std::io::{self, Read};
 
-use super::core::{try_region, Core, Step};
+use super::core::{Core, Step};
 use super::decoder::{Decoder, LengthDelimited};
 use crate::buf::hopeless;
 use crate::{FixedBuf, Ring};
@@ -14,7 +14,14 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// Reads a byte stream straight into regions of its own [`Ring`] and yields each
 /// complete frame as a [`FixedBuf`] slice of the region it arrived in: no copy and no
 /// heap allocation per frame. A frame cut by the end of a read is copied once, into the
-/// next region (sized for the whole frame when the decoder knows its length).
+/// next region (sized for the whole frame when the decoder knows its length). A frame
+/// whose end the decoder cannot know (a [`Lines`](super::Lines) line) and that outgrows
+/// its region is carried into one at least twice its size (or the largest region the
+/// ring has), and waits for that room if need be: so its copies add up to a small
+/// multiple of its length, and a line larger than the ring is
+/// [`FrameError::LargerThanRing`] after a few reads. (Where the ring cannot hold the
+/// doubled region beside the one the line is in, the line goes through the heap, as
+/// before a wait.)
 ///
 /// Memory is bounded by the ring: when the frames still held fill it, the reader waits
 /// ([`Ring::fixed_wait`]) for a release on any thread instead of failing. A frame that
@@ -144,8 +151,8 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     self.reader_failed = true;
                     return Err(e);
                 }
-                Step::Alloc { want, need: n } => {
-                    let region = match try_region(&self.ring, want, n) {
+                Step::Alloc { need: n } => {
+                    let region = match self.ring.fixed(n) {
                         Some(region) => region,
                         None => {
                             // Before the partial frame is spilled: a frame that can
