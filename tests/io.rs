@@ -795,3 +795,45 @@ fn a_long_line_in_a_small_ring_arrives_within_a_few_reads() {
     let reads = r.get_ref().reads;
     assert!(reads <= 5, "{reads} reads");
 }
+
+/// A `Read` with a bug: it says it read one byte more than the buffer it was handed
+/// holds (after a first, honest read of `honest` bytes).
+struct Overrun<'a> {
+    honest: &'a [u8],
+}
+
+impl Read for Overrun<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.honest.is_empty() {
+            buf.fill(b'x');
+            return Ok(buf.len() + 1);
+        }
+        let n = self.honest.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.honest[..n]);
+        self.honest = &self.honest[n..];
+        Ok(n)
+    }
+}
+
+/// A reader's count past the buffer it was handed is its bug, reported as such: its
+/// bytes are not taken (not even as many as fit), and the stream ends.
+#[test]
+fn a_read_past_its_buffer_is_an_error_and_the_end() {
+    let mut r = FramedReader::with_ring(
+        Overrun {
+            honest: b"ok\npart",
+        },
+        Lines::new(),
+        Ring::new(1 << 14),
+    );
+    assert_eq!(&r.next_frame().unwrap().unwrap()[..], b"ok");
+    let e = r.next_frame().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Other);
+    assert!(
+        matches!(frame_error(&e), FrameError::ReadOverrun { read, room } if read == room + 1),
+        "{e:?}"
+    );
+    assert!(r.next().is_none());
+    assert!(r.next_frame().unwrap().is_none());
+    assert_eq!(r.ring().stats().live_buffers, 0);
+}

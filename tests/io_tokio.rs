@@ -794,3 +794,111 @@ fn a_long_line_in_a_small_ring_arrives_within_a_few_reads() {
     let reads = r.get_ref().reads;
     assert!(reads <= 5, "{reads} reads");
 }
+
+/// An `AsyncRead` with a bug: it hands out `data` in reads of up to `size` bytes, but
+/// on read number `swap_at` (from 0) it puts a `ReadBuf` over memory of its own, filled
+/// with `fake`, in place of the one it was handed. Safe code can: any memory that
+/// outlives the call will do, here a leaked box.
+struct Swapper {
+    data: Vec<u8>,
+    pos: usize,
+    size: usize,
+    swap_at: usize,
+    reads: usize,
+    fake: Option<&'static mut [u8]>,
+}
+
+impl Swapper {
+    fn new(data: Vec<u8>, size: usize, swap_at: usize, fake: &[u8]) -> Self {
+        Swapper {
+            data,
+            pos: 0,
+            size,
+            swap_at,
+            reads: 0,
+            // Leaked: memory that outlives the reader's `ReadBuf` (a few bytes a test).
+            fake: Some(Box::leak(fake.to_vec().into_boxed_slice())),
+        }
+    }
+}
+
+impl AsyncRead for Swapper {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.reads += 1;
+        if this.reads - 1 == this.swap_at {
+            let fake = this.fake.take().expect("one swap");
+            let n = fake.len();
+            *buf = ReadBuf::new(fake);
+            buf.set_filled(n);
+        } else {
+            let n = this
+                .size
+                .min(buf.remaining())
+                .min(this.data.len() - this.pos);
+            buf.put_slice(&this.data[this.pos..this.pos + n]);
+            this.pos += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Every item of `r` to the end: the frames and the one error, which must be the
+/// reader's bug, and come last.
+fn frames_then_the_bug<D: Decoder + Unpin>(mut r: AsyncFramedReader<Swapper, D>) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut bug = None;
+    let reads = r.get_ref().swap_at + 1;
+    while let Some(item) = poll_next_now(&mut r) {
+        assert!(bug.is_none(), "an item after the reader's bug: {item:?}");
+        match item {
+            Ok(f) => got.push(f.to_vec()),
+            Err(e) => bug = Some(e),
+        }
+    }
+    let e = bug.expect("the replaced ReadBuf was taken for bytes");
+    assert_eq!(r.get_ref().reads, reads, "reads after the reader's bug");
+    assert_eq!(e.kind(), ErrorKind::Other, "{e:?}");
+    let why = e.get_ref().unwrap().downcast_ref::<FrameError>().unwrap();
+    assert!(matches!(why, FrameError::ReadBufReplaced { .. }), "{e:?}");
+    assert_eq!(r.ring().stats().live_buffers, 0);
+    got
+}
+
+/// A `ReadBuf` put in place of the reader's in a plain read: an error (`Other`,
+/// `ReadBufReplaced`), then the end, and never a frame of the foreign bytes (nor of the
+/// region's unwritten ones, as many as the foreign buffer said it held).
+#[test]
+fn a_replaced_read_buf_is_an_error_not_bytes() {
+    let fake = encode(&[b"FAKE!".to_vec()]);
+    for swap_at in [0, 1] {
+        let src = Swapper::new(encode(&frames(3)), 1 << 20, swap_at, &fake);
+        let r = AsyncFramedReader::with_ring(src, LengthDelimited::new(), Ring::new(1 << 16));
+        let got = frames_then_the_bug(r);
+        assert_eq!(got, frames(3)[..got.len()], "swapped at read {swap_at}");
+    }
+    // An empty one is not the end of the stream either.
+    let src = Swapper::new(b"a\nb".to_vec(), 1 << 20, 0, &[]);
+    let got = frames_then_the_bug(AsyncFramedReader::new(src, Lines::new()));
+    assert!(got.is_empty());
+}
+
+/// The same in a top-up (the read that completes a region's last frame in place): the
+/// frame it was to complete never comes out (the reader ends at once, dropping the
+/// frame before it too).
+#[test]
+fn a_read_buf_replaced_in_a_top_up_is_an_error_not_bytes() {
+    let frames: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 10_000]).collect();
+    let wire = encode(&frames);
+    // The first read ends 6000 bytes into the second frame (worth a top-up); the
+    // top-up gets a buffer of 4004 foreign bytes, the rest of that frame.
+    let src = Swapper::new(wire, 16_004, 1, &[b'F'; 4004]);
+    let r = AsyncFramedReader::with_ring(src, LengthDelimited::new(), Ring::new(1 << 18))
+        .with_read_size(16_384);
+    let got = frames_then_the_bug(r);
+    assert!(got.len() <= 1 && got == frames[..got.len()], "{got:?}");
+}

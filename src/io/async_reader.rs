@@ -9,7 +9,7 @@ use futures_core::Stream;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::core::{Core, Step};
-use super::decoder::{Decoder, LengthDelimited};
+use super::decoder::{Decoder, FrameError, LengthDelimited};
 use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
 use crate::buf::hopeless;
 use crate::ring::wait::{poll_until, TaskSlot};
@@ -22,10 +22,13 @@ use crate::{FixedBuf, Ring};
 /// whatever the peer sends. Where the blocking reader copies a frame cut by the end of
 /// a read into the next region, this one first asks the reader for the rest of it in
 /// place (a region keeps a quarter of its size spare for that), and copies only if the
-/// bytes are not there yet: it never waits for them while frames are ready. Errors, and what follows them, are the blocking reader's
-/// iterator's: after a rejected frame the stream goes on where the decoder
-/// resynchronises, and after an error of the underlying reader it ends (releasing
-/// what it buffered).
+/// bytes are not there yet: it never waits for them while frames are ready. Errors,
+/// and what follows them, are the blocking reader's iterator's: after a rejected frame
+/// the stream goes on where the decoder resynchronises, and after an error of the
+/// underlying reader it ends (releasing what it buffered). A reader that puts a
+/// `ReadBuf` of its own in place of the one it is handed to fill (a bug: the bytes are
+/// not in the ring) is such an error, `Other` with [`FrameError::ReadBufReplaced`]:
+/// its bytes are never taken for frames.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -214,7 +217,9 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                 Step::TopUp => {
                     // The region's last frame, if its rest is there now; if it is not,
                     // the frames before it go out and the part is carried.
-                    let mut buf = ReadBuf::uninit(this.core.spare());
+                    let spare = this.core.spare();
+                    let (at, room) = (spare.as_ptr().cast::<u8>(), spare.len());
+                    let mut buf = ReadBuf::uninit(spare);
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => {
@@ -226,13 +231,16 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                             continue;
                         }
                     }
-                    let n = buf.filled().len();
-                    if n == 0 {
-                        this.core.top_up_eof(&this.ring);
-                        continue;
-                    }
-                    // SAFETY: `ReadBuf` vouches that its first `n` (filled) bytes, of
-                    // the spare it was made from, are initialised.
+                    let n = match filled(&buf, at, room) {
+                        Ok(0) => {
+                            this.core.top_up_eof(&this.ring);
+                            continue;
+                        }
+                        Ok(n) => n,
+                        Err(e) => return Poll::Ready(Some(Err(this.core.fail(e)))),
+                    };
+                    // SAFETY: `buf` is the `ReadBuf` made from the spare (`filled`
+                    // checked), which vouches that its first `n` bytes are initialised.
                     if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
                         return Poll::Ready(Some(Err(e)));
                     }
@@ -243,24 +251,41 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     Poll::Pending => return Poll::Pending,
                 },
                 Step::Read => {
-                    let mut buf = ReadBuf::uninit(this.core.spare());
+                    let spare = this.core.spare();
+                    let (at, room) = (spare.as_ptr().cast::<u8>(), spare.len());
+                    let mut buf = ReadBuf::uninit(spare);
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(this.core.fail(e)))),
                         Poll::Pending => return Poll::Pending,
                     }
-                    let n = buf.filled().len();
-                    if n == 0 {
-                        return Poll::Ready(this.core.eof(&this.ring).transpose());
-                    }
-                    // SAFETY: `ReadBuf` vouches that its first `n` (filled) bytes, of
-                    // the spare it was made from, are initialised.
+                    let n = match filled(&buf, at, room) {
+                        Ok(0) => return Poll::Ready(this.core.eof(&this.ring).transpose()),
+                        Ok(n) => n,
+                        Err(e) => return Poll::Ready(Some(Err(this.core.fail(e)))),
+                    };
+                    // SAFETY: `buf` is the `ReadBuf` made from the spare (`filled`
+                    // checked), which vouches that its first `n` bytes are initialised.
                     if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
             }
         }
+    }
+}
+
+/// The bytes a `poll_read` filled in `buf`, the `ReadBuf` made from the `room` bytes at
+/// `at`; an error if the reader put a `ReadBuf` of its own in its place (safe code can:
+/// `*buf = ReadBuf::new(..)` over memory that outlives the call), whose filled bytes
+/// are not the framed reader's. A `ReadBuf` over the same memory can only be the one
+/// handed out: safe code cannot borrow that memory for the `ReadBuf`'s lifetime.
+fn filled(buf: &ReadBuf<'_>, at: *const u8, room: usize) -> io::Result<usize> {
+    let n = buf.filled().len();
+    if buf.filled().as_ptr() == at && buf.capacity() == room && n <= room {
+        Ok(n)
+    } else {
+        Err(FrameError::ReadBufReplaced { filled: n, room }.into())
     }
 }
 

@@ -186,6 +186,26 @@ pub enum FrameError {
         /// The offset of the newline (or of the final carriage return).
         at: usize,
     },
+    /// The underlying `std::io::Read` said it read more bytes than the buffer it was
+    /// handed holds: a bug in that reader, whose bytes cannot be where it says. The
+    /// framed reader drops what it buffered and ends ([`io::ErrorKind::Other`]).
+    ReadOverrun {
+        /// The bytes the reader returned.
+        read: usize,
+        /// The bytes of the buffer it was handed.
+        room: usize,
+    },
+    /// The underlying tokio `AsyncRead` put a `ReadBuf` of its own (another pointer or
+    /// capacity) in place of the one it was handed to fill, as `tokio_util`'s
+    /// `poll_read_buf` checks too: a bug in that reader, whose bytes are not in the
+    /// framed reader's memory. Their count is not trusted: the framed reader drops
+    /// what it buffered and ends ([`io::ErrorKind::Other`]).
+    ReadBufReplaced {
+        /// The bytes the `ReadBuf` found in its place said it held.
+        filled: usize,
+        /// The bytes of the `ReadBuf` the reader was handed.
+        room: usize,
+    },
 }
 
 impl fmt::Display for FrameError {
@@ -207,6 +227,15 @@ impl fmt::Display for FrameError {
             FrameError::DelimiterInFrame { at } => {
                 write!(f, "the line holds a line break at byte {at}")
             }
+            FrameError::ReadOverrun { read, room } => write!(
+                f,
+                "the reader's bug: it returned {read} bytes read into a buffer of {room}"
+            ),
+            FrameError::ReadBufReplaced { filled, room } => write!(
+                f,
+                "the reader's bug: it replaced the {room}-byte ReadBuf it was to fill \
+                 with one of its own ({filled} bytes filled)"
+            ),
         }
     }
 }
@@ -218,6 +247,9 @@ impl From<FrameError> for io::Error {
         let kind = match e {
             FrameError::Truncated { .. } => io::ErrorKind::UnexpectedEof,
             FrameError::DelimiterInFrame { .. } => io::ErrorKind::InvalidInput,
+            FrameError::ReadOverrun { .. } | FrameError::ReadBufReplaced { .. } => {
+                io::ErrorKind::Other
+            }
             _ => io::ErrorKind::InvalidData,
         };
         io::Error::new(kind, e)

@@ -4,7 +4,7 @@ use core::fmt;
 use std::io::{self, Read};
 
 use super::core::{Core, Step};
-use super::decoder::{Decoder, LengthDelimited};
+use super::decoder::{Decoder, FrameError, LengthDelimited};
 use crate::buf::hopeless;
 use crate::{FixedBuf, Ring};
 
@@ -50,8 +50,6 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// assert!(frames.next_frame()?.is_none()); // a clean end
 /// # Ok::<(), std::io::Error>(())
 /// ```
-///
-/// [`FrameError::LargerThanRing`]: super::FrameError::LargerThanRing
 pub struct FramedReader<R, D = LengthDelimited> {
     reader: R,
     ring: Ring,
@@ -126,8 +124,10 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     /// The decoder's (`InvalidData` for a frame over the maximum or a length field
     /// that overflows), `UnexpectedEof` when the stream ends inside a frame,
     /// `InvalidData` with [`FrameError::LargerThanRing`] for a frame that no region of
-    /// the ring can hold, and the underlying reader's errors (but `Interrupted`, which
-    /// is retried).
+    /// the ring can hold, the underlying reader's errors (but `Interrupted`, which
+    /// is retried), and `Other` with [`FrameError::ReadOverrun`] for a reader that
+    /// returns more bytes than the buffer it was handed holds (a bug in it; the stream
+    /// ends).
     ///
     /// ```
     /// use ringmem::io::{FramedReader, Lines};
@@ -137,8 +137,6 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     /// assert!(lines.next_frame()?.is_none());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    ///
-    /// [`FrameError::LargerThanRing`]: super::FrameError::LargerThanRing
     pub fn next_frame(&mut self) -> io::Result<Option<FixedBuf>> {
         self.reader_failed = false;
         loop {
@@ -173,7 +171,14 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     let spare = self.core.spare_init();
                     let room = spare.len();
                     let n = match self.reader.read(spare) {
-                        Ok(n) => n.min(room),
+                        // A count past the buffer is a bug of the reader's, not bytes:
+                        // clamped, it would make frames of bytes it did not write.
+                        Ok(n) if n > room => {
+                            self.reader_failed = true;
+                            let e = FrameError::ReadOverrun { read: n, room };
+                            return Err(self.core.fail(e.into()));
+                        }
+                        Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             self.reader_failed = true;
