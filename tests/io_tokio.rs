@@ -902,3 +902,70 @@ fn a_read_buf_replaced_in_a_top_up_is_an_error_not_bytes() {
     let got = frames_then_the_bug(r);
     assert!(got.len() <= 1 && got == frames[..got.len()], "{got:?}");
 }
+
+/// A waker that counts its wake-ups.
+struct CountWakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountWakes {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Polls `r` (holding every frame in `held`) until it waits for room, and through the
+/// polls in which it yields to its executor (it wakes its own task and returns
+/// `Pending`) up to the one that registers for a release (`Pending` without a wake).
+/// Returns the yields.
+fn wait_for_room(
+    r: &mut AsyncFramedReader<Scripted, LengthDelimited>,
+    held: &mut Vec<FixedBuf>,
+    wakes: &std::sync::Arc<CountWakes>,
+) -> usize {
+    let waker = std::task::Waker::from(wakes.clone());
+    let mut cx = Context::from_waker(&waker);
+    let count = || wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+    let mut yields = 0;
+    for _ in 0..10_000 {
+        let before = count();
+        match Pin::new(&mut *r).poll_next(&mut cx) {
+            Poll::Ready(f) => {
+                assert_eq!(yields, 0, "a frame in the middle of a wait");
+                held.push(f.expect("the ring fills first").unwrap());
+            }
+            Poll::Pending if count() > before => yields += 1,
+            Poll::Pending => return yields,
+        }
+    }
+    panic!("the reader neither waited nor registered");
+}
+
+/// A wait for room that ends in a plain try (the poll after a release's wake-up) leaves
+/// the waiters: the next wait yields to the executor as many times as the first before
+/// it registers, rather than registering at once with the first wait's yields spent.
+#[test]
+fn a_wait_for_room_ends_when_a_try_succeeds() {
+    let frames: Vec<Vec<u8>> = (0..200u8).map(|i| vec![i; 1000]).collect();
+    let src = Scripted {
+        data: encode(&frames),
+        pos: 0,
+        sizes: vec![1 << 20],
+        stalls: vec![false],
+        fail: false,
+        i: 0,
+    };
+    let mut r = AsyncFramedReader::with_ring(src, LengthDelimited::new(), Ring::new(1 << 14))
+        .with_read_size(1024);
+    let wakes = std::sync::Arc::new(CountWakes(Default::default()));
+    let mut held = Vec::new();
+    let first = wait_for_room(&mut r, &mut held, &wakes);
+    assert!(first > 0, "the first wait registered at once");
+    // Room: the releases wake the registered task, whose next poll's try succeeds.
+    let had = held.len();
+    held.clear();
+    let second = wait_for_room(&mut r, &mut held, &wakes);
+    assert!(!held.is_empty() && had + held.len() < frames.len());
+    assert_eq!(second, first, "yields before the second wait registered");
+}

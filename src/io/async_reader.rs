@@ -179,7 +179,14 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
         let ring = &self.ring;
         let region = match ring.fixed(n) {
-            Some(region) => region,
+            Some(region) => {
+                // A wait this try ends leaves the waiters (the slot's drop), as one that
+                // `poll_until` ends does: else the next wait starts with this one's
+                // yields spent and registers at once, and a registration still listed
+                // stays armed until a release wakes the task for nothing.
+                self.slot = TaskSlot::default();
+                region
+            }
             None => {
                 if let Some(e) = hopeless(ring, Some(n)) {
                     return Poll::Ready(Err(self.core.fail_alloc(e, n)));
