@@ -969,3 +969,62 @@ fn a_wait_for_room_ends_when_a_try_succeeds() {
     assert!(!held.is_empty() && had + held.len() < frames.len());
     assert_eq!(second, first, "yields before the second wait registered");
 }
+
+/// The fuzz target's drivers (`fuzz/framed.rs`, whose blocking `run` is `tests/io.rs`'s,
+/// and `fuzz/framed_async.rs`), on random inputs: the async reader against the
+/// reference decoder, through a source that stalls and replaces a `ReadBuf`.
+#[allow(dead_code)]
+#[path = "../fuzz/framed.rs"]
+mod framed;
+#[path = "../fuzz/framed_async.rs"]
+mod framed_async;
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_async_fuzz_driver_agrees(
+        config in any::<u8>(),
+        extra in any::<u8>(),
+        sizes in prop::collection::vec(1..=255u8, 0..6),
+        stream in prop::collection::vec(
+            prop::sample::select(vec![0u8, 1, 2, 3, 10, 13, 0x0f, 0x10, 0x80, 0xfe, 0xff, b'a']),
+            0..3000,
+        ),
+    ) {
+        let data = [&[config, extra][..], &sizes, &[0], &stream].concat();
+        framed_async::run(&data);
+    }
+}
+
+/// Inputs with long frames and lines (`0xfe, k`: `(k + 1) * 512` bytes `a`) and replaced
+/// `ReadBuf`s, through both drivers.
+#[test]
+fn the_fuzz_drivers_on_fixed_inputs() {
+    let run = |data: &[u8]| {
+        framed::run(data);
+        framed_async::run(data);
+    };
+    // Lines of no maximum, 64 KiB ring, read size 4096: a 60 KiB line, a 1 MiB one.
+    let lines = [&b"a\n\xfe\x77\nb\n"[..], &[0xfe, 0xff].repeat(8), b"\nc\n"].concat();
+    run(&[[0b1100_0010, 0b0000_0100].as_slice(), &[255, 0], &lines].concat());
+    // The same, stalling, and a `ReadBuf` replaced on the second read.
+    run(&[[0b1100_0010, 0b0101_1100].as_slice(), &[255, 7, 0], &lines].concat());
+    // A 40 KiB length-delimited frame, 4-byte big-endian header, frames up to 16 MiB.
+    let mut wire = vec![0, 0, 0xa0, 0x00];
+    wire.extend([0xfe, 0x4f]);
+    wire.extend([0, 0, 0, 1, b'z']);
+    run(&[[0b1100_1101, 0b0000_0101].as_slice(), &[200, 0], &wire].concat());
+    // A `ReadBuf` replaced on the first read, with 0 and with 50 bytes.
+    run(&[
+        [0b0000_0011, 0b0001_0000].as_slice(),
+        &[128, 0],
+        b"\0\x02hi",
+    ]
+    .concat());
+    run(&[[0b0000_0011, 0b0001_0000].as_slice(), &[50, 0], b"\0\x02hi"].concat());
+}
