@@ -20,21 +20,23 @@ use tokio::io::{AsyncRead, ReadBuf};
 use super::framed::{assert_linear, Case, Decoding, Outcome};
 
 /// Memory that outlives any `ReadBuf`, which safe code needs to put one of its own in
-/// place of the one it was handed: pieces of a leaked block, each handed out once. The
-/// blocks' addresses stay in a static, so a leak checker finds them reachable.
-fn foreign(len: usize) -> &'static mut [u8] {
-    const PIECE: usize = 128;
-    static PIECES: Mutex<Vec<&'static mut [u8]>> = Mutex::new(Vec::new());
+/// place of the one it was handed: `len` bytes cut off a leaked block, never handed out
+/// twice. The block stays reachable from a static while bytes are left, and by its
+/// address after, so a leak checker (LeakSanitizer, Miri's) does not report it.
+pub fn foreign(len: usize) -> &'static mut [u8] {
+    const BLOCK: usize = 1 << 20;
+    static LEFT: Mutex<&'static mut [u8]> = Mutex::new(&mut []);
     static BLOCKS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    let mut pieces = PIECES.lock().unwrap_or_else(|e| e.into_inner());
-    if pieces.is_empty() {
-        let block: &'static mut [u8] = Box::leak(vec![0xee; 1 << 16].into_boxed_slice());
+    let mut left = LEFT.lock().unwrap_or_else(|e| e.into_inner());
+    if left.len() < len {
+        let block: &'static mut [u8] = Box::leak(vec![0xee; BLOCK.max(len)].into_boxed_slice());
         let mut blocks = BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
         blocks.push(block.as_ptr() as usize);
-        pieces.extend(block.chunks_mut(PIECE));
+        *left = block;
     }
-    let piece = pieces.pop().expect("refilled above");
-    &mut piece[..len.min(PIECE)]
+    let (piece, rest) = core::mem::take(&mut *left).split_at_mut(len);
+    *left = rest;
+    piece
 }
 
 /// Hands out the stream in reads of the sizes given, in turn; with `stalls`, answers

@@ -798,7 +798,7 @@ fn a_long_line_in_a_small_ring_arrives_within_a_few_reads() {
 /// An `AsyncRead` with a bug: it hands out `data` in reads of up to `size` bytes, but
 /// on read number `swap_at` (from 0) it puts a `ReadBuf` over memory of its own, filled
 /// with `fake`, in place of the one it was handed. Safe code can: any memory that
-/// outlives the call will do, here a leaked box.
+/// outlives the call will do, here a piece of a leaked block (`framed_async::foreign`).
 struct Swapper {
     data: Vec<u8>,
     pos: usize,
@@ -816,8 +816,11 @@ impl Swapper {
             size,
             swap_at,
             reads: 0,
-            // Leaked: memory that outlives the reader's `ReadBuf` (a few bytes a test).
-            fake: Some(Box::leak(fake.to_vec().into_boxed_slice())),
+            fake: Some({
+                let piece = framed_async::foreign(fake.len());
+                piece.copy_from_slice(fake);
+                piece
+            }),
         }
     }
 }
