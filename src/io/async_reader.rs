@@ -15,8 +15,8 @@ use crate::buf::hopeless;
 use crate::ring::wait::{poll_until, TaskSlot};
 use crate::{FixedBuf, Ring};
 
-/// [`FramedReader`](super::FramedReader) for a tokio [`AsyncRead`]: a
-/// [`Stream`] of frames, each a [`FixedBuf`] slice of the ring region it was read into.
+/// [`FramedReader`](super::FramedReader) for a tokio [`AsyncRead`](https://docs.rs/tokio/1/tokio/io/trait.AsyncRead.html): a
+/// [`Stream`](https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html) of frames, each a [`FixedBuf`] slice of the ring region it was read into.
 /// When the frames still held fill the ring, the stream waits (the task is woken by a
 /// release on any thread) instead of failing, so memory stays bounded by the ring
 /// whatever the peer sends. Where the blocking reader copies a frame cut by the end of

@@ -43,7 +43,7 @@ impl<F: AsRef<[u8]>> Queued<F> {
 
 /// Writes frames (each payload framed by an [`Encoder`]: behind a length header with
 /// [`LengthDelimited`], the default, or followed by a newline with
-/// [`Lines`](super::Lines)) to a tokio [`AsyncWrite`], gathering the framing and
+/// [`Lines`](super::Lines)) to a tokio [`AsyncWrite`](https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html), gathering the framing and
 /// payloads of the frames queued so far into vectored writes: a payload is never
 /// copied, and a run
 /// of small frames costs one system call, not one per frame. The writer holds each
@@ -58,7 +58,7 @@ impl<F: AsRef<[u8]>> Queued<F> {
 /// [`is_write_vectored`](AsyncWrite::is_write_vectored) is false takes one slice per
 /// call; give it a `tokio::io::BufWriter` (which gathers them by copying).
 ///
-/// It is also a [`Sink`] of frames (`poll_ready` writes the queue out once it reaches
+/// It is also a [`Sink`](https://docs.rs/futures-sink/0.3/futures_sink/trait.Sink.html) of frames (`poll_ready` writes the queue out once it reaches
 /// the high-water mark), so a reader's frames can be forwarded with
 /// `StreamExt::forward` or `SinkExt::send_all` from the `futures` crate.
 ///
@@ -388,7 +388,7 @@ impl<W, F, E> AsyncFramedWriter<W, F, E> {
     }
 }
 
-/// The queue as a [`Sink`]: `start_send` is [`feed`](AsyncFramedWriter::feed),
+/// The queue as a [`Sink`](https://docs.rs/futures-sink/0.3/futures_sink/trait.Sink.html): `start_send` is [`feed`](AsyncFramedWriter::feed),
 /// `poll_ready` writes the queue out once it holds the high-water mark, `poll_flush`
 /// is [`poll_flush`](AsyncFramedWriter::poll_flush), and `poll_close` flushes and shuts
 /// the writer down.
