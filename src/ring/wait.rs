@@ -35,7 +35,13 @@
 //! not a start and a length. A woken waiter is disarmed, and arms again before its next
 //! try; a blocked one sleeps until its own flag says it was woken, set under the lock,
 //! so an unpark before its park is never lost. The loom models in `tests/loom.rs`
-//! check it; they fail without the light side.
+//! check it with one, two and three waited rings, more waiters than entries, and room
+//! made on the ring's own thread; they fail without the light side.
+//!
+//! Room made on the ring's own thread without a release store (a rewound head, a buffer
+//! giving back capacity: `orphan::after_room`) wakes that ring's waiters through the
+//! same path; program order is all the ordering it needs, as its waiters are tasks
+//! that registered on this thread or handed the ring over with synchronisation.
 //!
 //! A waiter that tries again must walk its whole ring (`Ring::unstick_if`): a plain
 //! claim may look only at the oldest region for a while after a full lap.
@@ -344,7 +350,8 @@ fn lock() -> MutexGuard<'static, Waiters> {
     WAITERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Called by a release that found the bit set: wakes the waiters of the ring it released into, if any wait on it. Out of
+/// Called by a release that found the bit set, or by room made on the ring's own
+/// thread: wakes the waiters of the ring it released into, if any wait on it. Out of
 /// line, so that the release path stays as it was while nobody waits.
 #[cold]
 #[inline(never)]
@@ -451,7 +458,8 @@ pub(crate) fn block_until<T>(
 #[cfg(all(test, not(loom)))]
 pub(crate) static TRIES: AtomicUsize = AtomicUsize::new(0);
 
-/// Waiters woken by releases, in this process (unit tests only).
+/// Waiters woken by releases (or room made on the ring's thread), in this process
+/// (unit tests only).
 #[cfg(all(test, not(loom)))]
 pub(crate) static WAKES: AtomicUsize = AtomicUsize::new(0);
 
