@@ -207,7 +207,8 @@ impl<'r> ExtBuf<'r> {
     /// [`reserve_wait`](ExtBuf::reserve_wait) as a future, for a task that must not
     /// block its thread (on a current-thread runtime the consumer may be a task of
     /// the same thread): it yields to its executor, then is woken by a release into
-    /// the ring on any thread. The future is not `Send` (see [`Reserve`]).
+    /// the ring on any thread, or by room a task of its thread makes (another
+    /// `ExtBuf` dropped or finalized). The future is not `Send` (see [`Reserve`]).
     ///
     /// # Errors
     /// As [`reserve_wait`](ExtBuf::reserve_wait); a timeout is the executor's
