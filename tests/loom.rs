@@ -35,7 +35,9 @@
 //! that a read of the hull holds an address or not in the same schedules whatever
 //! addresses the allocator picks (`--cfg ringmem_loom_hull`, which turned the prefilter on
 //! for the one-ring models only, is gone). The mutant `--cfg ringmem_mutant_stale_hull`
-//! never publishes the hull, and `waiter_woken_by_a_release_elsewhere` deadlocks. No model runs
+//! never publishes the hull, and `waiter_woken_by_a_release_elsewhere` deadlocks; the
+//! mutant `--cfg ringmem_mutant_start_len` publishes each span as a start and a length
+//! (as before issue 47), and `two_waiters_one_releasing_thread` deadlocks. No model runs
 //! ring activity after its releases: every block must be freed by the releases alone.
 #![cfg(loom)]
 

@@ -325,9 +325,16 @@ impl Armed {
     }
 
     fn store(&self, i: usize, span: Span) {
+        // (The mutant publishes a start and a length: a release that reads the start
+        // of a wide hull and the length of a narrower one misses the higher ring.)
+        let end = if cfg!(ringmem_mutant_start_len) {
+            span.len()
+        } else {
+            span.end
+        };
         // Relaxed: see `Waiters::publish`.
         self.starts[i].store(span.start, Ordering::Relaxed);
-        self.ends[i].store(span.end, Ordering::Relaxed);
+        self.ends[i].store(end, Ordering::Relaxed);
     }
 
     /// Whether `addr` lies in the span published at `i`.
@@ -337,6 +344,9 @@ impl Armed {
         // store by its barrier (see the module docs).
         let start = self.starts[i].load(Ordering::Relaxed);
         let end = self.ends[i].load(Ordering::Relaxed);
+        if cfg!(ringmem_mutant_start_len) {
+            return addr.wrapping_sub(start) < end;
+        }
         start <= addr && addr < end
     }
 }
