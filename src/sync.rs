@@ -31,6 +31,30 @@ pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(all(feature = "std", loom))]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
+/// Parking one blocked thread: `std`'s, or loom's under `cfg(loom)`, so the models
+/// check the waiters' own wake-ups. A waiter parks until the release that makes room in
+/// its ring unparks it by its handle, and nobody else does (`ring/wait.rs`).
+#[cfg(feature = "std")]
+pub(crate) mod park {
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::{current, park, Thread};
+
+    #[cfg(loom)]
+    pub(crate) use loom::thread::{current, park, Thread};
+
+    /// Parks for at most `left`. Under loom, whose models wait without a deadline
+    /// (loom has no clock), as [`park`] does.
+    pub(crate) fn park_timeout(left: std::time::Duration) {
+        #[cfg(not(loom))]
+        std::thread::park_timeout(left);
+        #[cfg(loom)]
+        {
+            let _ = left;
+            park();
+        }
+    }
+}
+
 /// The heap that loom tracks, so a model fails when a block is leaked or freed twice
 /// (`raw.rs` is its only user).
 #[cfg(loom)]

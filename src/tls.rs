@@ -38,7 +38,7 @@ use core::task::{Context, Poll};
 use std::cell::OnceCell;
 use std::time::Duration;
 
-use crate::buf::{hopeless, typed_bytes};
+use crate::buf::{hopeless_aligned, typed_bytes, typed_need};
 use crate::ring::wait::{self, TaskSlot};
 use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WaitError, WhenFull};
 
@@ -334,7 +334,7 @@ pub fn extendable_wait_timeout_with<R>(
 /// .unwrap();
 /// ```
 pub fn fixed_async(n: usize) -> TlsWait<FixedBufMut> {
-    TlsWait::new(n, Some(n), |r, n| r.fixed(n))
+    TlsWait::new(n, (Some(n), 1), |r, n| r.fixed(n))
 }
 
 /// [`typed`] as a future that waits for room (see [`fixed_async`]).
@@ -349,7 +349,7 @@ pub fn fixed_async(n: usize) -> TlsWait<FixedBufMut> {
 /// # });
 /// ```
 pub fn typed_async<T>(n: usize) -> TlsWait<TypedBuf<T>> {
-    TlsWait::new(n, typed_bytes::<T>(n), |r, n| r.typed::<T>(n))
+    TlsWait::new(n, typed_need::<T>(n), |r, n| r.typed::<T>(n))
 }
 
 /// The future of [`fixed_async`] and [`typed_async`]: ready with a buffer from the
@@ -366,17 +366,18 @@ pub struct TlsWait<T> {
     /// The allocating call and its argument.
     claim: fn(&Ring, usize) -> Option<T>,
     n: usize,
-    /// The bytes asked for, to tell a request no release can serve.
-    bytes: Option<usize>,
+    /// The bytes asked for and their alignment, to tell a request no release can
+    /// serve.
+    need: (Option<usize>, usize),
     slot: TaskSlot,
 }
 
 impl<T> TlsWait<T> {
-    fn new(n: usize, bytes: Option<usize>, claim: fn(&Ring, usize) -> Option<T>) -> Self {
+    fn new(n: usize, need: (Option<usize>, usize), claim: fn(&Ring, usize) -> Option<T>) -> Self {
         TlsWait {
             claim,
             n,
-            bytes,
+            need,
             slot: TaskSlot::default(),
         }
     }
@@ -387,10 +388,10 @@ impl<T> Future for TlsWait<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let (claim, n, bytes) = (this.claim, this.n, this.bytes);
+        let (claim, n, (bytes, align)) = (this.claim, this.n, this.need);
         let now = with_ring(|ring| match claim(ring, n) {
             Some(t) => Some(Ok(t)),
-            None => hopeless(ring, bytes).map(Err),
+            None => hopeless_aligned(ring, bytes, align).map(Err),
         });
         match now {
             // No ring to wait on: as the `_wait` forms say.
@@ -418,7 +419,7 @@ impl<T> Future for TlsWait<T> {
 impl<T> fmt::Debug for TlsWait<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsWait")
-            .field("bytes", &self.bytes)
+            .field("bytes", &self.need.0)
             .finish_non_exhaustive()
     }
 }

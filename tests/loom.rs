@@ -1,6 +1,9 @@
 //! Every interleaving (to the preemption bound) of the ring's cross-thread protocols:
 //! release vs reuse of a region, the frozen count, dropping the ring while buffers live,
-//! and `ExtBuf` growth over a neighbour another thread releases. The models of crate
+//! `ExtBuf` growth over a neighbour another thread releases, and waiting for room: one,
+//! two and three waited rings (more waiters than the waiters' table has entries, two
+//! under loom), blocked threads and tasks, and room made on the ring's own thread
+//! without a release store. The models of crate
 //! internals (`OneRingAlloc`'s chunk count) sit next to their code, run by `--lib`.
 //!
 //! ```text
@@ -27,10 +30,14 @@
 //! models fail. The mutant `--cfg ringmem_mutant_late_arm` publishes a waiter's ring
 //! in the waiters' table after its try instead of before its barrier; a release in
 //! between wakes nobody (`waiter_woken_by_its_own_ring_only` deadlocks). The release's
-//! hull prefilter (`src/ring/wait.rs`) runs only with `--cfg ringmem_loom_hull`, for
-//! the models with one waited ring (`waiter_woken_by_*`); the mutant
-//! `--cfg ringmem_mutant_stale_hull` never publishes the hull, and
-//! `waiter_woken_by_a_release_elsewhere` deadlocks. No model runs
+//! hull prefilter (`src/ring/wait.rs`) runs in every model; the models with two and
+//! three waited rings order their rings by address (`full_rings_in_address_order`), so
+//! that a read of the hull holds an address or not in the same schedules whatever
+//! addresses the allocator picks (`--cfg ringmem_loom_hull`, which turned the prefilter on
+//! for the one-ring models only, is gone). The mutant `--cfg ringmem_mutant_stale_hull`
+//! never publishes the hull, and `waiter_woken_by_a_release_elsewhere` deadlocks; the
+//! mutant `--cfg ringmem_mutant_start_len` publishes each span as a start and a length
+//! (as before issue 47), and `two_waiters_one_releasing_thread` deadlocks. No model runs
 //! ring activity after its releases: every block must be freed by the releases alone.
 #![cfg(loom)]
 
@@ -347,16 +354,36 @@ fn ext_grows_over_a_neighbour_released_elsewhere() {
     });
 }
 
-/// Two producers wait on two full rings while one thread releases both rings' buffers:
-/// the release that wakes the waiters clears their flag, and the producer still without
-/// room sets it again before it tries, so the second release wakes it.
+/// `N` rings, each full with the one buffer returned beside it, ordered by address.
+///
+/// The release's prefilter compares addresses with the hull of the waited rings'
+/// spans, so with two rings or more waited on, whether a torn or stale read of it holds
+/// an address depends on where the rings lie relative to each other. Loom needs the same
+/// outcome for the same schedule, whatever addresses the allocator picks in each
+/// execution: ordering the rings by address gives each role in a model the same
+/// relative place every time (only the order of the spans matters to the prefilter).
+fn full_rings_in_address_order<const N: usize>() -> [(Ring, FixedBufMut); N] {
+    let mut rings: [(Ring, FixedBufMut); N] = core::array::from_fn(|_| {
+        let ring = Ring::new(RING);
+        let full = ring.fixed(RING - 8).unwrap();
+        (ring, full)
+    });
+    rings.sort_by_key(|(_, full)| full.as_ptr() as usize);
+    rings
+}
+
+/// Two producers wait on two full rings while one thread releases both rings' buffers,
+/// the lower ring's first: a woken waiter is disarmed, and the producer still without
+/// room arms again before it tries, so the second release wakes it. The lower ring's
+/// waiter, woken, takes its room and leaves, so the hull of the waited spans narrows to
+/// the higher ring's while the second release may be reading it: a release that reads
+/// the start of the wide hull and the end of the narrow one must still find the higher
+/// ring inside (a start and a length, read that way, miss it: a lost wake-up, which
+/// loom reports as a deadlock).
 #[test]
 fn two_waiters_one_releasing_thread() {
     run_model("two_waiters_one_releasing_thread", || {
-        let a = Ring::new(RING);
-        let b = Ring::new(RING);
-        let full_a = a.fixed(RING - 8).unwrap();
-        let full_b = b.fixed(RING - 8).unwrap();
+        let [(a, full_a), (b, full_b)] = full_rings_in_address_order::<2>();
         let t = thread::spawn(move || drop(b.fixed_wait(RING - 8).unwrap()));
         let u = thread::spawn(move || {
             drop(full_a);
@@ -365,5 +392,90 @@ fn two_waiters_one_releasing_thread() {
         drop(a.fixed_wait(RING - 8).unwrap());
         t.join().unwrap();
         u.join().unwrap();
+    });
+}
+
+/// Three producers wait on three full rings, more than the waiters' table has entries
+/// under loom (two): two of them share an entry, whose published span is the hull of
+/// theirs, and each release must wake its own ring's producer only, whatever ring lies
+/// in the middle. The lowest ring's producer is a blocked thread, woken by a release on
+/// another thread; the two others are tasks of the main thread, polled by hand, which
+/// releases into them (on their ring's own thread) while the first two race.
+#[test]
+fn three_waited_rings_share_two_entries() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    run_model("three_waited_rings_share_two_entries", || {
+        let [(a, full_a), (mut b, full_b), (mut c, full_c)] = full_rings_in_address_order::<3>();
+        let t = thread::spawn(move || drop(a.fixed_wait(RING - 8).unwrap()));
+        let u = thread::spawn(move || drop(full_a));
+        let flags: [_; 2] = core::array::from_fn(|_| {
+            std::sync::Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)))
+        });
+        let wakers = flags.clone().map(Waker::from);
+        let mut cxs = [0, 1].map(|i| Context::from_waker(&wakers[i]));
+        let mut waits = [
+            Box::pin(b.fixed_async(RING - 8)),
+            Box::pin(c.fixed_async(RING - 8)),
+        ];
+        for (wait, cx) in waits.iter_mut().zip(&mut cxs) {
+            assert!(wait.as_mut().poll(cx).is_pending(), "the ring is full");
+        }
+        let woken = || flags.each_ref().map(|f| f.0.load(StdOrdering::Relaxed));
+        drop(full_c);
+        assert_eq!(woken(), [false, true], "only the highest ring's task");
+        drop(full_b);
+        assert_eq!(woken(), [true, true], "the middle ring's task too");
+        for (wait, cx) in waits.iter_mut().zip(&mut cxs) {
+            let Poll::Ready(got) = wait.as_mut().poll(cx) else {
+                panic!("woken, yet no room");
+            };
+            drop(got.unwrap());
+        }
+        t.join().unwrap();
+        u.join().unwrap();
+    });
+}
+
+/// A waker that records its wake-up (a task of a hand-made executor).
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, StdOrdering::Relaxed);
+    }
+}
+
+/// A task waits in `extendable_async` on a ring that the same thread's latest
+/// `ExtBuf` fills; dropping that buffer moves the ring's head back with no release
+/// store, and must wake the task as a release would. Meanwhile another thread waits on
+/// a second ring, which this thread then releases into: the two wake-ups share the
+/// table and its lock.
+#[test]
+fn room_made_on_the_rings_own_thread_wakes_its_task() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    run_model("room_made_on_the_rings_own_thread_wakes_its_task", || {
+        let [(ring, full), (other, other_full)] = full_rings_in_address_order::<2>();
+        drop(full); // on this thread, the ring's own: the head moves back
+        let latest = ring.extendable(RING - 8).unwrap(); // full again, the latest region
+        let t = thread::spawn(move || drop(other.fixed_wait(RING - 8).unwrap()));
+        let flag = std::sync::Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = Box::pin(ring.extendable_async(8));
+        assert!(wait.as_mut().poll(&mut cx).is_pending(), "the ring is full");
+        drop(other_full);
+        assert!(!flag.0.load(StdOrdering::Relaxed), "woken by another ring");
+        drop(latest); // rewinds: no release store
+        assert!(
+            flag.0.load(StdOrdering::Relaxed),
+            "room made on the ring's own thread wakes its task"
+        );
+        let Poll::Ready(got) = wait.as_mut().poll(&mut cx) else {
+            panic!("woken, yet no room");
+        };
+        drop(got.unwrap());
+        t.join().unwrap();
     });
 }

@@ -174,9 +174,9 @@ fn a_dropped_waiting_future_leaves_nothing_behind() {
 }
 
 /// More producers wait at once, each on its own full ring, than the waiters' table has
-/// entries (8): the last entry widens to every ring, and each producer is still woken
-/// by the release into its own ring, round after round (entries are freed and taken
-/// again between rounds).
+/// entries (8): some entries publish the hull of several rings' spans, and each
+/// producer is still woken by the release into its own ring, round after round
+/// (entries are shared, narrowed and taken again between rounds).
 #[test]
 fn more_waited_rings_than_the_table_holds() {
     const PRODUCERS: usize = 12;
@@ -330,4 +330,274 @@ fn an_async_extendable_waits_for_room_made_by_its_thread() {
             })
         ));
     });
+}
+
+/// A single-thread executor, as simple as they come: polls each task whose waker was
+/// called, until all are done. `false` when tasks are left pending and none was woken:
+/// nothing would ever poll them again (a lost wake-up, told without a timeout).
+fn run_local<'a>(
+    tasks: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>>,
+) -> bool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let mut tasks: Vec<_> = (tasks.into_iter())
+        .map(|t| (t, Arc::new(Flag(AtomicBool::new(true)))))
+        .collect();
+    while !tasks.is_empty() {
+        let mut polled = false;
+        tasks.retain_mut(|(task, flag)| {
+            if !flag.0.swap(false, Ordering::SeqCst) {
+                return true;
+            }
+            polled = true;
+            let waker = Waker::from(flag.clone());
+            task.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        });
+        if !polled {
+            return false;
+        }
+    }
+    true
+}
+
+/// Yields to the executor `n` times (more than a waiting future's 64 yields, so that
+/// it has registered by then).
+async fn yields(n: usize) {
+    for _ in 0..n {
+        let mut once = false;
+        std::future::poll_fn(|cx| {
+            if std::mem::replace(&mut once, true) {
+                std::task::Poll::Ready(())
+            } else {
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+/// A task waits for room that a task of the same thread makes without a release
+/// store: the ring's latest region goes back to it (an `ExtBuf` dropped, or giving back
+/// its capacity as it is finalized). That must wake the waiting task as a release
+/// does, on a local executor (here a hand-made one: nothing else would poll it).
+#[test]
+fn room_made_on_the_rings_own_thread_wakes_its_tasks() {
+    for how in ["drop", "finalize", "reserve"] {
+        let ring = Ring::new(4096);
+        let mut latest = ring.extendable(4000).unwrap();
+        latest.extend_from_slice(b"abc");
+        assert!(ring.extendable(1000).is_none(), "the ring should be full");
+        let kept = std::cell::RefCell::new(None);
+        let waiter: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> = match how {
+            "reserve" => {
+                // A second buffer, started before the ring filled, waits to grow.
+                drop(latest);
+                let mut early = ring.extendable(0).unwrap();
+                early.extend_from_slice(b"xyz");
+                latest = ring.extendable(3900).unwrap();
+                assert!(early.try_reserve(1000).is_err(), "the ring should be full");
+                Box::pin(async move {
+                    early.reserve_async(1000).await.unwrap();
+                    assert_eq!(&early[..3], b"xyz");
+                })
+            }
+            _ => Box::pin(async { drop(ring.extendable_async(1000).await.unwrap()) }),
+        };
+        let maker = Box::pin(async {
+            yields(200).await;
+            match how {
+                "finalize" => *kept.borrow_mut() = Some(latest.finalize()),
+                _ => drop(latest),
+            }
+        });
+        assert!(
+            run_local(vec![waiter, maker]),
+            "{how}: room made on the ring's thread left its task waiting"
+        );
+        drop(kept);
+    }
+}
+
+/// The same with the ring's memory in a `Vec` on the ring (allocator-api2), dropped by
+/// a task of the ring's thread.
+#[test]
+#[cfg(feature = "allocator-api2")]
+fn a_vec_dropped_on_the_rings_thread_wakes_its_tasks() {
+    let ring = Ring::new(4096);
+    let mut v = allocator_api2::vec::Vec::<u8, &Ring>::with_capacity_in(3900, &ring);
+    v.extend_from_slice(b"abc");
+    assert!(ring.extendable(1000).is_none(), "the ring should be full");
+    let waiter = Box::pin(async { drop(ring.extendable_async(1000).await.unwrap()) });
+    let maker = Box::pin(async {
+        yields(200).await;
+        drop(v);
+    });
+    assert!(run_local(vec![waiter, maker]), "the Vec's room woke nobody");
+}
+
+/// The thread-local ring: a task waits in `tls::fixed_async` while the thread's
+/// `tls::extendable_with` buffer fills the ring; the buffer's drop at the end of the
+/// closure gives the room back and must wake the task.
+#[test]
+fn room_made_by_tls_extendable_with_wakes_tls_fixed_async() {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    std::thread::spawn(|| {
+        let builder = Ring::builder().capacity(4096).when_full(WhenFull::Fail);
+        ringmem::tls::configure(builder).unwrap();
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = Box::pin(ringmem::tls::fixed_async(1000));
+        ringmem::tls::extendable_with(4000, |mut ext| {
+            ext.extend_from_slice(b"abc");
+            assert!(
+                ringmem::tls::fixed(1000).is_none(),
+                "the ring should be full"
+            );
+            // Polled until it registers: a poll that does not wake its own task.
+            loop {
+                flag.0.store(false, Ordering::SeqCst);
+                assert!(wait.as_mut().poll(&mut cx).is_pending());
+                if !flag.0.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+        })
+        .unwrap();
+        assert!(
+            flag.0.load(Ordering::SeqCst),
+            "the buffer's room woke the waiting task"
+        );
+        let Poll::Ready(buf) = wait.as_mut().poll(&mut cx) else {
+            panic!("woken, yet no room");
+        };
+        assert_eq!(buf.unwrap().capacity(), 1000);
+    })
+    .join()
+    .unwrap();
+}
+
+#[repr(C, align(16))]
+struct Align16([u8; 16]);
+#[repr(C, align(256))]
+struct Align256([u8; 256]);
+#[repr(C, align(2048))]
+struct Align2048([u8; 2048]);
+#[repr(C, align(4096))]
+struct Align4096([u8; 4096]);
+#[repr(C, align(8192))]
+struct Align8192([u8; 8192]);
+
+/// For each ring capacity and count, `typed_wait` of an over-aligned `T` on an empty
+/// ring serves what `typed` serves there, and fails at once with `NeverFits` (not a
+/// wait for ever, not `TimedOut`) where `typed` fails: the padding the alignment needs
+/// counts, and alignments beyond the ring's (over 4,096) never fit.
+fn over_aligned_requests_fail_at_once<T>() {
+    for cap in [1000, 2048, 4000, 4096, 8192, 12_000, 1 << 16] {
+        for n in 1..=4 {
+            let ring = Ring::new(cap);
+            let serves = ring.typed::<T>(n).is_some();
+            let what = format!("{n} x {} on a ring of {cap}", std::any::type_name::<T>());
+            match ring.typed_wait_timeout::<T>(n, GUARD) {
+                Ok(_) => assert!(serves, "{what}: served by the wait only"),
+                Err(WaitError::NeverFits { .. }) => assert!(!serves, "{what}: fits"),
+                Err(e) => panic!("{what}: {e}"),
+            }
+            let mut ring = ring;
+            let (tx, rx) = std::sync::mpsc::channel();
+            let done = run_local(vec![Box::pin(async {
+                tx.send(ring.typed_async::<T>(n).await.map(drop)).unwrap();
+            })]);
+            assert!(done, "{what}: the async form waits");
+            match rx.recv().unwrap() {
+                Ok(()) => assert!(serves, "{what}: served by the async wait only"),
+                Err(WaitError::NeverFits { .. }) => assert!(!serves, "{what}: fits"),
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn over_aligned_typed_waits_that_no_release_can_serve_fail_at_once() {
+    over_aligned_requests_fail_at_once::<Align16>();
+    over_aligned_requests_fail_at_once::<Align256>();
+    over_aligned_requests_fail_at_once::<Align2048>();
+    over_aligned_requests_fail_at_once::<Align4096>();
+    over_aligned_requests_fail_at_once::<Align8192>();
+    let ring = Ring::new(4000);
+    assert!(matches!(
+        ring.typed_wait::<Align2048>(1),
+        Err(WaitError::NeverFits {
+            requested: 2048,
+            ..
+        })
+    ));
+}
+
+/// More rings than the waiters' table has entries (8), each with a producer that waits
+/// for room and a consumer thread that releases: every message arrives with its bytes
+/// and nobody hangs, while the table's entries are shared, narrowed and reused. Run
+/// under ThreadSanitizer by CI (with `RINGMEM_SMALL=1`).
+#[test]
+fn many_rings_each_with_a_waiting_producer_and_a_releasing_consumer() {
+    const RINGS: u64 = 12;
+    let messages = scaled(3000) as u64;
+    let producers: Vec<_> = (0..RINGS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let ring = Ring::new(2048);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, ringmem::FixedBufMut)>(16);
+                let consumer = std::thread::spawn(move || {
+                    let mut kept = std::collections::VecDeque::new();
+                    for (id, buf) in rx {
+                        assert!(holds(id, &buf), "message {id} kept its bytes");
+                        kept.push_back(buf);
+                        // At most 4 of at most 208 bytes kept, less than half the
+                        // ring: the producer always gets room in the end, often only
+                        // after a wait.
+                        if kept.len() > 4 {
+                            kept.pop_front();
+                        }
+                    }
+                });
+                for i in 0..messages {
+                    let id = p << 32 | i;
+                    let len = 1 + (i as usize * 53) % 200;
+                    let mut buf = ring
+                        .fixed_wait_timeout(len, GUARD)
+                        .expect("a consumer makes room");
+                    let mut bytes = vec![0; len];
+                    fill(id, &mut bytes);
+                    buf.try_extend_from_slice(&bytes).unwrap();
+                    tx.send((id, buf)).unwrap();
+                }
+                drop(tx);
+                consumer.join().unwrap();
+                assert_eq!(ring.stats().live_buffers, 0);
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
 }

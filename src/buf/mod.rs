@@ -21,7 +21,9 @@ pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
 // Used by `tls`.
 #[cfg(feature = "std")]
-pub(crate) use wait::{hopeless, typed_bytes};
+#[cfg(real_std)]
+pub(crate) use wait::hopeless;
+pub(crate) use wait::{hopeless_aligned, typed_bytes, typed_need};
 #[cfg(feature = "std")]
 pub use wait::{ExtWait, Reserve, Wait, WaitError};
 #[cfg(feature = "std")]

@@ -58,15 +58,28 @@ impl fmt::Display for WaitError {
 
 impl std::error::Error for WaitError {}
 
-/// What a wait for `bytes` comes to at once, before any waiting: `Some(Err)` when no
-/// release can help.
+/// What a wait for `bytes` (word-aligned data) comes to at once, before any waiting:
+/// `Some(Err)` when no release can help.
+#[cfg(real_std)]
 pub(crate) fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
+    hopeless_aligned(ring, bytes, 1)
+}
+
+/// [`hopeless`] for data aligned to `align`: the padding an empty block needs before
+/// such data counts, and an alignment the ring never serves never fits.
+pub(crate) fn hopeless_aligned(
+    ring: &Ring,
+    bytes: Option<usize>,
+    align: usize,
+) -> Option<WaitError> {
     let requested = bytes.unwrap_or(usize::MAX);
     match ring.when_full() {
-        WhenFull::Fail if !bytes.is_some_and(|b| ring.could_fit(b)) => Some(WaitError::NeverFits {
-            requested,
-            block: ring.block_len(),
-        }),
+        WhenFull::Fail if !bytes.is_some_and(|b| ring.could_fit_aligned(b, align)) => {
+            Some(WaitError::NeverFits {
+                requested,
+                block: ring.block_len(),
+            })
+        }
         WhenFull::Fail => None,
         // These policies never report a full ring; `None` from them is the heap's.
         _ => Some(WaitError::OutOfMemory { requested }),
@@ -83,13 +96,13 @@ pub(crate) fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
 #[inline(always)]
 fn block<'r, T>(
     ring: &'r Ring,
-    bytes: Option<usize>,
+    (bytes, align): (Option<usize>, usize),
     timeout: Option<Duration>,
     claim: impl Fn(&'r Ring) -> Option<T>,
 ) -> Result<T, WaitError> {
     match claim(ring) {
         Some(t) => Ok(t),
-        None => block_slow(ring, bytes, timeout, |walk| {
+        None => block_slow(ring, (bytes, align), timeout, |walk| {
             ring.unstick_if(walk);
             claim(ring)
         }),
@@ -98,17 +111,17 @@ fn block<'r, T>(
 
 /// After a first try failed: waits for `try_claim` to succeed on `ring` (see
 /// `wait::block_until`: `walk` asks for a walk of the whole block), unless no release
-/// can make room for `bytes`.
+/// can make room for `bytes` aligned to `align`.
 #[cold]
 #[inline(never)]
 fn block_slow<T>(
     ring: &Ring,
-    bytes: Option<usize>,
+    (bytes, align): (Option<usize>, usize),
     timeout: Option<Duration>,
     try_claim: impl FnMut(bool) -> Option<T>,
 ) -> Result<T, WaitError> {
     let deadline = timeout.and_then(deadline);
-    if let Some(e) = hopeless(ring, bytes) {
+    if let Some(e) = hopeless_aligned(ring, bytes, align) {
         return Err(e);
     }
     wait::block_until(ring.span(), try_claim, deadline).ok_or(WaitError::TimedOut)
@@ -129,7 +142,7 @@ fn reserve_blocking(
     // The grown buffer moves within its block if it must, its own region counted free:
     // once every other region is released, a length that fits a block fits.
     let bytes = ext.len().checked_add(additional);
-    block_slow(ring, bytes, timeout, |walk| {
+    block_slow(ring, (bytes, 1), timeout, |walk| {
         ext.unstick_if(walk);
         ext.try_reserve(additional).ok()
     })
@@ -194,7 +207,8 @@ impl<'r> ExtBuf<'r> {
     /// [`reserve_wait`](ExtBuf::reserve_wait) as a future, for a task that must not
     /// block its thread (on a current-thread runtime the consumer may be a task of
     /// the same thread): it yields to its executor, then is woken by a release into
-    /// the ring on any thread. The future is not `Send` (see [`Reserve`]).
+    /// the ring on any thread, or by room a task of its thread makes (another
+    /// `ExtBuf` dropped or finalized). The future is not `Send` (see [`Reserve`]).
     ///
     /// # Errors
     /// As [`reserve_wait`](ExtBuf::reserve_wait); a timeout is the executor's
@@ -250,7 +264,7 @@ impl Ring {
     /// ```
     #[inline]
     pub fn fixed_wait(&self, n: usize) -> Result<FixedBufMut, WaitError> {
-        block(self, Some(n), None, |r| r.fixed(n))
+        block(self, (Some(n), 1), None, |r| r.fixed(n))
     }
 
     /// [`fixed_wait`](Ring::fixed_wait) for at most `timeout`.
@@ -271,7 +285,7 @@ impl Ring {
         n: usize,
         timeout: Duration,
     ) -> Result<FixedBufMut, WaitError> {
-        block(self, Some(n), Some(timeout), |r| r.fixed(n))
+        block(self, (Some(n), 1), Some(timeout), |r| r.fixed(n))
     }
 
     /// [`extendable`](Ring::extendable), waiting for room for its first `n` bytes (`n`
@@ -289,7 +303,7 @@ impl Ring {
     /// ```
     #[inline]
     pub fn extendable_wait(&self, n: usize) -> Result<ExtBuf<'_>, WaitError> {
-        block(self, Some(n.max(1)), None, |r| r.extendable(n))
+        block(self, (Some(n.max(1)), 1), None, |r| r.extendable(n))
     }
 
     /// [`extendable_wait`](Ring::extendable_wait) for at most `timeout`.
@@ -309,7 +323,9 @@ impl Ring {
         n: usize,
         timeout: Duration,
     ) -> Result<ExtBuf<'_>, WaitError> {
-        block(self, Some(n.max(1)), Some(timeout), |r| r.extendable(n))
+        block(self, (Some(n.max(1)), 1), Some(timeout), |r| {
+            r.extendable(n)
+        })
     }
 
     /// [`typed`](Ring::typed), waiting for room when the ring is full.
@@ -326,7 +342,7 @@ impl Ring {
     /// ```
     #[inline]
     pub fn typed_wait<T>(&self, n: usize) -> Result<TypedBuf<T>, WaitError> {
-        block(self, typed_bytes::<T>(n), None, |r| r.typed::<T>(n))
+        block(self, typed_need::<T>(n), None, |r| r.typed::<T>(n))
     }
 
     /// [`typed_wait`](Ring::typed_wait) for at most `timeout`.
@@ -346,9 +362,7 @@ impl Ring {
         n: usize,
         timeout: Duration,
     ) -> Result<TypedBuf<T>, WaitError> {
-        block(self, typed_bytes::<T>(n), Some(timeout), |r| {
-            r.typed::<T>(n)
-        })
+        block(self, typed_need::<T>(n), Some(timeout), |r| r.typed::<T>(n))
     }
 
     /// [`fixed`](Ring::fixed) as a future that waits for room when the ring is full:
@@ -372,7 +386,7 @@ impl Ring {
     /// # });
     /// ```
     pub fn fixed_async(&mut self, n: usize) -> Wait<'_, FixedBufMut> {
-        Wait::new(self, n, Some(n), |r, n| r.fixed(n))
+        Wait::new(self, n, (Some(n), 1), |r, n| r.fixed(n))
     }
 
     /// [`typed`](Ring::typed) as a future that waits for room (see
@@ -389,7 +403,7 @@ impl Ring {
     /// # });
     /// ```
     pub fn typed_async<T>(&mut self, n: usize) -> Wait<'_, TypedBuf<T>> {
-        Wait::new(self, n, typed_bytes::<T>(n), |r, n| r.typed::<T>(n))
+        Wait::new(self, n, typed_need::<T>(n), |r, n| r.typed::<T>(n))
     }
 
     /// [`extendable`](Ring::extendable) as a future that waits for room for its first
@@ -428,11 +442,11 @@ impl Ring {
 }
 
 /// A future's poll of `claim` on `ring`: ready when it succeeds or no release can make
-/// room for `bytes`, else waiting as `wait::poll_until` does (the poll of [`Wait`] and
+/// room for `bytes` aligned to `align`, else waiting as `wait::poll_until` does (the poll of [`Wait`] and
 /// [`ExtWait`], as [`block`] is the blocking forms').
 fn poll_claim<'r, T>(
     ring: &'r Ring,
-    bytes: Option<usize>,
+    (bytes, align): (Option<usize>, usize),
     slot: &mut TaskSlot,
     cx: &mut Context<'_>,
     claim: impl Fn(&'r Ring) -> Option<T>,
@@ -440,7 +454,7 @@ fn poll_claim<'r, T>(
     if let Some(t) = claim(ring) {
         return Poll::Ready(Ok(t));
     }
-    if let Some(e) = hopeless(ring, bytes) {
+    if let Some(e) = hopeless_aligned(ring, bytes, align) {
         return Poll::Ready(Err(e));
     }
     wait::poll_until(slot, cx, ring.span(), |walk| {
@@ -454,6 +468,11 @@ fn poll_claim<'r, T>(
 /// that it never counts as empty).
 pub(crate) fn typed_bytes<T>(n: usize) -> Option<usize> {
     n.checked_mul(mem::size_of::<T>().max(1))
+}
+
+/// What `n` values of `T` need: [`typed_bytes`], and `T`'s alignment.
+pub(crate) fn typed_need<T>(n: usize) -> (Option<usize>, usize) {
+    (typed_bytes::<T>(n), mem::align_of::<T>())
 }
 
 /// The future of [`Ring::fixed_async`] and [`Ring::typed_async`]: ready with the
@@ -472,8 +491,9 @@ pub struct Wait<'r, T> {
     /// The allocating call and its argument.
     claim: fn(&Ring, usize) -> Option<T>,
     n: usize,
-    /// The bytes asked for, to tell a request no release can serve.
-    bytes: Option<usize>,
+    /// The bytes asked for and their alignment, to tell a request no release can
+    /// serve.
+    need: (Option<usize>, usize),
     slot: TaskSlot,
 }
 
@@ -481,14 +501,14 @@ impl<'r, T> Wait<'r, T> {
     fn new(
         ring: &'r mut Ring,
         n: usize,
-        bytes: Option<usize>,
+        need: (Option<usize>, usize),
         claim: fn(&Ring, usize) -> Option<T>,
     ) -> Self {
         Wait {
             ring,
             claim,
             n,
-            bytes,
+            need,
             slot: TaskSlot::default(),
         }
     }
@@ -500,7 +520,7 @@ impl<T> Future for Wait<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (claim, n) = (this.claim, this.n);
-        poll_claim(this.ring, this.bytes, &mut this.slot, cx, |r| claim(r, n))
+        poll_claim(this.ring, this.need, &mut this.slot, cx, |r| claim(r, n))
     }
 }
 
@@ -529,7 +549,7 @@ impl<'r> Future for ExtWait<'r> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let n = this.n;
-        poll_claim(this.ring, Some(n.max(1)), &mut this.slot, cx, |r| {
+        poll_claim(this.ring, (Some(n.max(1)), 1), &mut this.slot, cx, |r| {
             r.extendable(n)
         })
     }
@@ -573,7 +593,7 @@ impl Future for Reserve<'_, '_> {
             return Poll::Ready(Ok(()));
         }
         let ring = ext.ring();
-        if let Some(e) = hopeless(ring, ext.len().checked_add(additional)) {
+        if let Some(e) = hopeless_aligned(ring, ext.len().checked_add(additional), 1) {
             return Poll::Ready(Err(e));
         }
         wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
@@ -595,7 +615,7 @@ impl fmt::Debug for Reserve<'_, '_> {
 impl<T> fmt::Debug for Wait<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Wait")
-            .field("bytes", &self.bytes)
+            .field("bytes", &self.need.0)
             .finish_non_exhaustive()
     }
 }

@@ -253,7 +253,7 @@ impl BlockCtl {
     /// Bytes a region at `off` needs for `bytes` data bytes aligned to `align`, and the
     /// offset of the data from the header.
     #[inline]
-    fn need(off: usize, bytes: usize, align: usize) -> (usize, usize) {
+    pub(crate) fn need(off: usize, bytes: usize, align: usize) -> (usize, usize) {
         if align <= WORD {
             (HDR + round_up(bytes, WORD), HDR)
         } else {

@@ -544,6 +544,23 @@ impl Ring {
                 .is_some_and(|b| round_up(b - WORD, WORD) <= self.block_len)
     }
 
+    /// [`could_fit`](Self::could_fit) for data aligned to `align` (a power of two):
+    /// counting the padding an empty block puts before such data, and `false` for an
+    /// alignment beyond what the ring serves.
+    #[cfg(feature = "std")]
+    pub(crate) fn could_fit_aligned(&self, bytes: usize, align: usize) -> bool {
+        if align <= WORD {
+            return self.could_fit(bytes);
+        }
+        // An empty block's first region starts where the block's base, aligned to
+        // `MAX_ALIGN`, puts the data the least padding away; any later start pads as
+        // much or more, and ends no sooner.
+        align <= MAX_ALIGN
+            && bytes != 0
+            && bytes <= self.block_len
+            && BlockCtl::need(0, bytes, align).0 <= self.block_len
+    }
+
     /// The most bytes a request can have and still pass [`could_fit`](Self::could_fit).
     #[cfg(real_std)]
     pub(crate) fn largest_fit(&self) -> usize {

@@ -159,6 +159,22 @@ pub(crate) fn after_release(hdr: NonNull<Header>) {
     }
 }
 
+/// Called after room is made on the ring's own thread without a release store (a
+/// rewound head, a buffer giving back capacity), with a header of the block that holds
+/// the room: wakes the producers that wait on that ring, as a release does. No barrier:
+/// the waiters that this room can serve registered on this thread, or handed the ring
+/// over with synchronisation, so program order already puts their bit before this load.
+#[inline]
+pub(crate) fn after_room(hdr: NonNull<Header>) {
+    // Relaxed: see above.
+    #[cfg(feature = "std")]
+    if ORPHANS.word.load(Ordering::Relaxed) as usize & WAITING != 0 {
+        super::wait::wake_if_wanted(hdr.as_ptr());
+    }
+    #[cfg(not(feature = "std"))]
+    let _ = hdr;
+}
+
 /// [`after_release`] when some block is orphaned, some producer waits, or releases
 /// must fence.
 #[inline(always)]

@@ -201,6 +201,8 @@ impl Ring {
         keep: usize,
     ) -> Option<usize> {
         self.block_of(hdr)?.trim(hdr, keep);
+        // The tail given back is room a producer may wait for.
+        orphan::after_room(hdr);
         Some(region_span(hdr))
     }
 
@@ -222,7 +224,10 @@ impl Ring {
         bytes: usize,
     ) -> Option<Claim> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.block_of(hdr)?.relocate(hdr, len, bytes) }
+        let moved = unsafe { self.block_of(hdr)?.relocate(hdr, len, bytes) }?;
+        // The place it left is room a producer may wait for.
+        orphan::after_room(moved.hdr);
+        Some(moved)
     }
 }
 
@@ -291,7 +296,10 @@ pub(crate) unsafe fn release_unique_in(
         // SAFETY: as above, with the region's own span.
         None => unsafe { rewind_loaded(ring, hdr) },
     };
-    if !given_back {
+    if given_back {
+        // Room without a release store: its producers are woken all the same.
+        orphan::after_room(hdr);
+    } else {
         // SAFETY: forwarded from this function's contract; nothing changed above.
         unsafe { release_unique(hdr, align) }
     }

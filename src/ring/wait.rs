@@ -3,25 +3,45 @@
 //!
 //! A release already loads one word after its header store (`orphan::after_release`);
 //! a waiter sets a bit in that word, so a release pays nothing more while nobody waits.
-//! With the bit set, a release compares its header's address with the spans of the
-//! rings that producers wait on (a small table, [`ARMED`], of global words: the
-//! released region's block may be gone by then), and only a release into one of them
-//! takes the lock, wakes that ring's waiters (`wake`) and disarms its entry. A producer
-//! waiting on a full ring sleeps while the other rings of the process release.
+//! With the bit set, a release compares its header's address with spans published in
+//! a small table of global words, [`ARMED`] (the released region's block may be gone
+//! by then): a few entries and their hull. Only a release whose address lies in an
+//! entry takes the waiters' lock. Under the lock every waiter is a record with its own
+//! ring's span (`Waiter`), and the release wakes exactly the armed waiters whose own
+//! span holds its header (the validate step, as `parking_lot_core` does it), each by
+//! its own handle: a blocked thread is unparked ([`park`]), a task's waker is woken.
+//! Nobody else wakes: a producer on an idle ring sleeps however often other rings
+//! release or other waiters are woken.
 //!
-//! The lost wake-up to rule out is the store-load pattern: the waiter arms its entry,
-//! sets the bit and then tries its ring again; a release stores its header and then
-//! loads the word and the table. Both may read the old values unless something orders
-//! each store before its load: the waiter pays [`barrier::heavy`] (`membarrier` on
-//! Linux x86-64) after both of its stores and the release [`barrier::light`] (a
-//! compiler fence there) before its loads, the pair that also closes the orphans'
-//! window (`sync.rs`). An entry is disarmed only by the release that wakes all its
-//! waiters (each arms it again before it tries), or when its last waiter leaves. The
-//! loom models in `tests/loom.rs` check it, and fail without the light side.
+//! The table is only a prefilter: entry `i` publishes the hull of the spans of the
+//! armed waiters assigned to it, the last word the hull of all entries, each span as
+//! its two ends. Waiters on the same ring share an entry; when more rings are waited on
+//! than there are entries, a waiter joins the entry whose hull grows least, and the
+//! hull shrinks again as its waiters are woken or leave (it is recomputed from the
+//! records at every change), so no entry covers every address for good. A release
+//! into a ring inside a shared hull that nobody waits on takes the lock and wakes
+//! nobody.
 //!
-//! Waiters on the same ring share an entry. When more rings are waited on at once than
-//! the table has entries, the last entry widens to every address: its waiters are
-//! woken by any release, as every waiter was before the table.
+//! The lost wake-up to rule out is the store-load pattern: the waiter arms (publishes
+//! its span, sets the bit) and then tries its ring again; a release stores its header
+//! and then loads the word and the table. The waiter pays [`barrier::heavy`]
+//! (`membarrier` on Linux x86-64) after its stores and the release [`barrier::light`]
+//! (a compiler fence there) before its loads, the pair that also closes the orphans'
+//! window (`sync.rs`): either the waiter's try sees the release, or the release reads
+//! each word of the table as the waiter published it or later. Every value an entry or
+//! the hull holds from then until the waiter is woken (by this release or another)
+//! covers the waiter's span, so a release that reads the start of one of them and the
+//! end of another still finds its address inside: that is why the ends are published,
+//! not a start and a length. A woken waiter is disarmed, and arms again before its next
+//! try; a blocked one sleeps until its own flag says it was woken, set under the lock,
+//! so an unpark before its park is never lost. The loom models in `tests/loom.rs`
+//! check it with one, two and three waited rings, more waiters than entries, and room
+//! made on the ring's own thread; they fail without the light side.
+//!
+//! Room made on the ring's own thread without a release store (a rewound head, a buffer
+//! giving back capacity: `orphan::after_room`) wakes that ring's waiters through the
+//! same path; program order is all the ordering it needs, as its waiters are tasks
+//! that registered on this thread or handed the ring over with synchronisation.
 //!
 //! A waiter that tries again must walk its whole ring (`Ring::unstick_if`): a plain
 //! claim may look only at the oldest region for a while after a full lap.
@@ -32,7 +52,7 @@ use std::vec::Vec;
 
 use super::header::Header;
 use super::orphan;
-use crate::sync::{barrier, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
+use crate::sync::{barrier, park, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// Tries before a waiter registers: a release on another core is often this close.
 /// One under loom, which models every try.
@@ -56,8 +76,8 @@ const SPINS: u32 = if cfg!(loom) { 1 } else { 64 };
 /// None under loom.
 const YIELDS: u32 = if cfg!(loom) { 0 } else { 64 };
 
-/// Rings that can be waited on at once with an entry of their own. Two under loom,
-/// whose models wait on at most two rings, so that they check distinct entries.
+/// Entries of the published table. Two under loom, whose models wait on up to three
+/// rings, so that they check both distinct entries and a shared one.
 const ENTRIES: usize = if cfg!(loom) { 2 } else { 8 };
 
 /// The addresses of a ring's region headers, `start..end`: a release whose header lies
@@ -69,13 +89,14 @@ pub(crate) struct Span {
 }
 
 impl Span {
-    /// No address: the span of an entry that is not armed.
+    /// No address: the span of an entry with no armed waiter.
     pub(crate) const NONE: Span = Span {
         start: usize::MAX,
         end: 0,
     };
 
-    /// Every address: the span of an entry shared by waiters on different rings.
+    /// Every address: for a waiter that cannot tell its ring's span (a thread-local
+    /// ring being torn down).
     pub(crate) const ALL: Span = Span {
         start: 0,
         end: usize::MAX,
@@ -105,68 +126,178 @@ impl Span {
     fn holds(self, addr: usize) -> bool {
         self.start <= addr && addr < self.end
     }
+
+    /// Bytes covered (0 for [`Span::NONE`]).
+    fn len(self) -> usize {
+        self.end.saturating_sub(self.start)
+    }
 }
 
-/// One ring (or, widened, several) that producers wait on.
-#[derive(Clone, Copy)]
-struct Entry {
+/// How a waiter is woken.
+enum Wake {
+    /// A blocked thread, parked until its `woken` flag is set.
+    Thread(park::Thread),
+    /// A task waiting in [`poll_until`]; its record goes when it is woken.
+    Task(Waker),
+}
+
+/// One producer waiting for room in one ring.
+struct Waiter {
+    /// Its [`TaskSlot`]'s id, or a blocked thread's.
+    id: u64,
+    /// Its ring's span: only a release inside it wakes this waiter.
     span: Span,
-    /// Blocked threads and registered tasks in this entry; free at 0.
-    users: usize,
-    /// Bumped by every release that wakes this entry's waiters: a blocked waiter that
-    /// saw it change while it was trying its ring tries again instead of sleeping.
-    epoch: u64,
-    /// Published in [`ARMED`]. The release that wakes the entry's waiters disarms it
-    /// (so the other releases of a batch do not all take the lock while they get
-    /// going), and each of them arms it again before it tries.
+    /// The entry of [`ARMED`] that publishes its span while it is armed.
+    entry: usize,
+    /// Published, from its arming (before its barrier and try) until the release that
+    /// wakes it.
     armed: bool,
+    /// Set by the release that woke it: a blocked thread sleeps until it is.
+    woken: bool,
+    wake: Wake,
 }
 
-const FREE: Entry = Entry {
-    span: Span::NONE,
-    users: 0,
-    epoch: 0,
-    armed: false,
-};
-
-/// Who waits, under one lock.
+/// Who waits, under one lock, and what [`ARMED`] holds (written under the same lock).
 struct Waiters {
-    entries: [Entry; ENTRIES],
-    /// Threads blocked in [`block_until`], in any entry.
-    blocked: usize,
-    /// Tasks waiting in [`poll_until`]: the id their future keeps, their entry.
-    tasks: Vec<(u64, usize, Waker)>,
+    list: Vec<Waiter>,
     next_id: u64,
+    /// The spans stored in [`ARMED`], the hull last.
+    published: [Span; ENTRIES + 1],
+    /// Whether the orphans' word has the waiting bit set.
+    waiting: bool,
 }
 
 const NOBODY: Waiters = Waiters {
-    entries: [FREE; ENTRIES],
-    blocked: 0,
-    tasks: Vec::new(),
+    list: Vec::new(),
     next_id: 0,
+    published: [Span::NONE; ENTRIES + 1],
+    waiting: false,
 };
 
 crate::sync::global! {
     static WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
 }
 
-crate::sync::global! {
-    /// Blocked threads sleep here.
-    static WOKEN: Condvar = Condvar::new();
+impl Waiters {
+    /// Adds a waiter on `span`, not armed yet, to an entry whose waiters' hull covers
+    /// it, else to an entry nobody uses, else to the one whose hull grows least.
+    /// Returns its id.
+    fn join(&mut self, span: Span, wake: Wake) -> u64 {
+        let hulls = self.hulls(false);
+        let entry = (hulls.iter().position(|h| h.covers(span)))
+            .or_else(|| hulls.iter().position(|h| *h == Span::NONE))
+            .unwrap_or_else(|| {
+                (0..ENTRIES)
+                    .min_by_key(|&i| hulls[i].hull(span).len())
+                    .unwrap_or(0)
+            });
+        let id = self.next_id;
+        self.next_id += 1;
+        self.list.push(Waiter {
+            id,
+            span,
+            entry,
+            armed: false,
+            woken: false,
+            wake,
+        });
+        id
+    }
+
+    /// The hull of each entry's waiters' spans: the armed ones only, or all of them.
+    fn hulls(&self, armed_only: bool) -> [Span; ENTRIES] {
+        let mut hulls = [Span::NONE; ENTRIES];
+        for w in self.list.iter().filter(|w| w.armed || !armed_only) {
+            hulls[w.entry] = hulls[w.entry].hull(w.span);
+        }
+        hulls
+    }
+
+    fn find(&mut self, id: u64) -> Option<&mut Waiter> {
+        self.list.iter_mut().find(|w| w.id == id)
+    }
+
+    /// Arms waiter `id` and publishes it: from the caller's barrier on, a release into
+    /// its span wakes it.
+    fn arm(&mut self, id: u64) {
+        if let Some(w) = self.find(id) {
+            w.armed = true;
+            w.woken = false;
+        }
+        self.publish();
+    }
+
+    /// Removes waiter `id`, handing its wake back to be dropped once the lock is
+    /// released (a waker's drop is the executor's code, and what it drops may release
+    /// ring memory, whose release may take this lock).
+    fn leave(&mut self, id: u64) -> Option<Wake> {
+        let at = self.list.iter().position(|w| w.id == id)?;
+        let w = self.list.swap_remove(at);
+        if w.armed {
+            self.publish();
+        }
+        Some(w.wake)
+    }
+
+    /// Wakes the armed waiters whose span holds `addr`: disarms them, sets their flag,
+    /// takes woken tasks out, and returns how to wake each (after the lock).
+    fn wake_at(&mut self, addr: usize) -> Vec<Wake> {
+        let mut woken = Vec::new();
+        let mut i = 0;
+        while i < self.list.len() {
+            let w = &mut self.list[i];
+            if !(w.armed && w.span.holds(addr)) {
+                i += 1;
+                continue;
+            }
+            w.armed = false;
+            w.woken = true;
+            match &w.wake {
+                Wake::Thread(t) => {
+                    woken.push(Wake::Thread(t.clone()));
+                    i += 1;
+                }
+                Wake::Task(_) => woken.push(self.list.swap_remove(i).wake),
+            }
+        }
+        if !woken.is_empty() {
+            self.publish();
+        }
+        woken
+    }
+
+    /// Stores in [`ARMED`] what the armed waiters make of it, where it changed, and
+    /// sets or clears the orphans' waiting bit. Relaxed stores: the waiter's barrier
+    /// orders them before its try, as the bit (see the module docs).
+    fn publish(&mut self) {
+        let hulls = self.hulls(true);
+        let hull = hulls.iter().fold(Span::NONE, |h, &e| h.hull(e));
+        for (i, &span) in hulls.iter().enumerate() {
+            if self.published[i] != span {
+                self.published[i] = span;
+                ARMED.store(i, span);
+            }
+        }
+        // (The mutant leaves the hull as it was: a release then skips the new entry.)
+        if self.published[HULL] != hull && !cfg!(ringmem_mutant_stale_hull) {
+            self.published[HULL] = hull;
+            ARMED.store(HULL, hull);
+        }
+        let waiting = self.list.iter().any(|w| w.armed);
+        if waiting != self.waiting {
+            self.waiting = waiting;
+            orphan::set_waiting(waiting);
+        }
+    }
 }
 
-/// The armed entries' spans as their start and length (0 when disarmed), and after
-/// them their hull (the smallest span that covers them all), which releases read
-/// without the lock once the bit is set. Written under the waiters' lock only.
-///
-/// A start and a length rather than two ends: a release that reads one word of a
-/// span and the other of the entry's previous span (harmless: see `publish`) gets the
-/// same answer wherever the allocator put the two rings, when they are as long, as in
-/// the loom models, and loom needs the same outcome for the same schedule.
+/// The armed entries' spans as their two ends ([`Span::NONE`] when none is armed), and
+/// after them their hull, which releases read without the lock once the bit is set.
+/// Written under the waiters' lock only ([`Waiters::publish`]).
 #[repr(align(64))]
 struct Armed {
     starts: [AtomicUsize; ENTRIES + 1],
-    lens: [AtomicUsize; ENTRIES + 1],
+    ends: [AtomicUsize; ENTRIES + 1],
 }
 
 /// The hull's index in [`Armed`].
@@ -176,42 +307,34 @@ impl Armed {
     #[cfg(not(loom))]
     const fn new() -> Self {
         #[allow(clippy::declare_interior_mutable_const)] // copied into each entry once
-        const ZERO: AtomicUsize = AtomicUsize::new(0);
+        const NO_START: AtomicUsize = AtomicUsize::new(usize::MAX);
+        #[allow(clippy::declare_interior_mutable_const)] // copied into each entry once
+        const NO_END: AtomicUsize = AtomicUsize::new(0);
         Armed {
-            starts: [ZERO; ENTRIES + 1],
-            lens: [ZERO; ENTRIES + 1],
+            starts: [NO_START; ENTRIES + 1],
+            ends: [NO_END; ENTRIES + 1],
         }
     }
 
     #[cfg(loom)]
     fn new() -> Self {
         Armed {
-            starts: core::array::from_fn(|_| AtomicUsize::new(0)),
-            lens: core::array::from_fn(|_| AtomicUsize::new(0)),
-        }
-    }
-
-    /// Publishes entry `i` as `w` has it, then the hull. Relaxed: a waiter's barrier
-    /// orders them before the waiter's try, as the bit (see the module docs): a
-    /// release after the barrier reads the entry as published or later, and later
-    /// values come from the wake-up that disarmed it. Every hull published while an
-    /// entry is armed covers it, so a release that reads the start of one hull and the
-    /// length of another still finds the entry inside.
-    fn publish(&self, w: &Waiters, i: usize) {
-        let e = &w.entries[i];
-        self.store(i, if e.armed { e.span } else { Span::NONE });
-        let hull = (w.entries.iter())
-            .filter(|e| e.armed)
-            .fold(Span::NONE, |h, e| h.hull(e.span));
-        // (The mutant leaves the hull as it was: a release then skips the new entry.)
-        if !cfg!(ringmem_mutant_stale_hull) {
-            self.store(HULL, hull);
+            starts: core::array::from_fn(|_| AtomicUsize::new(usize::MAX)),
+            ends: core::array::from_fn(|_| AtomicUsize::new(0)),
         }
     }
 
     fn store(&self, i: usize, span: Span) {
+        // (The mutant publishes a start and a length: a release that reads the start
+        // of a wide hull and the length of a narrower one misses the higher ring.)
+        let end = if cfg!(ringmem_mutant_start_len) {
+            span.len()
+        } else {
+            span.end
+        };
+        // Relaxed: see `Waiters::publish`.
         self.starts[i].store(span.start, Ordering::Relaxed);
-        self.lens[i].store(span.end.saturating_sub(span.start), Ordering::Relaxed);
+        self.ends[i].store(end, Ordering::Relaxed);
     }
 
     /// Whether `addr` lies in the span published at `i`.
@@ -220,7 +343,11 @@ impl Armed {
         // Relaxed: as the word that led the release here, ordered after its header
         // store by its barrier (see the module docs).
         let start = self.starts[i].load(Ordering::Relaxed);
-        addr.wrapping_sub(start) < self.lens[i].load(Ordering::Relaxed)
+        let end = self.ends[i].load(Ordering::Relaxed);
+        if cfg!(ringmem_mutant_start_len) {
+            return addr.wrapping_sub(start) < end;
+        }
+        start <= addr && addr < end
     }
 }
 
@@ -233,118 +360,33 @@ fn lock() -> MutexGuard<'static, Waiters> {
     WAITERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Joins an entry for `span`: one whose span covers it, else a free one, else the
-/// last, widened to every address. Returns its index.
-fn join(w: &mut Waiters, span: Span) -> usize {
-    let i = (w.entries.iter())
-        .position(|e| e.users != 0 && e.span.covers(span))
-        .or_else(|| w.entries.iter().position(|e| e.users == 0))
-        .unwrap_or(ENTRIES - 1);
-    let e = &mut w.entries[i];
-    e.span = match e.users {
-        0 => span,
-        _ if e.span.covers(span) => e.span,
-        _ => Span::ALL,
-    };
-    e.users += 1;
-    if e.armed {
-        ARMED.publish(w, i); // widened: its waiters keep their wake-ups
-    }
-    i
-}
-
-/// Leaves entry `i`; the last waiter out disarms it.
-fn leave(w: &mut Waiters, i: usize) {
-    let e = &mut w.entries[i];
-    e.users -= 1;
-    if e.users == 0 {
-        disarm(w, i);
-    }
-}
-
-/// Arms entry `i` and sets the bit: from the caller's barrier on, a release into the
-/// entry's span wakes its waiters.
-fn arm(w: &mut Waiters, i: usize) {
-    let e = &mut w.entries[i];
-    e.armed = true;
-    ARMED.publish(w, i);
-    orphan::set_waiting(true);
-}
-
-/// Disarms entry `i`, and clears the bit once no entry is armed.
-fn disarm(w: &mut Waiters, i: usize) {
-    let e = &mut w.entries[i];
-    if e.armed {
-        e.armed = false;
-        ARMED.publish(w, i);
-        if !w.entries.iter().any(|e| e.armed) {
-            orphan::set_waiting(false);
-        }
-    }
-}
-
-/// Called by a release that found the bit set: wakes the waiters of the ring it
-/// released into, if any wait on it. Out of line, so that the release path stays as
-/// it was while nobody waits.
+/// Called by a release that found the bit set, or by room made on the ring's own
+/// thread: wakes the waiters of the ring it released into, if any wait on it. Out of
+/// line, so that the release path stays as it was while nobody waits.
 #[cold]
 #[inline(never)]
 pub(crate) fn wake_if_wanted(hdr: *const Header) {
-    if wanted(hdr) {
-        wake(hdr);
+    let addr = hdr as usize;
+    if !wanted(addr) {
+        return;
+    }
+    let woken = lock().wake_at(addr);
+    #[cfg(all(test, not(loom)))]
+    WAKES.fetch_add(woken.len(), Ordering::Relaxed);
+    for w in woken {
+        match w {
+            Wake::Thread(t) => t.unpark(),
+            Wake::Task(waker) => waker.wake(),
+        }
     }
 }
 
-/// Whether a release of the region whose header is at `hdr` may make room for a
-/// waiter. Global loads only: the region's block may be freed by now.
+/// Whether a release of the region whose header is at `addr` may make room for a
+/// waiter: global loads only, as the region's block may be freed by now. The hull
+/// first: a release into a ring that nobody waits on usually stops there.
 #[inline(always)]
-fn wanted(hdr: *const Header) -> bool {
-    let a = hdr as usize;
-    // The hull first: a release into a ring that nobody waits on usually stops there.
-    // Not under plain loom: with two rings armed, a hull read while another is
-    // published can hold an address or not depending on where the allocator put the
-    // rings, and loom needs the same outcome for the same schedule. The models with
-    // one waited ring run it (`--cfg ringmem_loom_hull`). Its argument is the
-    // entries': every hull published while an entry is armed covers it
-    // (`Armed::publish`), and it is published with them, before the waiter's barrier.
-    if (!cfg!(loom) || cfg!(ringmem_loom_hull)) && !ARMED.holds(HULL, a) {
-        return false;
-    }
-    (0..ENTRIES).any(|i| ARMED.holds(i, a))
-}
-
-/// Called by a release into a span that [`wanted`] found armed: wakes the waiters of
-/// every armed entry whose span holds `hdr`, and disarms those entries.
-fn wake(hdr: *const Header) {
-    let a = hdr as usize;
-    let (tasks, blocked) = {
-        let mut w = lock();
-        let woken: [bool; ENTRIES] = core::array::from_fn(|i| {
-            let e = &mut w.entries[i];
-            let hit = e.armed && e.span.holds(a);
-            if hit {
-                e.epoch = e.epoch.wrapping_add(1);
-                disarm(&mut w, i);
-            }
-            hit
-        });
-        if !woken.contains(&true) {
-            return; // read before the entry was disarmed
-        }
-        let (tasks, kept): (Vec<_>, Vec<_>) = core::mem::take(&mut w.tasks)
-            .into_iter()
-            .partition(|t| woken[t.1]);
-        w.tasks = kept;
-        for t in &tasks {
-            leave(&mut w, t.1); // already disarmed: only counts it out
-        }
-        (tasks, w.blocked)
-    };
-    if blocked != 0 {
-        WOKEN.notify_all();
-    }
-    for (_, _, waker) in tasks {
-        waker.wake();
-    }
+fn wanted(addr: usize) -> bool {
+    ARMED.holds(HULL, addr) && (0..ENTRIES).any(|i| ARMED.holds(i, addr))
 }
 
 /// Runs `try_claim` until it returns `Some`, parking between tries until a release
@@ -378,15 +420,13 @@ pub(crate) fn block_until<T>(
         }
     }
     let mut w = lock();
-    w.blocked += 1;
-    let i = join(&mut w, span);
+    let id = w.join(span, Wake::Thread(park::current()));
     let out = 'out: loop {
         // Armed again on every try: the release that woke this thread disarmed it.
         // (The mutant arms after the try: a release in between wakes nobody.)
         if !cfg!(ringmem_mutant_late_arm) {
-            arm(&mut w, i);
+            w.arm(id);
         }
-        let epoch = w.entries[i].epoch;
         drop(w);
         barrier::heavy();
         #[cfg(all(test, not(loom)))]
@@ -397,33 +437,48 @@ pub(crate) fn block_until<T>(
             break got;
         }
         if cfg!(ringmem_mutant_late_arm) {
-            arm(&mut w, i);
+            w.arm(id);
         }
-        // Sleeps until a release into this entry's span (another entry's wakes this
-        // thread too: it sleeps again).
-        while w.entries[i].epoch == epoch {
-            w = match deadline {
-                None => WOKEN.wait(w).unwrap_or_else(|e| e.into_inner()),
+        // Sleeps until a release into its own span sets its flag (an unpark that came
+        // first leaves its token: the park returns at once).
+        while !w.find(id).is_some_and(|me| me.woken) {
+            drop(w);
+            match deadline {
+                None => park::park(),
                 Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => {
-                        WOKEN
-                            .wait_timeout(w, left)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0
+                    Some(left) if !left.is_zero() => park::park_timeout(left),
+                    _ => {
+                        w = lock();
+                        break 'out None;
                     }
-                    _ => break 'out None,
                 },
-            };
+            }
+            #[cfg(all(test, not(loom)))]
+            PARKED_WAKES.with(|n| n.set(n.get() + 1));
+            w = lock();
         }
     };
-    w.blocked -= 1;
-    leave(&mut w, i);
+    let me = w.leave(id);
+    drop(w);
+    drop(me);
     out
 }
 
 /// Tries of blocked waiters after they registered, in this process (unit tests only).
 #[cfg(all(test, not(loom)))]
 pub(crate) static TRIES: AtomicUsize = AtomicUsize::new(0);
+
+/// Waiters woken by releases (or room made on the ring's thread), in this process
+/// (unit tests only).
+#[cfg(all(test, not(loom)))]
+pub(crate) static WAKES: AtomicUsize = AtomicUsize::new(0);
+
+#[cfg(all(test, not(loom)))]
+std::thread_local! {
+    /// Returns of this thread from its parking in [`block_until`], woken or not (unit
+    /// tests only).
+    pub(crate) static PARKED_WAKES: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
 
 /// A task's place among the waiters (its future keeps it), removed on drop, and the
 /// polls it has yielded in the wait under way (see [`poll_until`]).
@@ -437,21 +492,11 @@ impl TaskSlot {
     fn leave(&mut self) {
         self.yields = 0;
         if let Some(id) = self.id.take() {
-            let gone = take_task(&mut lock(), id);
-            // Dropped unlocked: a waker's drop is the executor's code, and what it
-            // drops may release ring memory, whose release takes this lock.
+            let gone = lock().leave(id);
+            // Dropped unlocked: see `Waiters::leave`.
             drop(gone);
         }
     }
-}
-
-/// Removes the task `id` from the waiters (and its entry), handing its waker back to
-/// be dropped once the lock is released.
-fn take_task(w: &mut Waiters, id: u64) -> Option<Waker> {
-    let at = w.tasks.iter().position(|t| t.0 == id)?;
-    let (_, i, waker) = w.tasks.swap_remove(at);
-    leave(w, i);
-    Some(waker)
 }
 
 impl Drop for TaskSlot {
@@ -490,13 +535,10 @@ pub(crate) fn poll_until<T>(
     let waker = cx.waker().clone();
     let old = {
         let mut w = lock();
-        let old = slot.id.and_then(|id| take_task(&mut w, id));
-        let id = w.next_id;
-        w.next_id += 1;
-        let i = join(&mut w, span);
-        w.tasks.push((id, i, waker));
+        let old = slot.id.and_then(|id| w.leave(id));
+        let id = w.join(span, Wake::Task(waker));
         slot.id = Some(id);
-        arm(&mut w, i);
+        w.arm(id);
         old
     };
     drop(old); // unlocked, as in `TaskSlot::leave`
@@ -528,6 +570,9 @@ mod tests {
 
     #[test]
     fn a_waiting_task_yields_before_it_registers() {
+        // Its registration shares the table with the other waiting tests' (which
+        // check what the table publishes).
+        let _one = crate::ring::orphan::one_test();
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
@@ -565,5 +610,119 @@ mod tests {
         assert_eq!((slot.id, slot.yields), (None, 0));
         assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
         assert_eq!((slot.id, slot.yields), (None, 1));
+    }
+
+    /// A task registered for a release into `span`, with the waker that counts its
+    /// wake-ups.
+    fn registered(span: Span) -> (TaskSlot, Arc<Count>) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut slot = TaskSlot::default();
+        while slot.id.is_none() {
+            assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
+        }
+        count.0.store(0, Ordering::Relaxed); // its own yields
+        (slot, count)
+    }
+
+    /// More rings are waited on than the table has entries: each release wakes only
+    /// the waiter whose own span holds its header (the others stay registered, and a
+    /// second release into their ring still wakes them), and once waiters leave, the
+    /// published spans narrow to those who stay: no entry keeps covering every address.
+    #[test]
+    fn more_waited_rings_than_entries_wake_only_their_own() {
+        let _one = crate::ring::orphan::one_test();
+        const RINGS: usize = ENTRIES + 3;
+        // Stand-ins for the rings' blocks: no ring's header lies in them.
+        let blocks: Vec<Vec<u64>> = (0..RINGS).map(|_| vec![0u64; 16]).collect();
+        let spans: Vec<Span> = (blocks.iter())
+            .map(|b| Span::new(b.as_ptr().cast(), 128))
+            .collect();
+        let addr = |k: usize| blocks[k][3..].as_ptr().cast::<Header>();
+        let mut tasks: Vec<_> = spans.iter().map(|&s| registered(s)).collect();
+        let woken = |tasks: &[(TaskSlot, Arc<Count>)]| -> Vec<usize> {
+            (tasks.iter())
+                .map(|(_, c)| c.0.load(Ordering::Relaxed))
+                .collect()
+        };
+        for k in 0..RINGS {
+            wake_if_wanted(addr(k));
+            let mut want = vec![0; RINGS];
+            want[..=k].fill(1);
+            assert_eq!(woken(&tasks), want, "a release into ring {k}");
+        }
+        // Woken tasks left the table; registered again, they are woken again.
+        for k in 0..RINGS {
+            let (slot, count) = registered(spans[k]);
+            tasks[k] = (slot, count);
+        }
+        wake_if_wanted(addr(RINGS - 1));
+        let mut want = vec![0; RINGS];
+        want[RINGS - 1] = 1;
+        assert_eq!(woken(&tasks), want, "a second release into the last ring");
+        // All but the first leave: only its span stays published.
+        let first = tasks.remove(0);
+        drop(tasks);
+        for k in 1..RINGS {
+            assert!(!wanted(addr(k) as usize), "ring {k} left, still published");
+        }
+        assert!(
+            wanted(addr(0) as usize),
+            "the first ring is still waited on"
+        );
+        drop(first);
+        assert!(!wanted(addr(0) as usize), "nobody waits");
+    }
+
+    /// A thread parked on an idle ring is never woken while another ring's producer is
+    /// woken over and over (each of those woke every blocked thread of the process when
+    /// they shared one condition variable), and the release into its own ring wakes it.
+    #[test]
+    fn a_thread_parked_on_an_idle_ring_sleeps_while_others_are_woken() {
+        let _one = crate::ring::orphan::one_test();
+        let rounds = if cfg!(miri) { 5 } else { 200 };
+        let armed_on = |span: Span| lock().list.iter().any(|w| w.span == span && w.armed);
+        let idle = super::super::Ring::new(1024);
+        let idle_span = idle.span();
+        let pinned = idle.fixed(1000).unwrap();
+        let sleeper = std::thread::spawn(move || {
+            let got = idle.fixed_wait(1000).is_ok();
+            (got, PARKED_WAKES.with(|n| n.get()))
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let busy = super::super::Ring::new(1024);
+        let busy_span = busy.span();
+        let producer = std::thread::spawn(move || {
+            let mut held = busy.fixed(1000).unwrap();
+            for _ in 0..rounds {
+                tx.send(held).unwrap();
+                held = busy.fixed_wait(1000).unwrap();
+            }
+        });
+        while !armed_on(idle_span) {
+            std::thread::yield_now();
+        }
+        let wakes = WAKES.load(Ordering::Relaxed);
+        for buf in rx.iter() {
+            // Released once its producer is armed: each release wakes it.
+            while !armed_on(busy_span) {
+                std::thread::yield_now();
+            }
+            drop(buf);
+        }
+        producer.join().unwrap();
+        assert!(
+            WAKES.load(Ordering::Relaxed) - wakes >= rounds,
+            "the busy ring's producer was woken"
+        );
+        drop(pinned);
+        let (got, parked_wakes) = sleeper.join().unwrap();
+        assert!(got, "the release into its ring woke it");
+        // Its own wake-up, and a spurious return from `park` or two at most.
+        assert!(
+            parked_wakes <= 3,
+            "parked on an idle ring, woken {parked_wakes} times"
+        );
     }
 }
