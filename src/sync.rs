@@ -421,6 +421,32 @@ pub(crate) fn plain_ref<T>(r: &T) -> &T {
     unsafe { &*p }
 }
 
+/// Switches for the loom models, read at run time so that one loom build serves every
+/// model: the environment variable `RINGMEM_LOOM` lists them, separated by commas.
+/// `refuse_membarrier` runs the fallback of a kernel that refuses `membarrier` (in a
+/// native build, `--cfg ringmem_refuse_membarrier`); each `mutant_*` is a known bug
+/// that a model must catch (`.ci/run`'s loom-mutant stages, `tests/loom.rs`). Outside
+/// loom every switch is off, a constant the compiler folds away: no shipped code reads
+/// the environment.
+pub(crate) mod switch {
+    /// Whether `RINGMEM_LOOM` names `name`.
+    #[cfg(loom)]
+    pub(crate) fn on(name: &str) -> bool {
+        // Not a loom object: the list is the process's, the same in every model.
+        static LIST: std::sync::OnceLock<std::string::String> = std::sync::OnceLock::new();
+        LIST.get_or_init(|| std::env::var("RINGMEM_LOOM").unwrap_or_default())
+            .split(',')
+            .any(|s| s.trim() == name)
+    }
+
+    /// Off: only loom builds read the switches.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) const fn on(_name: &str) -> bool {
+        false
+    }
+}
+
 /// The asymmetric store-load barrier: each side stores, then loads what the other side
 /// stored (the Dekker pattern), and at least one of the two must see the other's store.
 ///
@@ -432,13 +458,14 @@ pub(crate) fn plain_ref<T>(r: &T) -> &T {
 /// `membarrier` does not exist (other targets, Miri) both sides are `SeqCst` fences; where
 /// the kernel refuses it at run time, [`ready`](barrier::ready) says so before the first
 /// ring is built and releases fence through the orphans' word (`ring/orphan.rs`). Under
-/// loom both sides are `SeqCst` fences, which loom models; the mutant
-/// `--cfg ringmem_mutant_no_barrier` drops the release's side, and the loom models fail.
+/// loom both sides are `SeqCst` fences, which loom models; the mutant (the loom switch
+/// `mutant_no_barrier`, see [`switch`]) drops the release's side, and the models fail.
 ///
-/// `--cfg ringmem_refuse_membarrier` (tests only) acts as a kernel that refuses
-/// `membarrier`: the light side is a compiler fence and [`ready`](barrier::ready) says
-/// `false`, so the releases' fence through the orphans' word is all that closes the
-/// window. Under loom that puts the fallback itself in the models.
+/// `--cfg ringmem_refuse_membarrier` (tests only; under loom the switch
+/// `refuse_membarrier`) acts as a kernel that refuses `membarrier`: the light side is a
+/// compiler fence and [`ready`](barrier::ready) says `false`, so the releases' fence
+/// through the orphans' word is all that closes the window. Under loom that puts the
+/// fallback itself in the models.
 pub(crate) mod barrier {
     use super::Ordering;
 
@@ -451,16 +478,20 @@ pub(crate) mod barrier {
         not(loom)
     ));
 
-    /// `--cfg ringmem_refuse_membarrier`: as if the kernel refused `membarrier`.
-    const REFUSED: bool = cfg!(ringmem_refuse_membarrier);
+    /// `--cfg ringmem_refuse_membarrier` (under loom, the switch `refuse_membarrier`):
+    /// as if the kernel refused `membarrier`.
+    #[inline(always)]
+    fn refused() -> bool {
+        cfg!(ringmem_refuse_membarrier) || super::switch::on("refuse_membarrier")
+    }
 
     /// The frequent side: after its store, before its load.
     #[inline(always)]
     pub(crate) fn light() {
-        if cfg!(ringmem_mutant_no_barrier) {
+        if super::switch::on("mutant_no_barrier") {
             return;
         }
-        if ASYMMETRIC || REFUSED {
+        if ASYMMETRIC || refused() {
             core::sync::atomic::compiler_fence(Ordering::SeqCst);
         } else {
             super::fence(Ordering::SeqCst);
@@ -472,7 +503,7 @@ pub(crate) mod barrier {
     /// it too: it is then the release's side of the barrier.
     #[inline(always)]
     pub(crate) fn refused_light() {
-        if !cfg!(ringmem_mutant_no_barrier) {
+        if !super::switch::on("mutant_no_barrier") {
             super::fence(Ordering::SeqCst);
         }
     }
@@ -480,7 +511,7 @@ pub(crate) mod barrier {
     /// The rare side: after its store, before its load.
     #[cold]
     pub(crate) fn heavy() {
-        if REFUSED || !(ASYMMETRIC && membarrier::expedited()) {
+        if refused() || !(ASYMMETRIC && membarrier::expedited()) {
             // No `membarrier` (or refused, in which case releases fence too: `ready`).
             super::fence(Ordering::SeqCst);
         }
@@ -489,7 +520,7 @@ pub(crate) mod barrier {
     /// Registers this process for `membarrier` (once; later calls return the first
     /// answer). `false` when the kernel refuses it: the light side must then fence.
     pub(crate) fn ready() -> bool {
-        !REFUSED && (!ASYMMETRIC || membarrier::register())
+        !refused() && (!ASYMMETRIC || membarrier::register())
     }
 
     /// Linux's `membarrier` through a raw system call (no libc dependency).

@@ -19,25 +19,26 @@
 //! walk's `Acquire` load), loom reports the two accesses as a race. The real bytes are
 //! checked too: reuse must observe what the other thread wrote.
 //!
-//! The known-bug mutant `RUSTFLAGS="--cfg loom --cfg ringmem_mutant_relaxed_release"`
-//! weakens the unique release to `Relaxed`; `release_then_reuse_unique` then fails.
-//! The mutant `--cfg ringmem_mutant_no_barrier` drops the release's side of the
-//! store-load barrier (`src/sync.rs`); a waiter then misses its wake-up
-//! (`waiter_woken_by_a_release_elsewhere` deadlocks) and a dropped ring's block leaks
-//! (`drop_ring_while_buffers_live_elsewhere`). With `--cfg ringmem_refuse_membarrier`
-//! (a kernel that refuses `membarrier`) every model runs on the fallback, the fence a
-//! release pays when the orphans' word says so; with the mutant as well, the same two
-//! models fail. The mutant `--cfg ringmem_mutant_late_arm` publishes a waiter's ring
+//! Known bugs ("mutants") and the membarrier fallback are switched on at run time in
+//! the one loom build, by the environment variable `RINGMEM_LOOM` (`src/sync.rs`,
+//! `switch`), e.g. `RINGMEM_LOOM=mutant_late_arm cargo test --release --test loom
+//! waiter_woken_by_its_own_ring_only`. The mutant `mutant_relaxed_release` weakens the
+//! unique release to `Relaxed`; `release_then_reuse_unique` then fails. The mutant
+//! `mutant_no_barrier` drops the release's side of the store-load barrier
+//! (`src/sync.rs`); a waiter then misses its wake-up (`waiter_woken_by_a_release_elsewhere`
+//! deadlocks) and a dropped ring's block leaks (`drop_ring_while_buffers_live_elsewhere`).
+//! With `refuse_membarrier` (a kernel that refuses `membarrier`) every model runs on the
+//! fallback, the fence a release pays when the orphans' word says so; with the mutant as
+//! well, the same two models fail. The mutant `mutant_late_arm` publishes a waiter's ring
 //! in the waiters' table after its try instead of before its barrier; a release in
 //! between wakes nobody (`waiter_woken_by_its_own_ring_only` deadlocks). The release's
 //! hull prefilter (`src/ring/wait.rs`) runs in every model; the models with two and
 //! three waited rings order their rings by address (`full_rings_in_address_order`), so
 //! that a read of the hull holds an address or not in the same schedules whatever
-//! addresses the allocator picks (`--cfg ringmem_loom_hull`, which turned the prefilter on
-//! for the one-ring models only, is gone). The mutant `--cfg ringmem_mutant_stale_hull`
-//! never publishes the hull, and `waiter_woken_by_a_release_elsewhere` deadlocks; the
-//! mutant `--cfg ringmem_mutant_start_len` publishes each span as a start and a length
-//! (as before issue 47), and `two_waiters_one_releasing_thread` deadlocks. No model runs
+//! addresses the allocator picks. The mutant `mutant_stale_hull` never publishes the
+//! hull, and `waiter_woken_by_a_release_elsewhere` deadlocks; the mutant
+//! `mutant_start_len` publishes each span as a start and a length (as before issue 47),
+//! and `two_waiters_one_releasing_thread` deadlocks. No model runs
 //! ring activity after its releases: every block must be freed by the releases alone.
 #![cfg(loom)]
 
@@ -255,7 +256,7 @@ fn parked_orphan_released_while_others_release() {
 /// A producer finds its ring full and waits while another thread releases the region
 /// that fills it: the release must wake it (a lost wake-up leaves it blocked for good,
 /// which loom reports as a deadlock). The mutant without the release side's barrier
-/// (`--cfg ringmem_mutant_no_barrier`) fails here.
+/// (the loom switch `mutant_no_barrier`) fails here.
 #[test]
 fn waiter_woken_by_a_release_elsewhere() {
     run_model("waiter_woken_by_a_release_elsewhere", || {
@@ -272,7 +273,7 @@ fn waiter_woken_by_a_release_elsewhere() {
 /// A producer waits on a full ring while another thread releases a buffer of another
 /// ring, then the one that fills the waited ring: the first release does not wake it
 /// (its address is not in the waiters' table), the second must. The mutant that arms
-/// the waiter's entry after its try (`--cfg ringmem_mutant_late_arm`) fails here.
+/// the waiter's entry after its try (the loom switch `mutant_late_arm`) fails here.
 #[test]
 fn waiter_woken_by_its_own_ring_only() {
     run_model("waiter_woken_by_its_own_ring_only", || {

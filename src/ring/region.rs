@@ -232,11 +232,15 @@ impl Ring {
 }
 
 /// The ordering of the unique release. Always `Release`; the loom models prove that the
-/// known-bug mutant `--cfg ringmem_mutant_relaxed_release` (never on by default) fails.
-#[cfg(not(ringmem_mutant_relaxed_release))]
-const RELEASE: Ordering = Ordering::Release;
-#[cfg(ringmem_mutant_relaxed_release)]
-const RELEASE: Ordering = Ordering::Relaxed;
+/// known-bug mutant `mutant_relaxed_release` (a loom switch, see `sync::switch`) fails.
+#[inline(always)]
+fn release() -> Ordering {
+    if crate::sync::switch::on("mutant_relaxed_release") {
+        Ordering::Relaxed
+    } else {
+        Ordering::Release
+    }
+}
 
 /// Releases a region held by exactly one handle, on any thread.
 ///
@@ -258,7 +262,7 @@ pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
     if h & HEAP == 0 {
         // Release: publishes every access to the region's bytes before the allocating
         // thread's Acquire load (`BlockCtl::extend`, or the walk) reuses them. One plain store.
-        header.store(h & !COUNT_MASK, RELEASE);
+        header.store(h & !COUNT_MASK, release());
         orphan::after_release(hdr);
     } else {
         // SAFETY: a heap region with no handle left (contract).

@@ -52,7 +52,7 @@ use std::vec::Vec;
 
 use super::header::Header;
 use super::orphan;
-use crate::sync::{barrier, park, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{barrier, park, switch, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// Tries before a waiter registers: a release on another core is often this close.
 /// One under loom, which models every try.
@@ -279,7 +279,7 @@ impl Waiters {
             }
         }
         // (The mutant leaves the hull as it was: a release then skips the new entry.)
-        if self.published[HULL] != hull && !cfg!(ringmem_mutant_stale_hull) {
+        if self.published[HULL] != hull && !switch::on("mutant_stale_hull") {
             self.published[HULL] = hull;
             ARMED.store(HULL, hull);
         }
@@ -327,7 +327,7 @@ impl Armed {
     fn store(&self, i: usize, span: Span) {
         // (The mutant publishes a start and a length: a release that reads the start
         // of a wide hull and the length of a narrower one misses the higher ring.)
-        let end = if cfg!(ringmem_mutant_start_len) {
+        let end = if switch::on("mutant_start_len") {
             span.len()
         } else {
             span.end
@@ -344,7 +344,7 @@ impl Armed {
         // store by its barrier (see the module docs).
         let start = self.starts[i].load(Ordering::Relaxed);
         let end = self.ends[i].load(Ordering::Relaxed);
-        if cfg!(ringmem_mutant_start_len) {
+        if switch::on("mutant_start_len") {
             return addr.wrapping_sub(start) < end;
         }
         start <= addr && addr < end
@@ -424,7 +424,7 @@ pub(crate) fn block_until<T>(
     let out = 'out: loop {
         // Armed again on every try: the release that woke this thread disarmed it.
         // (The mutant arms after the try: a release in between wakes nobody.)
-        if !cfg!(ringmem_mutant_late_arm) {
+        if !switch::on("mutant_late_arm") {
             w.arm(id);
         }
         drop(w);
@@ -436,7 +436,7 @@ pub(crate) fn block_until<T>(
         if got.is_some() {
             break got;
         }
-        if cfg!(ringmem_mutant_late_arm) {
+        if switch::on("mutant_late_arm") {
             w.arm(id);
         }
         // Sleeps until a release into its own span sets its flag (an unpark that came
