@@ -651,6 +651,8 @@ impl OneRingAlloc {
     /// Allocates a block for `layout` from this thread's ring (as
     /// [`Allocator::allocate`], callable without importing the trait, as in ring-alloc).
     ///
+    /// [`Allocator::allocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.allocate
+    ///
     /// ```
     /// use core::alloc::Layout;
     /// use ringmem::OneRingAlloc;
@@ -673,6 +675,8 @@ impl OneRingAlloc {
 
     /// Releases a block (as [`Allocator::deallocate`]), on any thread; a no-op for
     /// zero-size layouts.
+    ///
+    /// [`Allocator::deallocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.deallocate
     ///
     /// # Safety
     /// - `ptr` was allocated by `OneRingAlloc` (on any thread) for `layout`, or for a

@@ -51,6 +51,8 @@ use crate::{Ring, RingError, WhenFull};
 ///   ones that word is either the header, odd, or the padding's length, even, written
 ///   there at allocation), and releasing is the ring's one `Release` store.
 ///
+/// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
+///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};
 /// use ringmem::RingAlloc;
@@ -623,6 +625,8 @@ impl RingAlloc {
     /// Allocates a block for `layout` (as [`Allocator::allocate`], callable without
     /// importing the trait, as in ring-alloc).
     ///
+    /// [`Allocator::allocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.allocate
+    ///
     /// ```
     /// use core::alloc::Layout;
     /// let a = ringmem::RingAlloc::new();
@@ -638,6 +642,8 @@ impl RingAlloc {
     }
 
     /// Releases a block (as [`Allocator::deallocate`]); a no-op for zero-size layouts.
+    ///
+    /// [`Allocator::deallocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.deallocate
     ///
     /// # Safety
     /// - `ptr` was allocated by this allocator (or a clone) for `layout`, or for a

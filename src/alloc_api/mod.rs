@@ -440,6 +440,8 @@ impl<'r> Source<'r> {
 /// larger ones get [`AllocError`]. Implemented on `Ring` itself, so `&Ring` is an
 /// allocator through allocator-api2's blanket impl for references.
 ///
+/// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
+///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};
 /// let ring = ringmem::Ring::new(64 * 1024);
