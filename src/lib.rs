@@ -38,7 +38,7 @@ pub mod tls;
 #[cfg_attr(docsrs, doc(cfg(all(feature = "allocator-api2", feature = "std"))))]
 pub use alloc_api::OneRingAlloc;
 #[cfg(feature = "allocator-api2")]
-pub use alloc_api::RingAlloc;
+pub use alloc_api::{AllocStats, RingAlloc};
 /// The allocator-api2 crate whose `Allocator` trait the ring's allocators implement
 /// (version 0.2): name collections through it so the versions match.
 ///

@@ -12,7 +12,7 @@ use core::ptr::{self, NonNull};
 use allocator_api2::alloc::AllocError;
 
 use super::count::Count;
-use super::Source;
+use super::{Counts, Source};
 use crate::ring::{prefetch, round_up, HDR, MAX_ALIGN, WORD};
 use crate::sync::Cell;
 use crate::Ring;
@@ -73,8 +73,12 @@ pub(crate) fn bump(cur: *mut u8, end: usize, layout: Layout) -> Option<(*mut u8,
 /// this module): from `ring`, at the window's front when it can tile the block (then
 /// without a walk), or from the heap when there is no ring or `to_heap` (small
 /// allocations follow the heap threshold as a group: their chunks go to the heap when
-/// it is below [`SMALL_MAX`]).
-pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, AllocError> {
+/// it is below [`SMALL_MAX`]), counted in `counts` then.
+pub(crate) fn claim(
+    ring: Option<&Ring>,
+    to_heap: bool,
+    counts: Counts<'_>,
+) -> Result<*mut u8, AllocError> {
     let tiled = match ring {
         Some(ring) if !to_heap => ring.claim_at_head_aligned(CHUNK_LAYOUT.size(), CHUNK, 1),
         _ => None,
@@ -84,6 +88,7 @@ pub(crate) fn claim(ring: Option<&Ring>, to_heap: bool) -> Result<*mut u8, Alloc
         None => Source {
             ring,
             threshold: if to_heap { 0 } else { usize::MAX },
+            counts,
         }
         .allocate(CHUNK_LAYOUT)?
         .as_ptr()

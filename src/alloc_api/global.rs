@@ -10,7 +10,7 @@ use super::chunk::{self, chunk_of, count_down, is_small, Current, Emptied, Head,
 use super::chunk::{CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::count::{ChunkCount, Count};
 use super::kept::{self, Kept};
-use super::{Source, DEFAULT_HEAP_THRESHOLD};
+use super::{AllocStats, Counts, HeapCounts, Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::round_up;
 use crate::sync::{plain_ref, AtomicBool, Cell, Mutex, MutexGuard, Ordering};
 use crate::tls;
@@ -18,6 +18,9 @@ use crate::tls;
 crate::sync::thread_local! {
     /// This thread's heap threshold for `OneRingAlloc`.
     static THRESHOLD: Cell<usize> = const { Cell::new(DEFAULT_HEAP_THRESHOLD) };
+    /// What this thread's `OneRingAlloc` requests sent to the heap for their size
+    /// (cumulative only: their blocks may be freed on any thread).
+    static HEAP: HeapCounts = const { HeapCounts::new(false) };
     /// This thread's current chunk. No destructor, so an access is a plain thread-local
     /// address (no state check) and works until the thread is gone.
     static CURRENT: Local = const {
@@ -226,9 +229,9 @@ fn release_chunk(chunk: Option<Emptied>) {
 /// the ring is gone or the threshold is below [`SMALL_MAX`].
 fn new_chunk() -> Result<*mut u8, AllocError> {
     let to_heap = threshold() < SMALL_MAX;
-    match tls::with_ring(|ring| chunk::claim(Some(ring), to_heap)) {
+    match tls::with_ring(|ring| chunk::claim(Some(ring), to_heap, Counts::Thread)) {
         Some(made) => made,
-        None => chunk::claim(None, true),
+        None => chunk::claim(None, true, Counts::Thread),
     }
 }
 
@@ -399,6 +402,17 @@ fn allocate_any(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
     }
 }
 
+/// Counts a heap region just allocated for `layout` at `block` in this thread's
+/// counters ([`OneRingAlloc::stats`]).
+///
+/// # Safety
+/// As for [`HeapCounts::sent`].
+#[cold]
+pub(super) unsafe fn count_sent(block: NonNull<u8>, layout: Layout) {
+    // SAFETY: forwarded from this function's contract.
+    let _ = HEAP.try_with(|h| unsafe { h.sent(block, layout) });
+}
+
 /// This thread's heap threshold (the default while the thread is being torn down).
 #[inline(always)]
 fn threshold() -> usize {
@@ -412,7 +426,7 @@ fn threshold() -> usize {
 #[inline(always)]
 fn with_existing_source<R>(f: impl FnOnce(Source<'_>) -> R) -> Option<R> {
     let threshold = threshold();
-    tls::with_existing_ring(|ring| f(Source::new(ring, threshold)))
+    tls::with_existing_ring(|ring| f(Source::new(ring, threshold).counted(Counts::Thread)))
 }
 
 /// Runs `f` with this thread's ring, or with the heap alone while the thread is being
@@ -430,7 +444,7 @@ fn with_source<R, F: FnOnce(Source<'_>) -> R + Copy>(f: F) -> R {
 #[cold]
 #[inline(never)]
 fn with_new_source<R, F: FnOnce(Source<'_>) -> R + Copy>(threshold: usize, f: F) -> R {
-    match tls::with_ring(|ring| f(Source::new(ring, threshold))) {
+    match tls::with_ring(|ring| f(Source::new(ring, threshold).counted(Counts::Thread))) {
         Some(r) => r,
         None => f(Source::HEAP),
     }
@@ -566,9 +580,11 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 /// process on a full ring: a region shrinking to a small layout moves into a chunk when
 /// the thread can get one, and otherwise stays where it is (on any thread). A failed
 /// `grow` leaves the block as it was.
+///
 /// Requests above [`heap_threshold`](Self::heap_threshold) bytes (default
 /// [`RingAlloc::DEFAULT_HEAP_THRESHOLD`](crate::RingAlloc::DEFAULT_HEAP_THRESHOLD),
-/// 256 KiB, per thread) go to the global allocator. Alignments up to
+/// 256 KiB, per thread) go to the global allocator: a large collection is a heap
+/// allocation. [`stats`](Self::stats) counts them, per thread. Alignments up to
 /// [`RingAlloc::MAX_ALIGN`](crate::RingAlloc::MAX_ALIGN) are served.
 ///
 /// The name is ring-alloc's: see the migration table on [`RingAlloc`](crate::RingAlloc).
@@ -621,6 +637,31 @@ impl OneRingAlloc {
         let _ = THRESHOLD.try_with(|t| t.set(bytes));
     }
 
+    /// This thread's counters: its ring's [`RingStats`](crate::RingStats) (all zero
+    /// before the thread's first allocation), and what `OneRingAlloc` requests made on
+    /// this thread sent to the heap because of their size, since the thread started
+    /// (per thread, as the ring and the threshold are). The live counts are `None`:
+    /// a block may be freed on any thread, so no one thread's counters can follow it.
+    ///
+    /// ```
+    /// use allocator_api2::vec::Vec;
+    /// use ringmem::OneRingAlloc;
+    /// std::thread::spawn(|| {
+    ///     let v: Vec<u8, _> = Vec::with_capacity_in(1 << 20, OneRingAlloc); // 1 MiB
+    ///     let stats = OneRingAlloc.stats();
+    ///     assert_eq!((stats.heap_allocs, stats.heap_bytes), (1, 1 << 20));
+    ///     assert_eq!(stats.heap_live, None);
+    ///     # drop(v);
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// ```
+    pub fn stats(&self) -> AllocStats {
+        let ring = tls::with_existing_ring(crate::Ring::stats).unwrap_or_default();
+        HEAP.try_with(|h| h.stats(ring))
+            .unwrap_or_else(|_| HeapCounts::new(false).stats(ring))
+    }
+
     /// Releases this thread's current chunk of small allocations if none of its blocks
     /// is in use, so that [`Ring::stats`](crate::Ring::stats) of the thread's ring counts
     /// only live allocations (as [`RingAlloc::flush`](crate::RingAlloc::flush)), and
@@ -651,6 +692,8 @@ impl OneRingAlloc {
     /// Allocates a block for `layout` from this thread's ring (as
     /// [`Allocator::allocate`], callable without importing the trait, as in ring-alloc).
     ///
+    /// [`Allocator::allocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.allocate
+    ///
     /// ```
     /// use core::alloc::Layout;
     /// use ringmem::OneRingAlloc;
@@ -673,6 +716,8 @@ impl OneRingAlloc {
 
     /// Releases a block (as [`Allocator::deallocate`]), on any thread; a no-op for
     /// zero-size layouts.
+    ///
+    /// [`Allocator::deallocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.deallocate
     ///
     /// # Safety
     /// - `ptr` was allocated by `OneRingAlloc` (on any thread) for `layout`, or for a

@@ -10,7 +10,7 @@ use allocator_api2::alloc::{AllocError, Allocator};
 
 use super::chunk::{self, is_small, Current, Emptied, Head, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
 use super::kept::{self, Kept};
-use super::{Source, DEFAULT_HEAP_THRESHOLD};
+use super::{AllocStats, Counts, HeapCounts, Source, DEFAULT_HEAP_THRESHOLD};
 use crate::raw;
 use crate::ring::{round_up, MAX_ALIGN};
 use crate::sync::Cell;
@@ -29,7 +29,12 @@ use crate::{Ring, RingError, WhenFull};
 /// - Zero-size layouts get a dangling, well-aligned pointer; the ring is not touched.
 /// - Requests above [`heap_threshold`](Self::heap_threshold) bytes (default
 ///   [`RingAlloc::DEFAULT_HEAP_THRESHOLD`], 256 KiB) go to the global allocator as heap
-///   regions with the same header, so deallocation needs no size check.
+///   regions with the same header, so deallocation needs no size check. So large
+///   collections live on the heap, not in the ring: a `Vec<u64>` past 32,768 elements,
+///   a hashbrown table past a few thousand entries. [`stats`](Self::stats) counts them
+///   (and the ring's [`heap_fallbacks`](crate::RingStats::heap_fallbacks) too);
+///   [`set_heap_threshold`](Self::set_heap_threshold) moves the threshold or turns
+///   the heap path off.
 /// - `grow`/`shrink` stay in place when the regions after the allocation are free,
 ///   which is the usual case for the latest allocation: a growing `Vec` is not copied.
 ///   A `shrink` that keeps the alignment never fails, so `shrink_to_fit` does not end
@@ -50,6 +55,8 @@ use crate::{Ring, RingError, WhenFull};
 ///   pointer alone (for alignments up to 8 it is the word before the data; for larger
 ///   ones that word is either the header, odd, or the padding's length, even, written
 ///   there at allocation), and releasing is the ring's one `Release` store.
+///
+/// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
 ///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};
@@ -114,6 +121,8 @@ struct Shared {
     /// Regions that serve small layouts: shrinks that found no chunk to move to
     /// (`kept.rs`). Empty unless the ring was full.
     kept: Kept,
+    /// What went to the heap for its size ([`RingAlloc::stats`]).
+    heap: HeapCounts,
 }
 
 /// Chunks are used when the ring's blocks hold at least this many bytes (eight chunks),
@@ -130,7 +139,7 @@ crate::sync::thread_local! {
 
 impl Shared {
     fn source(&self) -> Source<'_> {
-        Source::new(&self.ring, self.threshold.get())
+        Source::new(&self.ring, self.threshold.get()).counted(Counts::Shared(&self.heap))
     }
 
     /// Gives a chunk's region back to the ring, if there is one to release.
@@ -246,6 +255,7 @@ impl RingAlloc {
             return Err(ring);
         };
         let shared = p.cast::<Shared>();
+        let when_full = ring.when_full();
         // SAFETY: a fresh allocation with `Shared`'s layout.
         unsafe {
             shared.as_ptr().write(Shared {
@@ -255,6 +265,9 @@ impl RingAlloc {
                 threshold: Cell::new(DEFAULT_HEAP_THRESHOLD),
                 recyclable,
                 kept: Kept::new(),
+                // A `WhenFull::Heap` ring's own fallbacks are heap regions too, which a
+                // release cannot tell from the counted ones.
+                heap: HeapCounts::new(when_full != WhenFull::Heap),
             })
         };
         Ok(RingAlloc { shared })
@@ -335,9 +348,8 @@ impl RingAlloc {
     }
 
     /// Sends requests above `bytes` bytes to the global allocator, for this handle and
-    /// all its clones. `usize::MAX` keeps everything on the ring (under its
-    /// [`WhenFull`] policy); 0 sends everything to the heap. Existing allocations are
-    /// not moved; a ring allocation that grows past the threshold moves to the heap.
+    /// all its clones; 0 sends everything to the heap. Existing allocations are not
+    /// moved; a ring allocation that grows past the threshold moves to the heap.
     ///
     /// ```
     /// use allocator_api2::vec::Vec;
@@ -345,11 +357,61 @@ impl RingAlloc {
     /// a.set_heap_threshold(64);
     /// let v: Vec<u8, _> = Vec::with_capacity_in(1000, a.clone());
     /// assert_eq!(a.ring().stats().live_buffers, 0); // it is on the heap
+    /// assert_eq!(a.stats().heap_allocs, 1);
     /// # drop(v);
+    /// ```
+    ///
+    /// `usize::MAX` turns the heap path off: every request is the ring's, under its
+    /// [`WhenFull`] policy. A ring made by [`RingAlloc::new`] or
+    /// [`with_capacity`](Self::with_capacity) ([`WhenFull::Grow`]) then adds a block for
+    /// a request larger than its free space; one that fails when full
+    /// ([`WhenFull::Fail`]) refuses it with [`AllocError`], which a collection's
+    /// `try_reserve` returns as an error (its infallible methods would end the
+    /// process instead):
+    ///
+    /// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
+    ///
+    /// ```
+    /// use allocator_api2::vec::Vec;
+    /// use ringmem::{Ring, RingAlloc, WhenFull};
+    /// let ring = Ring::builder().capacity(64 * 1024).when_full(WhenFull::Fail).build()?;
+    /// let a = RingAlloc::from(ring);
+    /// a.set_heap_threshold(usize::MAX);
+    /// let mut v: Vec<u8, _> = Vec::new_in(a.clone());
+    /// assert!(v.try_reserve(32 * 1024).is_ok()); // fits in the ring
+    /// assert!(v.try_reserve(1 << 20).is_err()); // does not, and the heap is off
+    /// assert_eq!(a.stats().heap_allocs, 0);
+    /// # Ok::<(), ringmem::RingError>(())
     /// ```
     #[inline]
     pub fn set_heap_threshold(&self, bytes: usize) {
         self.shared().threshold.set(bytes);
+    }
+
+    /// The ring's [`RingStats`](crate::RingStats), and what this allocator (with all
+    /// its clones) sent to the global allocator because a request was larger than the
+    /// [`heap_threshold`](Self::heap_threshold): how many allocations and bytes so far,
+    /// and how many are live now. See [`AllocStats`] for each field.
+    ///
+    /// The ring's walk over its headers is the cost (as for [`Ring::stats`]); the heap
+    /// counts are kept on the heap path only.
+    ///
+    /// ```
+    /// use hashbrown::HashMap;
+    /// let alloc = ringmem::RingAlloc::new();
+    /// let mut map = HashMap::new_in(alloc.clone());
+    /// map.extend((0..10_000u64).map(|i| (i, [0u8; 32])));
+    /// // A table of 10,000 records of 40 bytes is larger than the heap threshold.
+    /// let stats = alloc.stats();
+    /// assert!(stats.heap_allocs >= 1);
+    /// assert_eq!(stats.heap_live, Some(1));
+    /// assert!(stats.heap_live_bytes.unwrap() > alloc.heap_threshold());
+    /// drop(map);
+    /// assert_eq!(alloc.stats().heap_live_bytes, Some(0));
+    /// ```
+    pub fn stats(&self) -> AllocStats {
+        let s = self.shared();
+        s.heap.stats(s.ring.stats())
     }
 
     #[inline]
@@ -398,7 +460,11 @@ impl RingAlloc {
             // Retired and forgotten before the claim, which may fail.
             s.release_chunk(s.chunks.retire());
             let to_heap = s.threshold.get() < SMALL_MAX;
-            s.chunks.start(chunk::claim(Some(&s.ring), to_heap)?);
+            s.chunks.start(chunk::claim(
+                Some(&s.ring),
+                to_heap,
+                Counts::Shared(&s.heap),
+            )?);
         }
         // An empty chunk holds any small layout: this call does not come back here.
         self.allocate_small(layout)
@@ -623,6 +689,8 @@ impl RingAlloc {
     /// Allocates a block for `layout` (as [`Allocator::allocate`], callable without
     /// importing the trait, as in ring-alloc).
     ///
+    /// [`Allocator::allocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.allocate
+    ///
     /// ```
     /// use core::alloc::Layout;
     /// let a = ringmem::RingAlloc::new();
@@ -638,6 +706,8 @@ impl RingAlloc {
     }
 
     /// Releases a block (as [`Allocator::deallocate`]); a no-op for zero-size layouts.
+    ///
+    /// [`Allocator::deallocate`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/trait.Allocator.html#tymethod.deallocate
     ///
     /// # Safety
     /// - `ptr` was allocated by this allocator (or a clone) for `layout`, or for a

@@ -67,6 +67,7 @@ mod count;
 mod global;
 mod kept;
 mod local;
+mod stats;
 #[cfg(feature = "allocator-api2-04")]
 mod v04;
 
@@ -79,6 +80,8 @@ use allocator_api2::alloc::{AllocError, Allocator};
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub use global::OneRingAlloc;
 pub use local::RingAlloc;
+pub use stats::AllocStats;
+use stats::{Counts, HeapCounts};
 
 use crate::ring::{self, round_up, Ring, HDR, MAX_ALIGN, WORD};
 
@@ -177,6 +180,9 @@ pub(crate) struct Source<'r> {
     pub(crate) ring: Option<&'r Ring>,
     /// Requests above this many bytes go to the global allocator.
     pub(crate) threshold: usize,
+    /// Where the requests sent to the heap for their size are counted, besides the
+    /// ring's `heap_fallbacks`.
+    pub(crate) counts: Counts<'r>,
 }
 
 impl<'r> Source<'r> {
@@ -185,6 +191,7 @@ impl<'r> Source<'r> {
     pub(crate) const HEAP: Source<'static> = Source {
         ring: None,
         threshold: 0,
+        counts: Counts::Thread,
     };
 
     /// A ring with a threshold.
@@ -193,7 +200,14 @@ impl<'r> Source<'r> {
         Source {
             ring: Some(ring),
             threshold,
+            counts: Counts::Ring,
         }
+    }
+
+    /// The same source, counting what it sends to the heap in `counts` too.
+    #[inline]
+    pub(crate) fn counted(self, counts: Counts<'r>) -> Self {
+        Source { counts, ..self }
     }
 
     /// `Allocator::allocate`.
@@ -206,7 +220,82 @@ impl<'r> Source<'r> {
         if align > MAX_ALIGN {
             return Err(AllocError);
         }
+        if size > self.threshold || self.ring.is_none() {
+            return self.allocate_heap(layout);
+        }
         ring::claim_in(self.ring, size, align, self.threshold).ok_or(AllocError)
+    }
+
+    /// A heap region for a request above the threshold (or with no ring), counted: out
+    /// of line, so that the ring path pays only the comparison it made anyway.
+    #[cold]
+    #[inline(never)]
+    fn allocate_heap(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let block = ring::claim_in(None, layout.size(), layout.align(), 0).ok_or(AllocError)?;
+        if let Some(ring) = self.ring {
+            ring.count_heap_fallback();
+        }
+        // SAFETY: just handed out for `layout`, and live.
+        unsafe { self.counts.sent(block.cast(), layout) };
+        Ok(block)
+    }
+
+    /// Notes that the allocation at `ptr` for `layout` is about to be released, for the
+    /// counts of live heap memory; one comparison unless it may be a counted heap
+    /// region.
+    ///
+    /// # Safety
+    /// - `ptr` is a live allocation of this module for `layout` (or a layout that fits
+    ///   it), whose only handle the caller holds.
+    #[inline(always)]
+    unsafe fn before_release(self, ptr: NonNull<u8>, layout: Layout) {
+        if let Counts::Shared(counts) = self.counts {
+            if layout.size() != 0 && counts.may_hold(layout) {
+                // SAFETY: forwarded from this function's contract; not zero-size.
+                if let Some(bytes) = unsafe { counts.heap_bytes(ptr, layout) } {
+                    counts.freed(bytes);
+                }
+            }
+        }
+    }
+
+    /// [`deallocate`] (any thread's region), with [`before_release`](Self::before_release).
+    ///
+    /// # Safety
+    /// As for [`deallocate`].
+    #[inline]
+    unsafe fn release(self, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            self.before_release(ptr, layout);
+            deallocate(ptr, layout);
+        }
+    }
+
+    /// `ring::resize_in` for the allocation at `ptr` (`old`) to `new`'s size, keeping
+    /// the counts of live heap memory when it is a counted heap region.
+    ///
+    /// # Safety
+    /// As for `ring::resize_in`, with `ptr` allocated for `old` (or a layout that fits
+    /// it) and `new.size() > 0`.
+    #[inline(always)]
+    unsafe fn resize_in(self, ptr: NonNull<u8>, old: Layout, new: Layout) -> Option<NonNull<[u8]>> {
+        let (ring, align, size) = (self.ring, old.align(), new.size());
+        let counted = match self.counts {
+            Counts::Shared(counts) if counts.may_hold(old) => {
+                // SAFETY: forwarded from this function's contract; `old` is not
+                // zero-size (the callers' checks).
+                unsafe { counts.heap_bytes(ptr, old) }.map(|bytes| (counts, bytes))
+            }
+            _ => None,
+        };
+        // SAFETY: forwarded from this function's contract.
+        let block = unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) }?;
+        if let Some((counts, bytes)) = counted {
+            // SAFETY: the live result of the resize.
+            unsafe { counts.resized(bytes, block.cast(), new) };
+        }
+        Some(block)
     }
 
     /// `Allocator::deallocate` on the ring's own thread: the release, or the region
@@ -219,6 +308,8 @@ impl<'r> Source<'r> {
         if layout.size() == 0 {
             return;
         }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.before_release(ptr, layout) };
         // SAFETY: a live allocation of this alignment class (contract).
         let hdr = unsafe { ring::header_of(ptr, layout.align()) };
         let Some(ring) = self.ring else {
@@ -326,11 +417,9 @@ impl<'r> Source<'r> {
         zeroed: bool,
     ) -> Result<NonNull<[u8]>, AllocError> {
         if old.size() != 0 && same_class(old, new) && new.align() <= MAX_ALIGN {
-            let (ring, align, size) = (self.ring, old.align(), new.size());
             // SAFETY: a live allocation made with `old`'s alignment class, ours, on the
             // ring's thread (contract); the size is not zero (`new >= old > 0`).
-            if let Some(block) = unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) }
-            {
+            if let Some(block) = unsafe { self.resize_in(ptr, old, new) } {
                 if zeroed {
                     // SAFETY: the block holds `block.len() >= old.size()` bytes, ours.
                     unsafe { zero_tail(block, old.size()) };
@@ -389,7 +478,7 @@ impl<'r> Source<'r> {
                 new,
                 zeroed,
                 |l| self.allocate(l),
-                |p, l| deallocate(p, l),
+                |p, l| self.release(p, l),
             )
         }
     }
@@ -409,24 +498,21 @@ impl<'r> Source<'r> {
         debug_assert!(new.size() <= old.size(), "shrink from {old:?} to {new:?}");
         if new.size() == 0 {
             // SAFETY: the allocation is ours and no longer used (contract).
-            unsafe { deallocate(ptr, old) };
+            unsafe { self.release(ptr, old) };
             return Ok(dangling(new.align()));
         }
         if new.align() > MAX_ALIGN {
             return Err(AllocError);
         }
         if same_class(old, new) {
-            let (ring, align, size) = (self.ring, old.align(), new.size());
             // SAFETY: a live, non-zero-size allocation of `old`'s class, ours, on the
             // ring's thread (contract); `new.size() > 0`.
-            return Ok(
-                match unsafe { ring::resize_in(ring, ptr, align, size, self.threshold) } {
-                    Some(block) => block,
-                    // Another thread's ring region (or a refused `realloc`): it stays as it
-                    // is, and still fits `new`.
-                    None => NonNull::slice_from_raw_parts(ptr, new.size()),
-                },
-            );
+            return Ok(match unsafe { self.resize_in(ptr, old, new) } {
+                Some(block) => block,
+                // Another thread's ring region (or a refused `realloc`): it stays as it
+                // is, and still fits `new`.
+                None => NonNull::slice_from_raw_parts(ptr, new.size()),
+            });
         }
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.move_block(ptr, old, new, false) }
@@ -434,11 +520,15 @@ impl<'r> Source<'r> {
 }
 
 /// Allocates from the ring; requests above [`RingAlloc::DEFAULT_HEAP_THRESHOLD`] bytes
-/// go to the global allocator, and otherwise the ring's [`WhenFull`](crate::WhenFull)
-/// policy applies when it is full (so [`WhenFull::Fail`](crate::WhenFull::Fail) makes
-/// a collection's growth fail). Alignments up to [`RingAlloc::MAX_ALIGN`] are served;
-/// larger ones get [`AllocError`]. Implemented on `Ring` itself, so `&Ring` is an
-/// allocator through allocator-api2's blanket impl for references.
+/// (256 KiB, fixed for `&Ring`: [`RingAlloc`] sets its own) go to the global allocator
+/// and count in the ring's [`heap_fallbacks`](crate::RingStats::heap_fallbacks), and
+/// otherwise the ring's [`WhenFull`](crate::WhenFull) policy applies when it is full
+/// (so [`WhenFull::Fail`](crate::WhenFull::Fail) makes a collection's growth fail).
+/// Alignments up to [`RingAlloc::MAX_ALIGN`] are served; larger ones get
+/// [`AllocError`]. Implemented on `Ring` itself, so `&Ring` is an allocator through
+/// allocator-api2's blanket impl for references.
+///
+/// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
 ///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};
@@ -448,7 +538,10 @@ impl<'r> Source<'r> {
 /// let b = Box::new_in([7u8; 3], &ring);
 /// assert_eq!(v[999], 999);
 /// assert_eq!(ring.stats().live_buffers, 2);
-/// # drop(b);
+/// assert_eq!(ring.stats().heap_fallbacks, 0);
+/// let large: Vec<u8, &ringmem::Ring> = Vec::with_capacity_in(1 << 20, &ring);
+/// assert_eq!(ring.stats().heap_fallbacks, 1); // above the threshold: on the heap
+/// # drop((b, large));
 /// ```
 ///
 /// With the `nightly` feature the same impl is `core::alloc::Allocator` (allocator-api2

@@ -245,8 +245,39 @@ pub struct RingStats {
     pub capacity: usize,
     /// Blocks (more than one only with [`WhenFull::Grow`]).
     pub blocks: usize,
-    /// Requests served from the heap so far ([`WhenFull::Heap`]).
+    /// Requests served from the heap so far: by the [`WhenFull::Heap`] policy, and
+    /// (allocator-api2) requests of `&Ring`, [`RingAlloc`](crate::RingAlloc) and
+    /// [`OneRingAlloc`](crate::OneRingAlloc) larger than their heap threshold
+    /// ([`RingAlloc::DEFAULT_HEAP_THRESHOLD`](crate::RingAlloc::DEFAULT_HEAP_THRESHOLD)
+    /// by default). A heap region resized by `realloc` is not counted again.
+    ///
+    /// ```
+    /// # #[cfg(feature = "allocator-api2")] {
+    /// use allocator_api2::vec::Vec;
+    /// let ring = ringmem::Ring::new(64 * 1024);
+    /// let big: Vec<u8, &ringmem::Ring> = Vec::with_capacity_in(1 << 20, &ring);
+    /// assert_eq!(ring.stats().heap_fallbacks, 1); // above the threshold: on the heap
+    /// # drop(big);
+    /// # }
+    /// ```
     pub heap_fallbacks: u64,
+}
+
+/// The bytes the global allocator holds for the adapter's allocation at `ptr` (its
+/// heap region, header and alignment included), or `None` for a ring region: what the
+/// allocators' counts of live heap memory add and subtract.
+///
+/// # Safety
+/// - As for [`header_of`].
+#[cfg(feature = "allocator-api2")]
+pub(crate) unsafe fn heap_bytes_of(ptr: NonNull<u8>, align: usize) -> Option<usize> {
+    // SAFETY: forwarded from this function's contract.
+    let hdr = unsafe { header_of(ptr, align) };
+    // SAFETY: the caller's handle keeps the header alive.
+    // Relaxed: the HEAP bit, and a heap region's span, change only through its one
+    // handle, the caller's.
+    let h = unsafe { hdr.as_ref() }.load(crate::sync::Ordering::Relaxed);
+    (h & header::HEAP != 0).then(|| header::span(h))
 }
 
 /// A ring allocator for short-lived buffers.
@@ -413,6 +444,15 @@ impl Ring {
             stats.capacity += b.len();
         }
         stats
+    }
+
+    /// Counts in [`RingStats::heap_fallbacks`] a request that an allocator adapter sent
+    /// to the heap for its size (above its threshold), as the ring's own policy counts
+    /// its fallbacks: so `stats` tells where the ring's users' memory went.
+    #[cfg(feature = "allocator-api2")]
+    #[cold]
+    pub(crate) fn count_heap_fallback(&self) {
+        self.heap_fallbacks.set(self.heap_fallbacks.get() + 1);
     }
 
     /// Gives back to the system every block of a [`WhenFull::Grow`] ring whose buffers
