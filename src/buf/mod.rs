@@ -19,10 +19,10 @@ pub use ext::{BorrowsRing, ExtBuf};
 pub use fixed::FixedBuf;
 pub use fixed_mut::FixedBufMut;
 pub use typed::TypedBuf;
-// Used by `tls`.
-#[cfg(feature = "std")]
+// Used by `tls` and the framed readers.
 #[cfg(real_std)]
 pub(crate) use wait::hopeless;
+#[cfg(feature = "std")]
 pub(crate) use wait::{hopeless_aligned, typed_bytes, typed_need};
 #[cfg(feature = "std")]
 pub use wait::{ExtWait, Reserve, Wait, WaitError};
