@@ -22,6 +22,8 @@ mod bytes_impl;
 mod loom_exit;
 mod raw;
 mod ring;
+#[cfg(feature = "serde")]
+mod serde_impl;
 mod sync;
 
 pub mod codec;
