@@ -26,7 +26,7 @@ use crate::{WaitError, WhenFull};
 /// wherever it is dropped. When the ring has no room, the message moves to `T` (its
 /// bytes so far copied once) until it is handed over, so the pool never fails and
 /// never waits; the `_wait` and `_async` forms of `get_writable` wait for room
-/// instead when the ring is full (see [`get_writable_wait`](Self::get_writable_wait)).
+/// instead when the ring is full (see `get_writable_wait`, with the `std` feature).
 /// The first message of a pool starts with room for its first piece; each later one
 /// starts with room for the previous message (up to an eighth of the ring), so a
 /// header-then-payload frame usually needs no growth.

@@ -246,10 +246,9 @@ pub struct RingStats {
     /// Blocks (more than one only with [`WhenFull::Grow`]).
     pub blocks: usize,
     /// Requests served from the heap so far: by the [`WhenFull::Heap`] policy, and
-    /// (allocator-api2) requests of `&Ring`, [`RingAlloc`](crate::RingAlloc) and
-    /// [`OneRingAlloc`](crate::OneRingAlloc) larger than their heap threshold
-    /// ([`RingAlloc::DEFAULT_HEAP_THRESHOLD`](crate::RingAlloc::DEFAULT_HEAP_THRESHOLD)
-    /// by default). A heap region resized by `realloc` is not counted again.
+    /// (allocator-api2) requests of `&Ring`, `RingAlloc` and `OneRingAlloc` larger than
+    /// their heap threshold (`RingAlloc::DEFAULT_HEAP_THRESHOLD` by default). Not links:
+    /// those types do not exist in every build this field does. A heap region resized by `realloc` is not counted again.
     ///
     /// ```
     /// # #[cfg(feature = "allocator-api2")] {
