@@ -18,7 +18,10 @@ msrv() {
     echo "msrv: no rust-version in Cargo.toml" >&2
     return 1
   fi
-  if ! rustup toolchain install "$version" --profile minimal >/dev/null 2>&1; then
+  # Under .ci/run's rustup lock: another lane may be adding nightly components.
+  mkdir -p target
+  if ! flock target/.ci-rustup.lock rustup toolchain install "$version" --profile minimal \
+    >/dev/null 2>&1; then
     echo "SKIPPED: msrv: rustup could not install $version"
     return 0
   fi
