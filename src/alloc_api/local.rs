@@ -486,10 +486,10 @@ impl RingAlloc {
             return;
         }
         if !s.chunks.chunked() || s.kept.remove(ptr) {
-            // SAFETY: forwarded from this function's contract; without chunks every
-            // block is a ring (or heap) region, as a kept one is (its alignment class
-            // is a small layout's); `RingAlloc` is not `Send`, so this is the ring's
-            // thread.
+            // Without chunks every block is a ring (or heap) region, and so is a kept one
+            // (its alignment class is a small layout's).
+            // SAFETY: forwarded from this function's contract, for the region above;
+            // `RingAlloc` is not `Send`, so this is the ring's thread.
             return unsafe { self.source().deallocate(ptr, layout) };
         }
         // SAFETY: forwarded from this function's contract; not kept, so in a chunk.
