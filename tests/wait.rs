@@ -72,34 +72,36 @@ fn requests_no_release_can_serve_fail_at_once() {
     assert!(heap.fixed_wait(10_000).is_ok());
 }
 
-/// Producers on full rings wait while consumers on other threads release in any
-/// order: every message arrives with its bytes, and nobody hangs.
-#[test]
-fn producers_wait_on_full_rings_across_threads() {
-    let messages = scaled(20_000);
-    let producers: Vec<_> = (0..2u64)
+/// A producer thread per ring that waits for room (`fixed_wait_timeout`) and sends
+/// `messages` buffers of `len(i)` bytes to a consumer thread, which checks each one's
+/// bytes and keeps some, releasing them as `release` decides; at the end every ring is
+/// empty. Each ring's messages are numbered apart, so a buffer seen by the wrong
+/// consumer or with another's bytes fails `holds`.
+fn producers_and_consumers(
+    rings: u64,
+    capacity: usize,
+    channel: usize,
+    messages: u64,
+    len: fn(u64) -> usize,
+    release: fn(&mut std::collections::VecDeque<ringmem::FixedBufMut>),
+) {
+    let producers: Vec<_> = (0..rings)
         .map(|p| {
             std::thread::spawn(move || {
-                let ring = Ring::new(8 * 1024);
-                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, ringmem::FixedBufMut)>(256);
+                let ring = Ring::new(capacity);
+                let (tx, rx) =
+                    std::sync::mpsc::sync_channel::<(u64, ringmem::FixedBufMut)>(channel);
                 let consumer = std::thread::spawn(move || {
-                    let mut kept = Vec::new();
+                    let mut kept = std::collections::VecDeque::new();
                     for (id, buf) in rx {
                         assert!(holds(id, &buf), "message {id} kept its bytes");
-                        kept.push(buf);
-                        // At most 8 of at most 504 bytes kept, less than half the ring,
-                        // so the producer always gets room in the end; released out of
-                        // order: the newest first, then the oldest.
-                        if kept.len() > 8 {
-                            let newest = kept.pop();
-                            drop(newest);
-                            kept.drain(..4);
-                        }
+                        kept.push_back(buf);
+                        release(&mut kept);
                     }
                 });
-                for i in 0..messages as u64 {
+                for i in 0..messages {
                     let id = p << 32 | i;
-                    let len = 1 + (i as usize * 37) % 500;
+                    let len = len(i);
                     let mut buf = ring
                         .fixed_wait_timeout(len, GUARD)
                         .expect("a consumer makes room");
@@ -117,6 +119,29 @@ fn producers_wait_on_full_rings_across_threads() {
     for p in producers {
         p.join().unwrap();
     }
+}
+
+/// Producers on full rings wait while consumers on other threads release in any
+/// order: every message arrives with its bytes, and nobody hangs.
+#[test]
+fn producers_wait_on_full_rings_across_threads() {
+    producers_and_consumers(
+        2,
+        8 * 1024,
+        256,
+        scaled(20_000) as u64,
+        |i| 1 + (i as usize * 37) % 500,
+        |kept| {
+            // At most 8 of at most 504 bytes kept, less than half the ring, so the
+            // producer always gets room in the end; released out of order: the newest
+            // first, then the oldest.
+            if kept.len() > 8 {
+                let newest = kept.pop_back();
+                drop(newest);
+                kept.drain(..4);
+            }
+        },
+    );
 }
 
 #[test]
@@ -560,44 +585,18 @@ fn over_aligned_typed_waits_that_no_release_can_serve_fail_at_once() {
 /// under ThreadSanitizer by CI (with `RINGMEM_SMALL=1`).
 #[test]
 fn many_rings_each_with_a_waiting_producer_and_a_releasing_consumer() {
-    const RINGS: u64 = 12;
-    let messages = scaled(3000) as u64;
-    let producers: Vec<_> = (0..RINGS)
-        .map(|p| {
-            std::thread::spawn(move || {
-                let ring = Ring::new(2048);
-                let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, ringmem::FixedBufMut)>(16);
-                let consumer = std::thread::spawn(move || {
-                    let mut kept = std::collections::VecDeque::new();
-                    for (id, buf) in rx {
-                        assert!(holds(id, &buf), "message {id} kept its bytes");
-                        kept.push_back(buf);
-                        // At most 4 of at most 208 bytes kept, less than half the
-                        // ring: the producer always gets room in the end, often only
-                        // after a wait.
-                        if kept.len() > 4 {
-                            kept.pop_front();
-                        }
-                    }
-                });
-                for i in 0..messages {
-                    let id = p << 32 | i;
-                    let len = 1 + (i as usize * 53) % 200;
-                    let mut buf = ring
-                        .fixed_wait_timeout(len, GUARD)
-                        .expect("a consumer makes room");
-                    let mut bytes = vec![0; len];
-                    fill(id, &mut bytes);
-                    buf.try_extend_from_slice(&bytes).unwrap();
-                    tx.send((id, buf)).unwrap();
-                }
-                drop(tx);
-                consumer.join().unwrap();
-                assert_eq!(ring.stats().live_buffers, 0);
-            })
-        })
-        .collect();
-    for p in producers {
-        p.join().unwrap();
-    }
+    producers_and_consumers(
+        12,
+        2048,
+        16,
+        scaled(3000) as u64,
+        |i| 1 + (i as usize * 53) % 200,
+        |kept| {
+            // At most 4 of at most 208 bytes kept, less than half the ring: the
+            // producer always gets room in the end, often only after a wait.
+            if kept.len() > 4 {
+                kept.pop_front();
+            }
+        },
+    );
 }
