@@ -49,12 +49,6 @@ pub struct ExtBuf<'r> {
     ptr: NonNull<u8>,
     len: usize,
     cap: usize,
-    /// Growths left that look only at the regions right after this one (the oldest,
-    /// so the next to be released) before walking the block again, after a walk found
-    /// no room for it: a caller retrying a failed write on a full ring costs a header
-    /// load or two per retry, not a lap (as the ring's claims, see `Ring`). Per buffer,
-    /// so a fresh buffer always walks: it grows wherever a fixed one would fit.
-    stuck: u32,
 }
 
 /// Why an [`ExtBuf`] is not `Send`: it borrows its ring, which is not `Sync` (one thread
@@ -107,9 +101,6 @@ unsafe impl<'r> Send for BorrowsRing<'r> where BorrowsRing<'r>: not_send::RingIs
 // auto traits of the fields.
 unsafe impl<'r> Send for ExtBuf<'r> where BorrowsRing<'r>: Send {}
 
-/// Growths of a buffer that look only at its successors after a walk found no room.
-const RETRIES_AFTER_WALK: u32 = 16;
-
 /// An [`ExtBuf`] without its ring borrow: the region stays held (count 1) and is
 /// released only by an `ExtBuf` rebuilt with [`ExtBuf::from_parts`]. Dropping the parts
 /// leaks the region (it is never reused), so holders must rebuild and drop them.
@@ -121,9 +112,6 @@ pub(crate) struct ExtParts {
     pub(crate) len: usize,
     /// Usable bytes from `ptr`.
     pub(crate) cap: usize,
-    /// The buffer's `stuck` count, so that a holder retrying a growth on a full ring
-    /// does not walk the block on every try.
-    stuck: u32,
 }
 
 /// Smallest capacity a growing buffer moves to.
@@ -146,7 +134,6 @@ impl<'r> ExtBuf<'r> {
             ptr: c.data,
             len: 0,
             cap: c.cap,
-            stuck: 0,
         }
     }
 
@@ -160,7 +147,6 @@ impl<'r> ExtBuf<'r> {
             ptr: this.ptr,
             len: this.len,
             cap: this.cap,
-            stuck: this.stuck,
         }
     }
 
@@ -178,20 +164,13 @@ impl<'r> ExtBuf<'r> {
             parts.len,
             parts.cap
         );
-        let ExtParts {
-            hdr,
-            ptr,
-            len,
-            cap,
-            stuck,
-        } = parts;
+        let ExtParts { hdr, ptr, len, cap } = parts;
         ExtBuf {
             ring,
             hdr,
             ptr,
             len,
             cap,
-            stuck,
         }
     }
 
@@ -207,9 +186,6 @@ impl<'r> ExtBuf<'r> {
     #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn unstick_if(&mut self, walk: bool) {
-        if walk {
-            self.stuck = 0;
-        }
         self.ring.unstick_if(walk);
     }
 
@@ -331,8 +307,8 @@ impl<'r> ExtBuf<'r> {
     /// that is enough), or over free successors; else it moves to the first place, in
     /// the order a claim walks, where the new length fits, its own region counted free
     /// (see `BlockCtl::relocate`): so a buffer that would fit as a fixed one of its new
-    /// length grows. After that walk finds no room, the next growths look only at the
-    /// successors (see `stuck`).
+    /// length grows. A growth that finds no room costs what a claim's failed try does:
+    /// the successors, then a few headers of the walk (see `Ring`).
     #[inline(never)]
     fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
         // The common growth first, with little to compute: the latest region of the
@@ -352,7 +328,6 @@ impl<'r> ExtBuf<'r> {
                     .grow_latest(self.hdr, HDR + self.cap, lo, hi, false)
             } {
                 self.cap = span - HDR;
-                self.stuck = 0;
                 return Ok(());
             }
         }
@@ -385,12 +360,7 @@ impl<'r> ExtBuf<'r> {
                 .or_else(|| unsafe { self.ring.grow_in_place(self.hdr, lo) });
             if let Some(span) = grown {
                 self.cap = span - HDR;
-                self.stuck = 0;
                 return Ok(());
-            }
-            if self.stuck != 0 {
-                self.stuck -= 1;
-                return Err(err);
             }
             // SAFETY: our unique handle, on the ring's thread; a ring region's data
             // follows its header (claimed with alignment WORD), `len <= min`; on
@@ -402,8 +372,7 @@ impl<'r> ExtBuf<'r> {
                 return Ok(());
             }
             if self.ring.when_full() == WhenFull::Fail {
-                // The walk above saw every place a claim could use.
-                self.stuck = RETRIES_AFTER_WALK;
+                // The walk's try above looked where a claim's would.
                 return Err(err);
             }
         }

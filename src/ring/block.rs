@@ -61,12 +61,17 @@ pub(crate) struct BlockCtl {
     /// live yet (owner thread only; see [`BlockCtl::extend_edge`]). The window never
     /// reaches past it, so its pages stay untouched until a claim needs them.
     edge: Cell<usize>,
-    /// Orphan sweep progress: every region before this offset is known free.
+    /// While a ring owns the block: the header where the walk's scan resumes after a try
+    /// that found no room ([`NO_SCAN`]: none; see [`BlockCtl::walk`]). Once the block is
+    /// retired: the orphan sweep's progress, every region before it known free.
     pub(crate) cursor: Cell<usize>,
     /// Link in the orphan stack (see `orphan.rs`).
     pub(crate) next: Cell<*mut BlockCtl>,
-    /// Retries left that look at the head region only, after a lap found no room.
-    stuck: Cell<u16>,
+    /// The next walk goes round the whole block (see [`BlockCtl::unstick`]).
+    full: Cell<bool>,
+    /// Tries left that look at the head region only before the next scan's steps (see
+    /// [`SCAN_EVERY`]).
+    quiet: Cell<u8>,
     /// Claims left that extend the window only as far as they need, after a lap found
     /// no room (see [`BlockCtl::claim_extended`]).
     lazy: Cell<u16>,
@@ -81,12 +86,24 @@ pub(crate) struct BlockCtl {
     regions: NonNull<u8>,
 }
 
-/// After a lap of the walk finds no room, this many following claims look only at the
-/// head region (the oldest, so usually the next to be released) before walking again.
-/// A producer waiting on a full ring then costs one header load per retry instead of a
-/// lap, and does not pull every header's cache line away from the releasing threads.
-/// A pinned buffer at the head delays the next full walk by at most this many claims.
-const RETRIES_AT_HEAD: u16 = 16;
+/// Regions a walk looks at, at most, before it gives up for this try: past the head
+/// region, which every try looks at, the walk goes on where the last try stopped, round
+/// the block (see [`BlockCtl::walk`]). So a try that finds no room costs the same few
+/// header loads whatever the number of live regions, a producer retrying on a full ring
+/// reads each header of the others once a lap rather than once a try, and a region
+/// released out of order (or the free space past a pinned buffer) is still found, by
+/// the try whose scan reaches it.
+const STEPS: usize = 4;
+
+/// While tries find no room, one in this many goes on with the scan; the others look at
+/// the head region only. A producer that retries on a full ring, mostly waiting for the
+/// buffers to come back in the order they went, then reads about one header and a half
+/// a try: the line the next release writes, and rarely the others. (Scanning at every
+/// try, ringal's fixed 64 B × 64 row ...)
+const SCAN_EVERY: u8 = 8;
+
+/// [`BlockCtl::cursor`] while no scan is under way.
+const NO_SCAN: usize = usize::MAX;
 
 /// After a lap finds no room, this many following claims that miss the window extend
 /// it only as far as they need: a full block fills again from regions its consumer has
@@ -143,6 +160,14 @@ const CTL: usize = core::mem::size_of::<BlockCtl>();
 #[cfg(not(loom))]
 const _: () = assert!(CTL == 64);
 
+/// A header the walk looked at without finding room there.
+struct Miss {
+    /// Bytes to the next header it looks at.
+    have: usize,
+    /// The region is live (not free and too short).
+    live: bool,
+}
+
 /// What a successful claim hands to a buffer handle.
 #[derive(Clone, Copy)]
 pub(crate) struct Claim {
@@ -173,9 +198,10 @@ impl BlockCtl {
                 head: Cell::new(0),
                 limit: Cell::new(0),
                 edge: Cell::new(0),
-                cursor: Cell::new(0),
+                cursor: Cell::new(NO_SCAN),
                 next: Cell::new(core::ptr::null_mut()),
-                stuck: Cell::new(0),
+                full: Cell::new(false),
+                quiet: Cell::new(0),
                 lazy: Cell::new(0),
                 defer: Cell::new(false),
                 regions,
@@ -396,6 +422,9 @@ impl BlockCtl {
             }
             end = next;
         }
+        // The window's inside is not tiled by headers: the scan may have been at one it
+        // took in.
+        self.forget_scan_in(start, end);
         self.limit.set(end);
     }
 
@@ -458,6 +487,11 @@ impl BlockCtl {
         if self.defer.get() {
             return None; // the ring walks its blocks from the first (see `defer`)
         }
+        if self.cursor.get() != NO_SCAN {
+            // A try found no room since the last claim: the head is live, and the
+            // walk's try looks at it again.
+            return None;
+        }
         let need = HDR + round_up(bytes, WORD);
         // As far as the claim needs while the block has run full lately (see `lazy`);
         // else as far as it goes, as a walk does.
@@ -504,88 +538,193 @@ impl BlockCtl {
     /// Finds a free region for `bytes` (aligned to `align`), walking forward from the
     /// head and stepping over live regions; marks it with `init` handles. The window is
     /// closed.
+    ///
+    /// A try looks at the head region (the oldest: the next to be released when buffers
+    /// go in the order they came), then at most [`STEPS`] regions from where the last try
+    /// stopped ([`cursor`](Self::cursor)), or from the head; when the scan comes round to
+    /// the head, the next try starts it over. After [`unstick`](Self::unstick), one try
+    /// goes round the whole block. `None`: no room at the regions looked at; the head
+    /// stays where it was, or moves to the first header past it after a whole lap.
     fn walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
+        self.scan(|off, wrapped| self.step(off, wrapped, bytes, align, init))
+    }
+
+    /// The walk's course, for [`walk`](Self::walk) and [`relocate`](Self::relocate):
+    /// `at(off, wrapped)` looks at the header `off` (`wrapped`: the walk has passed the
+    /// block end) and returns what it found, or the bytes to the next header. At most
+    /// [`STEPS`] headers past the head's (a lap after [`unstick`](Self::unstick)), from
+    /// where the last scan stopped; see `walk`.
+    #[inline(always)]
+    fn scan<T>(&self, mut at: impl FnMut(usize, bool) -> Result<T, Miss>) -> Option<T> {
         let len = self.len;
-        let start = self.head.get();
-        let stuck = self.stuck.get();
-        if stuck != 0 {
-            // SAFETY: `head` is always a header offset.
-            // Acquire: as below.
-            let h = unsafe { self.hdr(start) }.load(Ordering::Acquire);
-            if count(h) != 0 {
-                self.stuck.set(stuck - 1);
-                self.lazy.set(LAZY_CLAIMS);
-                return None;
+        let mut start = self.head.get();
+        let full = self.full.get();
+        self.full.set(false);
+        if !full && self.cursor.get() != NO_SCAN {
+            match at(start, false) {
+                Ok(found) => return Some(found),
+                // A free head too short (at the block end, say) leaves it to the scan.
+                Err(miss) if miss.live && self.quiet.get() != 0 => {
+                    self.quiet.set(self.quiet.get() - 1);
+                    return None;
+                }
+                Err(_) => {}
             }
-            self.stuck.set(0);
         }
-        let mut off = start;
-        let mut wrapped = false;
+        // Read after the head's try: a merge there may have ended the scan.
+        let resume = if full { NO_SCAN } else { self.cursor.get() };
+        let (mut off, mut wrapped) = match resume {
+            NO_SCAN => (start, false),
+            // The scan went forward from the head: below it, it has wrapped.
+            at => (at, at < start),
+        };
+        let mut steps = if full { usize::MAX } else { STEPS };
+        // A scan resumed mid-lap that comes round to the head starts over there once,
+        // with the steps it has left: regions it passed while they were live may have
+        // been released since (a ring that is all free again serves any request that
+        // fits it, at the first try).
+        let mut restart = resume != NO_SCAN && resume != start;
         loop {
-            // Acquire: pairs with the Release store/fetch_sub of whichever thread
-            // released the region, so its last writes happen before our reuse.
-            // SAFETY: `off` is a header offset: `head` always is, and the walk moves
-            // from header to header by their spans.
-            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-            let mut have = span(h);
-            debug_assert!(
-                have >= HDR && off + have <= len,
-                "corrupt header {h:#x} at {off}"
-            );
-            if count(h) == 0 {
-                let (need, pad) = Self::need(off, bytes, align);
-                if have < need {
-                    have = self.merge(off, have, need);
-                }
-                if have >= need {
-                    if off + need > self.edge.get() {
-                        if !wrapped && off != 0 {
-                            if let Some(c) = self.claim_at_start(bytes, align, init) {
-                                return Some(c);
-                            }
-                        }
-                        self.extend_edge(off + need);
-                    }
-                    return Some(self.take(off, have, need, pad, init));
-                }
+            match at(off, wrapped) {
+                Ok(found) => return Some(found),
+                Err(miss) => off += miss.have,
             }
-            off += have;
-            if off == len {
-                if wrapped {
-                    break;
-                }
+            if off == len && !wrapped {
                 off = 0;
                 wrapped = true;
             }
             if wrapped && off >= start {
-                break;
+                if !restart {
+                    break;
+                }
+                // At the head's header, or past it (a merge from below took it in): the
+                // first header at or past it, the new head.
+                start = if off >= len { 0 } else { off };
+                self.set_head(start);
+                (off, wrapped, restart) = (start, false, false);
+            }
+            steps -= 1;
+            if steps == 0 {
+                // `off` is a header offset: the walk moves by spans. (The head's stays
+                // one too: a merge that takes it in starts below it, after a wrap, and
+                // ends at or past it, which ends the lap above.)
+                self.cursor.set(off);
+                self.quiet.set(SCAN_EVERY - 1);
+                self.lazy.set(LAZY_CLAIMS);
+                return None;
             }
         }
-        self.set_head(if off >= len { 0 } else { off });
-        self.stuck.set(RETRIES_AT_HEAD);
+        // A lap found no room. (A merge may have taken the head's header in; `off` is
+        // the first header at or past it.) The next try's scan starts over there.
+        let head = if off >= len { 0 } else { off };
+        self.set_head(head);
+        self.cursor.set(head);
+        self.quiet.set(SCAN_EVERY - 1);
         self.lazy.set(LAZY_CLAIMS);
         None
     }
 
-    /// Makes the next claim walk the whole block even right after a lap found no room
-    /// (for a producer woken by a release, which may lie anywhere).
+    /// The walk's step at the header `off`: the claim, if its region is free and, with
+    /// the free regions after it, holds `bytes` (aligned to `align`); else the bytes to
+    /// the next header. `wrapped`: the walk has passed the block end. In line up to the
+    /// header's load: a try on a full ring mostly meets live regions.
+    #[inline(always)]
+    fn step(
+        &self,
+        off: usize,
+        wrapped: bool,
+        bytes: usize,
+        align: usize,
+        init: u64,
+    ) -> Result<Claim, Miss> {
+        // Acquire: pairs with the Release store/fetch_sub of whichever thread released
+        // the region, so its last writes happen before our reuse.
+        // SAFETY: `off` is a header offset (see `walk`).
+        let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+        debug_assert!(
+            span(h) >= HDR && off + span(h) <= self.len,
+            "corrupt header {h:#x} at {off}"
+        );
+        if count(h) != 0 {
+            return Err(Miss {
+                have: span(h),
+                live: true,
+            });
+        }
+        self.fit_free(off, span(h), wrapped, bytes, align, init)
+    }
+
+    /// [`step`](Self::step) at a free region of `have` bytes.
+    #[inline(never)]
+    fn fit_free(
+        &self,
+        off: usize,
+        mut have: usize,
+        wrapped: bool,
+        bytes: usize,
+        align: usize,
+        init: u64,
+    ) -> Result<Claim, Miss> {
+        let (need, pad) = Self::need(off, bytes, align);
+        if have < need {
+            have = self.merge(off, have, need);
+        }
+        if have < need {
+            return Err(Miss { have, live: false });
+        }
+        if off + need > self.edge.get() {
+            if !wrapped && off != 0 {
+                if let Some(c) = self.claim_at_start(bytes, align, init) {
+                    return Ok(c);
+                }
+            }
+            self.extend_edge(off + need);
+        }
+        Ok(self.take(off, have, need, pad, init))
+    }
+
+    /// Makes the next claim walk the whole block (for a producer woken by a release,
+    /// which may lie anywhere).
     #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn unstick(&self) {
-        self.stuck.set(0);
+        self.full.set(true);
     }
 
-    /// A claim (the window's front, else the walk) with a full walk even right after a
-    /// lap found no room (for the `Grow` policy, which must not add a block while this
+    /// Ends the walk's scan if it stopped at a header in `from..to`, which are headers no
+    /// more (merged over, or inside the window).
+    #[inline]
+    fn forget_scan_in(&self, from: usize, to: usize) {
+        if (from..to).contains(&self.cursor.get()) {
+            self.cursor.set(NO_SCAN);
+        }
+    }
+
+    /// Points the walk's scan at `hdr`, a region of this block its owner thread is about
+    /// to release, if tries have found no room since the last claim: the next try looks
+    /// there (after the head) instead of waiting for its scan to come round. So a buffer
+    /// dropped on the ring's own thread (an `ExtBuf` started over, a `Vec` freed) makes
+    /// room for the next request at once, as it did when each try walked the block.
+    #[inline]
+    pub(crate) fn scan_from(&self, hdr: NonNull<Header>) {
+        if self.cursor.get() != NO_SCAN && self.contains(hdr) {
+            // A region's header is a header offset, whatever happens to the region.
+            self.cursor.set(self.offset_of(hdr));
+            self.quiet.set(0);
+        }
+    }
+
+    /// A claim (the window's front, else a walk round the whole block, not the few
+    /// regions of a try: for the `Grow` policy, which must not add a block while this
     /// one has space).
     #[cold]
     pub(crate) fn claim_walk(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
-        self.stuck.set(0);
         if align <= WORD {
             if let Some(c) = self.bump(HDR + round_up(bytes, WORD), init) {
                 return Some(c);
             }
         }
+        self.full.set(true);
         self.walk_and_open(bytes, align, init)
     }
 
@@ -668,6 +807,8 @@ impl BlockCtl {
             // SAFETY: `off` is a free region header; a free region belongs to the owning
             // thread alone, so no other thread reads or writes it concurrently.
             unsafe { self.hdr(off) }.store(pack(end - off, 0), Ordering::Relaxed);
+            // The headers merged over are headers no more: the scan may have been at one.
+            self.forget_scan_in(off + 1, end);
         }
         end - off
     }
@@ -694,6 +835,8 @@ impl BlockCtl {
         hdr.store(pack(used, init), Ordering::Relaxed);
         let next = off + used;
         self.set_head(if next == self.len { 0 } else { next });
+        // Room was found: the next try that finds none starts its scan at the new head.
+        self.cursor.set(NO_SCAN);
         let hdr_ptr = self.hdr_ptr(off);
         Claim {
             // SAFETY: derived from the block pointer, which is non-null.
@@ -806,6 +949,8 @@ impl BlockCtl {
         // SAFETY: `hdr` is ours; the count (1, a unique handle) stays, so the region
         // stays locked while it grows (ringal loses that lock here).
         unsafe { self.hdr(off) }.store(pack(new_span, count(h)), Ordering::Relaxed);
+        // The headers grown over are headers no more (see `merge`).
+        self.forget_scan_in(off + 1, end);
         self.extend_edge(off + new_span);
         let head = self.head.get();
         if head > off && head < off + new_span {
@@ -819,12 +964,13 @@ impl BlockCtl {
     }
 
     /// Moves the live region led by `hdr` (held by a unique handle of this thread, its
-    /// data right after the header) to the first place, walking from the head as a
-    /// claim does, where `bytes` data bytes fit, counting the region's own span as
-    /// free: so it finds every place a fresh claim of `bytes` would, and also the free
-    /// space around the region itself (which a claim made while the region is held
-    /// cannot use). The first `len` data bytes move with it. Returns the new region
-    /// (one handle), or `None` with nothing changed but the window closed.
+    /// data right after the header) to the first place, walking as a claim does (the
+    /// same try: see [`walk`](Self::walk)), where `bytes` data bytes fit, counting the
+    /// region's own span as free: so it finds every place a claim's try would, and also
+    /// the free space around the region itself (which a claim made while the region is
+    /// held cannot use). The first `len` data bytes move with it. Returns the new region
+    /// (one handle), or `None` with nothing changed but the window closed (and the
+    /// walk's scan moved on).
     ///
     /// # Safety
     /// - the caller holds the unique handle of the region led by `hdr`, on the owning
@@ -847,59 +993,22 @@ impl BlockCtl {
         // SAFETY: `hdr` leads our live region (contract).
         // Relaxed: only this thread changes the header of a uniquely held region.
         let ours_span = span(unsafe { self.hdr(ours) }.load(Ordering::Relaxed));
-        let len_total = self.len;
-        let start = self.head.get();
-        // The run of free regions (ours among them, counted free) from the header at
-        // `off`, up to `need` bytes: (its bytes, or 0 when `off` leads a live region;
-        // the span of the region at `off`). No header is merged, as a merge over our
-        // region would free it before the move.
-        let run = |off: usize| {
-            // Acquire: pairs with the release of whichever thread released the
-            // region, so its last writes happen before our reuse (as in `walk`).
-            // SAFETY: `off` is a header offset (the callers walk from header to header
-            // by their spans).
-            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-            if count(h) != 0 && off != ours {
-                return (0, span(h));
-            }
-            let mut have = span(h);
-            while have < need && off + have < len_total {
-                let end = off + have;
-                // SAFETY: the boundary after a region is a header offset.
-                // Acquire: as above.
-                let n = unsafe { self.hdr(end) }.load(Ordering::Acquire);
-                if count(n) != 0 && end != ours {
-                    break;
-                }
-                have += span(n);
-            }
-            (have, span(h).max(have))
-        };
-        let (mut off, mut wrapped) = (start, false);
-        let found = loop {
+        let run = |off: usize| self.run_at(off, ours, need);
+        let found = self.scan(|off, wrapped| {
             let (free, have) = run(off);
-            if free >= need {
-                // As in `walk`: the block start before pages never touched.
-                if off != 0 && !wrapped && off + need > self.edge.get() {
-                    let (at_start, _) = run(0);
-                    if at_start >= need {
-                        break Some((0, at_start));
-                    }
+            if free < need {
+                let live = free == 0;
+                return Err(Miss { have, live });
+            }
+            // As in `walk`: the block start before pages never touched.
+            if off != 0 && !wrapped && off + need > self.edge.get() {
+                let (at_start, _) = run(0);
+                if at_start >= need {
+                    return Ok((0, at_start));
                 }
-                break Some((off, free));
             }
-            off += have;
-            if off == len_total {
-                if wrapped {
-                    break None;
-                }
-                off = 0;
-                wrapped = true;
-            }
-            if wrapped && off >= start {
-                break None;
-            }
-        };
+            Ok((off, free))
+        });
         let (at, have) = found?;
         let used = if have - need >= HDR { need } else { have };
         let dst = self.hdr_ptr(at).cast::<u8>();
@@ -928,7 +1037,8 @@ impl BlockCtl {
         self.extend_edge(at + used);
         let next = at + used;
         self.set_head(if next == self.len { 0 } else { next });
-        self.stuck.set(0);
+        // The run taken may have covered headers (see `merge`).
+        self.cursor.set(NO_SCAN);
         Some(Claim {
             // SAFETY: derived from the block pointer, which is non-null.
             hdr: unsafe { NonNull::new_unchecked(dst.cast()) },
@@ -936,6 +1046,34 @@ impl BlockCtl {
             data: unsafe { NonNull::new_unchecked(dst.add(HDR)) },
             cap: used - HDR,
         })
+    }
+
+    /// [`relocate`](Self::relocate)'s look at the header `off`: the run of free regions
+    /// from it, the region at `ours` counted free, up to `need` bytes: (its bytes, or 0
+    /// when `off` leads a live region; the bytes to the next header the walk looks at).
+    /// No header is merged, as a merge over our region would free it before the move.
+    #[inline(always)]
+    fn run_at(&self, off: usize, ours: usize, need: usize) -> (usize, usize) {
+        // Acquire: pairs with the release of whichever thread released the region, so
+        // its last writes happen before our reuse (as in `walk`).
+        // SAFETY: `off` is a header offset (the walk moves from header to header by
+        // their spans, and a run ends at a region boundary).
+        let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+        if count(h) != 0 && off != ours {
+            return (0, span(h));
+        }
+        let mut have = span(h);
+        while have < need && off + have < self.len {
+            let end = off + have;
+            // SAFETY: the boundary after a region is a header offset.
+            // Acquire: as above.
+            let n = unsafe { self.hdr(end) }.load(Ordering::Acquire);
+            if count(n) != 0 && end != ours {
+                break;
+            }
+            have += span(n);
+        }
+        (have, span(h).max(have))
     }
 
     /// Shrinks the live region led by `hdr` to `keep` bytes (a multiple of [`WORD`], at

@@ -16,8 +16,9 @@
 //! after its ring was dropped (a thread-local ring's buffer that outlives its thread)
 //! then costs the other releases in the process a table lookup, not a sweep each.
 //!
-//! Sweeps also run on ring activity: `Ring::new`, `Ring`'s drop, and the ring's full
-//! path. One sweep runs at a time; a release that finds one running leaves a request
+//! Sweeps also run on ring activity: `Ring::new`, `Ring`'s drop, and a `Grow` ring
+//! about to add a block (not a claim that finds no room: a parked block costs the
+//! claims nothing, as it costs the releases nothing but a lookup). One sweep runs at a time; a release that finds one running leaves a request
 //! that the running sweep serves before it stops.
 //!
 //! No later activity is needed for a block to be freed. The window to close is the

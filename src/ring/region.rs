@@ -304,7 +304,10 @@ pub(crate) unsafe fn release_unique_in(
         // Room without a release store: its producers are woken all the same.
         orphan::after_room(hdr);
     } else {
-        // SAFETY: forwarded from this function's contract; nothing changed above.
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        unsafe { ring.cur.get().as_ref() }.scan_from(hdr);
+        // SAFETY: forwarded from this function's contract; nothing changed above but
+        // the walk's scan position.
         unsafe { release_unique(hdr, align) }
     }
 }
