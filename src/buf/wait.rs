@@ -6,7 +6,7 @@ use core::future::Future;
 use core::mem;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{ExtBuf, FixedBufMut, TypedBuf};
 use crate::ring::wait::{self, TaskSlot};
@@ -120,11 +120,10 @@ fn block_slow<T>(
     timeout: Option<Duration>,
     try_claim: impl FnMut(bool) -> Option<T>,
 ) -> Result<T, WaitError> {
-    let deadline = timeout.and_then(deadline);
     if let Some(e) = hopeless_aligned(ring, bytes, align) {
         return Err(e);
     }
-    wait::block_until(ring.span(), try_claim, deadline).ok_or(WaitError::TimedOut)
+    wait::block_until(ring.span(), try_claim, timeout).ok_or(WaitError::TimedOut)
 }
 
 /// [`ExtBuf::try_reserve`], waiting for room (see [`ExtBuf::reserve_wait`]); always
@@ -236,11 +235,6 @@ impl<'r> ExtBuf<'r> {
     }
 }
 
-/// The deadline `timeout` from now (none when it is too far to represent).
-fn deadline(timeout: Duration) -> Option<Instant> {
-    Instant::now().checked_add(timeout)
-}
-
 impl Ring {
     /// [`fixed`](Ring::fixed), waiting for room when the ring is full: the thread spins
     /// briefly, then tries again between yields of its time slice (up to 64, some
@@ -267,7 +261,10 @@ impl Ring {
         block(self, (Some(n), 1), None, |r| r.fixed(n))
     }
 
-    /// [`fixed_wait`](Ring::fixed_wait) for at most `timeout`.
+    /// [`fixed_wait`](Ring::fixed_wait) for at most `timeout`. The time counts once the
+    /// brief spin is over (64 tries, a few microseconds), so that while the ring has room
+    /// or gets it during the spin the call costs what `fixed_wait` does, with no clock
+    /// read; the same holds for every `_wait_timeout` form.
     ///
     /// # Errors
     /// As [`fixed_wait`](Ring::fixed_wait), and [`WaitError::TimedOut`].

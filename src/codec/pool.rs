@@ -5,7 +5,7 @@ use core::mem::MaybeUninit;
 #[cfg(real_std)]
 use core::task::Poll;
 #[cfg(real_std)]
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Buffer, BufferFromSystemMemory, Slice, WritableError, MAX_MESSAGE};
 use crate::buf::ExtParts;
@@ -441,8 +441,7 @@ impl<T: Buffer> BufferPool<T> {
         timeout: Duration,
     ) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting(len) {
-            let deadline = Instant::now().checked_add(timeout);
-            wait::block_until(on.ring.span(), |walk| on.try_room(walk, len), deadline)
+            wait::block_until(on.ring.span(), |walk| on.try_room(walk, len), Some(timeout))
                 .ok_or(WaitError::TimedOut)?;
         }
         self.writable_or_wait_error(len)

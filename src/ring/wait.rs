@@ -47,7 +47,7 @@
 //! claim may look only at the oldest region for a while after a full lap.
 
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use std::vec::Vec;
 
 use super::header::Header;
@@ -391,12 +391,16 @@ fn wanted(addr: usize) -> bool {
 
 /// Runs `try_claim` until it returns `Some`, parking between tries until a release
 /// into `span` (the ring's, [`Ring::span`](super::Ring::span)) wakes this thread;
-/// `None` when `deadline` passes first. `try_claim(true)` must walk the whole ring: it
-/// runs after a wake-up.
+/// `None` when `timeout` (if any) runs out first. `try_claim(true)` must walk the whole
+/// ring: it runs after a wake-up.
+///
+/// The time counts from the end of the [`SPINS`] tries (a few microseconds after the
+/// call): a wait with a timeout then costs what one without does while it spins, with
+/// no clock read (a producer on a full ring mostly gets its room there).
 pub(crate) fn block_until<T>(
     span: Span,
     mut try_claim: impl FnMut(bool) -> Option<T>,
-    deadline: Option<Instant>,
+    timeout: Option<Duration>,
 ) -> Option<T> {
     let one_cpu = crate::sync::one_cpu();
     for i in 0..SPINS {
@@ -413,10 +417,17 @@ pub(crate) fn block_until<T>(
             }
         }
     }
+    // `None`: no deadline (none given, or too far to be told).
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let passed = || deadline.is_some_and(|d| Instant::now() >= d);
     for _ in 0..YIELDS {
         std::thread::yield_now();
         if let Some(t) = try_claim(false) {
             return Some(t);
+        }
+        // A yield may give the core away for a time slice on a busy machine.
+        if passed() {
+            return None;
         }
     }
     let mut w = lock();
