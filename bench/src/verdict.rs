@@ -1,9 +1,12 @@
 //! Who won a timed table, in one sentence for the terminal, from the table's own
 //! medians and spreads: ringmem's best column against the best peer in each row,
 //! counted as wins, ties (their min–max ranges overlap) and losses, with the ratios;
-//! then ringmem's built-in waits against its hand-rolled retry.
+//! then ringmem's built-in waits against its hand-rolled retry. A table under load
+//! says instead how much each column slowed down against its quiet run, where
+//! ringmem slowed down more than ringal, `Vec (glibc)` or the bounded control, and
+//! whether it stayed ahead of ringal.
 
-use crate::harness::{Stats, Table, Unit};
+use crate::harness::{Ratio, Stats, Table, Unit};
 use crate::plain::{wrap, WIDTH};
 
 /// What happened in one row between two sides.
@@ -87,8 +90,9 @@ fn names(table: &Table, cols: &[usize]) -> String {
 /// Rows count where ringmem and a peer both ran; the `control` columns (floors that
 /// allocate nothing) compete with no one. A table without ringmem columns says which
 /// competitor was fastest how often. A table with ringmem's waiting columns adds how
-/// they fared against the hand-rolled retry ([`waits_against_retry`]). `None` for a
-/// peak-RSS table or one with no row of two timed competitors.
+/// they fared against the hand-rolled retry ([`waits_against_retry`]); a table under
+/// load is judged by [`under_load`] instead. `None` for a peak-RSS table or one with
+/// no row of two timed competitors.
 pub fn verdict(label: &str, table: &Table) -> Option<String> {
     if matches!(table.unit, Unit::Mib) {
         return None;
@@ -99,10 +103,10 @@ pub fn verdict(label: &str, table: &Table) -> Option<String> {
     let (ours, peers): (Vec<usize>, Vec<usize>) = competing
         .iter()
         .partition(|&&c| table.columns[c].contains("ringmem"));
-    let mut sentence = if ours.is_empty() || peers.is_empty() {
-        fastest(table, &competing)?
-    } else {
-        ringmem_against_peers(table, &ours, &peers)?
+    let mut sentence = match &table.ratio {
+        Ratio::Slowdown(quiet) => under_load(table, quiet)?,
+        Ratio::SpeedUp if ours.is_empty() || peers.is_empty() => fastest(table, &competing)?,
+        Ratio::SpeedUp => ringmem_against_peers(table, &ours, &peers)?,
     };
     if let Some(w) = waits_against_retry(table) {
         sentence.push_str(if sentence.ends_with('.') { " " } else { ". " });
@@ -332,6 +336,134 @@ pub fn waits_against_retry(table: &Table) -> Option<String> {
     ))
 }
 
+/// The slowdown (busy / quiet) of one cell: median, and the range its repetitions
+/// allow (fastest busy run over slowest quiet run, to slowest over fastest).
+#[derive(Clone, Copy)]
+struct Slowdown {
+    median: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Slowdown {
+    fn of(busy: Stats, quiet: Stats) -> Slowdown {
+        Slowdown {
+            median: busy.median / quiet.median,
+            lo: busy.min / quiet.max,
+            hi: busy.max / quiet.min,
+        }
+    }
+}
+
+/// The verdict on a table under load (cells busy, `quiet` the same cells without the
+/// load): each column's median slowdowns over the rows; where each ringmem column
+/// slowed down more than ringal, `Vec (glibc)` or the bounded control (what any ring of
+/// that capacity pays) beyond the spread (their slowdown ranges apart); and each
+/// ringmem column against ringal under load (and quiet).
+fn under_load(table: &Table, quiet: &[Vec<Option<Stats>>]) -> Option<String> {
+    let names = RowNames::of(table);
+    let slowdown = |r: usize, c: usize| -> Option<Slowdown> {
+        let busy = table.rows.get(r)?.cells.get(c).copied()??;
+        let q = quiet.get(r)?.get(c).copied()??;
+        Some(Slowdown::of(busy, q))
+    };
+    let rows = table.rows.len();
+    let ranges: Vec<String> = (0..table.columns.len())
+        .filter_map(|c| {
+            let m: Vec<f64> = (0..rows)
+                .filter_map(|r| slowdown(r, c))
+                .map(|s| s.median)
+                .collect();
+            (!m.is_empty()).then(|| format!("{} {}", table.columns[c], ratios(&m)))
+        })
+        .collect();
+    if ranges.is_empty() {
+        return None;
+    }
+    let mut s = format!("slowdown busy / quiet {}", ranges.join(", "));
+    let column = |name: &str| table.columns.iter().position(|c| c == name);
+    let ours: Vec<usize> = (0..table.columns.len())
+        .filter(|&c| table.columns[c].contains("ringmem"))
+        .collect();
+    let references: Vec<usize> = ["ringal", "Vec (glibc)", "bounded control"]
+        .iter()
+        .filter_map(|n| column(n))
+        .collect();
+    for &c in &ours {
+        let mut said: Vec<String> = Vec::new();
+        for &r in &references {
+            let (mut compared, mut worse) = (0, Vec::new());
+            for row in 0..rows {
+                let (Some(a), Some(b)) = (slowdown(row, c), slowdown(row, r)) else {
+                    continue;
+                };
+                compared += 1;
+                if a.lo > b.hi {
+                    worse.push((row, String::new()));
+                }
+            }
+            if compared > 0 {
+                said.push(if worse.is_empty() {
+                    format!("than {} in none of {compared} rows", table.columns[r])
+                } else {
+                    format!(
+                        "than {} in {} of {compared} {}",
+                        table.columns[r],
+                        worse.len(),
+                        names.list(&worse)
+                    )
+                });
+            }
+        }
+        if !said.is_empty() {
+            s.push_str(&format!(
+                ". {} slowed down more beyond the spread {}",
+                table.columns[c],
+                said.join(", ")
+            ));
+        }
+    }
+    if let Some(ringal) = column("ringal") {
+        let mut said: Vec<String> = Vec::new();
+        for &c in &ours {
+            // Rows ahead, tied and behind under load; rows ahead when quiet.
+            let (mut busy, mut ahead_quiet, mut compared) = ([0; 3], 0, 0);
+            for (r, row) in table.rows.iter().enumerate() {
+                let (Some(a), Some(b)) = (row.cells[c], row.cells[ringal]) else {
+                    continue;
+                };
+                compared += 1;
+                busy[match compare(a, (ringal, b)) {
+                    Outcome::Won(..) => 0,
+                    Outcome::Tied => 1,
+                    Outcome::Lost(..) => 2,
+                }] += 1;
+                let q = |col: usize| quiet.get(r).and_then(|q| q.get(col).copied().flatten());
+                if let (Some(qa), Some(qb)) = (q(c), q(ringal)) {
+                    if matches!(compare(qa, (ringal, qb)), Outcome::Won(..)) {
+                        ahead_quiet += 1;
+                    }
+                }
+            }
+            if compared > 0 {
+                said.push(format!(
+                    "{} ahead in {}, tied within the spread in {}, behind in {} of {compared} rows (quiet: ahead in {})",
+                    table.columns[c],
+                    count(busy[0]),
+                    count(busy[1]),
+                    count(busy[2]),
+                    count(ahead_quiet)
+                ));
+            }
+        }
+        if !said.is_empty() {
+            s.push_str(&format!(". Under load against ringal: {}", said.join("; ")));
+        }
+    }
+    s.push('.');
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,6 +623,32 @@ mod tests {
         assert_eq!(
             names.list(&[(0, String::new()), (1, String::new())]),
             "(single thread; threaded)"
+        );
+    }
+
+    #[test]
+    fn under_load_it_names_the_larger_slowdowns_and_who_stayed_ahead() {
+        let mut t = table(
+            &["ringal", "ringmem", "Vec (glibc)", "control"],
+            vec![
+                // Row 0: ringmem slows down 3×, ringal and glibc 2×, ranges apart.
+                vec![st(4.0, 0.1), st(3.0, 0.1), st(4.0, 0.1), st(1.0, 0.0)],
+                // Row 1: all 2×; ringmem ahead of ringal under load and quiet.
+                vec![st(4.0, 0.1), st(2.0, 0.1), st(4.0, 0.1), st(1.0, 0.0)],
+            ],
+        );
+        t.ratio = Ratio::Slowdown(vec![
+            vec![st(2.0, 0.1), st(1.0, 0.1), st(2.0, 0.1), st(0.5, 0.0)],
+            vec![st(2.0, 0.1), st(1.0, 0.1), st(2.0, 0.1), st(0.5, 0.0)],
+        ]);
+        let v = verdict("busy", &t).unwrap();
+        assert!(v.lines().all(|l| l.len() <= WIDTH), "{v}");
+        assert_eq!(
+            v.replace("\n ", ""),
+            "busy: slowdown busy / quiet ringal 2.00×, ringmem 2.00–3.00×, Vec (glibc) 2.00×, control 2.00×. \
+             ringmem slowed down more beyond the spread than ringal in 1 of 2 (Size 0), than Vec (glibc) in 1 \
+             of 2 (Size 0). Under load against ringal: ringmem ahead in 2, tied within the spread in none, \
+             behind in none of 2 rows (quiet: ahead in 2)."
         );
     }
 
