@@ -403,23 +403,81 @@ impl ByteBufs for Ringmem {
     }
 }
 
-/// ringmem's `Ring` (`WhenFull::Fail`) with its built-in wait: `fixed_wait` and
-/// `extendable_wait` park the producer until the consumer's releases make room.
+/// How long the `_timeout` forms of ringmem's waits may wait: far longer than any
+/// release takes, so a wait that times out is a failure (a lost wake-up), not a load.
 #[cfg(feature = "ringmem-rows")]
-pub struct RingmemWait(ringmem::Ring);
+pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a built-in wait gave back; a timeout or an error is a failure of the run.
+#[cfg(feature = "ringmem-rows")]
+fn waited<T>(r: Result<T, ringmem::WaitError>, what: &str) -> T {
+    match r {
+        Ok(t) => t,
+        Err(ringmem::WaitError::TimedOut) => {
+            panic!("{what} timed out after {WAIT_TIMEOUT:?}: a release did not wake it")
+        }
+        Err(e) => panic!("{what} failed: {e}"),
+    }
+}
+
+/// ringmem's `Ring` (`WhenFull::Fail`) with its built-in wait: `fixed_wait` and
+/// `extendable_wait` park the producer until the consumer's releases make room. With
+/// `TIMED` the same loops call the `_timeout` forms ([`WAIT_TIMEOUT`]).
+#[cfg(feature = "ringmem-rows")]
+pub struct RingmemWaiting<const TIMED: bool>(ringmem::Ring);
+
+/// [`RingmemWaiting`] with `fixed_wait`, `extendable_wait` and `reserve_wait`.
+#[cfg(feature = "ringmem-rows")]
+pub type RingmemWait = RingmemWaiting<false>;
+
+/// [`RingmemWaiting`] with `fixed_wait_timeout`, `extendable_wait_timeout` and
+/// `reserve_wait_timeout`.
+#[cfg(feature = "ringmem-rows")]
+pub type RingmemWaitTimeout = RingmemWaiting<true>;
 
 #[cfg(feature = "ringmem-rows")]
-impl ByteBufs for RingmemWait {
+impl<const TIMED: bool> RingmemWaiting<TIMED> {
+    #[inline]
+    fn fixed_wait(&self, n: usize) -> ringmem::FixedBufMut {
+        let r = if TIMED {
+            self.0.fixed_wait_timeout(n, WAIT_TIMEOUT)
+        } else {
+            self.0.fixed_wait(n)
+        };
+        waited(r, "fixed_wait")
+    }
+
+    #[inline]
+    fn extendable_wait(&self, n: usize) -> ringmem::ExtBuf<'_> {
+        let r = if TIMED {
+            self.0.extendable_wait_timeout(n, WAIT_TIMEOUT)
+        } else {
+            self.0.extendable_wait(n)
+        };
+        waited(r, "extendable_wait")
+    }
+
+    #[inline]
+    fn reserve_wait(e: &mut ringmem::ExtBuf<'_>, additional: usize) {
+        let r = if TIMED {
+            e.reserve_wait_timeout(additional, WAIT_TIMEOUT)
+        } else {
+            e.reserve_wait(additional)
+        };
+        waited(r, "reserve_wait");
+    }
+}
+
+#[cfg(feature = "ringmem-rows")]
+impl<const TIMED: bool> ByteBufs for RingmemWaiting<TIMED> {
     type Buf = ringmem::FixedBufMut;
     fn with_capacity(capacity: usize, size: usize) -> Self {
-        RingmemWait(Ringmem::with_capacity(capacity, size).0)
+        RingmemWaiting(Ringmem::with_capacity(capacity, size).0)
     }
     #[inline]
     fn fixed(&mut self, size: usize, data: &[u8], _: &mut u64) -> Self::Buf {
-        let mut b = self
-            .0
-            .fixed_wait(size)
-            .expect("a buffer fits a ring of 2 × max buffers × size");
+        // A buffer of `size` fits a ring of 2 × max buffers × size.
+        let mut b = self.fixed_wait(size);
         b.write_all(data).unwrap();
         b
     }
@@ -427,15 +485,11 @@ impl ByteBufs for RingmemWait {
     /// `reserve_wait`, holding the partial buffer (as ringal's loop does with its spin).
     #[inline]
     fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
-        let mut e = self
-            .0
-            .extendable_wait(0)
-            .expect("an empty buffer fits any ring");
+        let mut e = self.extendable_wait(0);
         for c in data.chunks(chunk) {
             // All or nothing, as in `Ringmem::chunked`.
             if e.try_extend_from_slice(c).is_err() {
-                e.reserve_wait(c.len())
-                    .expect("a message fits a ring of 2 × max buffers × size");
+                Self::reserve_wait(&mut e, c.len());
                 e.try_extend_from_slice(c).expect("room was reserved");
             }
         }
@@ -453,10 +507,8 @@ impl ByteBufs for RingmemWait {
     ) -> Self::Buf {
         let mut want = 0;
         loop {
-            let mut e = self
-                .0
-                .extendable_wait(want)
-                .expect("a message fits a ring of 2 × max buffers × size");
+            // A message fits a ring of 2 × max buffers × size.
+            let mut e = self.extendable_wait(want);
             if write_chunks(&mut e, data, chunk) {
                 return e.finalize();
             }

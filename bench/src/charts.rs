@@ -1,35 +1,29 @@
 //! SVG charts of the report: per table, the speed-up of every competitor against the
-//! table's reference column (`Vec`/`Box`/`Global` on the system allocator), one group
-//! of horizontal bars per row, on a logarithmic axis (1× is the reference).
+//! table's reference column (`Vec`/`Box`/`Global` on the system allocator), or for a
+//! table under load its slowdown against the quiet run, one group of horizontal bars
+//! per row, on a logarithmic axis (1× is the reference).
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::harness::{Table, Unit};
+use crate::harness::{Ratio, Table, Unit};
 
 /// Bar height and gap, in chart units (one unit per bar).
 const GROUP_GAP: f64 = 1.5;
 
-/// Writes `table` as an SVG bar chart of speed-ups to `path`. Tables of sizes
+/// Writes `table` as an SVG bar chart of its ratios (speed-ups or slowdowns) to `path`. Tables of sizes
 /// (peak RSS) and tables without any measured cell are skipped (`Ok(false)`).
 pub fn write_speedups(table: &Table, path: &Path) -> Result<bool, String> {
     if matches!(table.unit, Unit::Mib) {
         return Ok(false);
     }
     let n = table.columns.len();
-    // speed-ups[row][col]
-    let speed: Vec<Vec<Option<f64>>> = table
-        .rows
-        .iter()
+    // speed-ups (or slowdowns) [row][col]
+    let speed: Vec<Vec<Option<f64>>> = (0..table.rows.len())
         .map(|r| {
-            let base = r.cells.get(table.baseline).copied().flatten();
-            r.cells
-                .iter()
-                .map(|c| match (c, base) {
-                    (Some(c), Some(b)) if c.median > 0.0 => Some(b.median / c.median),
-                    _ => None,
-                })
+            (0..n)
+                .map(|c| table.ratio_of(r, c).filter(|x| x.is_finite() && *x > 0.0))
                 .collect()
         })
         .collect();
@@ -63,10 +57,14 @@ pub fn write_speedups(table: &Table, path: &Path) -> Result<bool, String> {
         .configure_mesh()
         .disable_y_mesh()
         .disable_y_axis()
-        .x_desc(if table.title.contains("latency") {
-            format!("{reference}'s latency over this one's (log scale; higher is shorter)")
-        } else {
-            format!("speed-up against {reference} (log scale; higher is better)")
+        .x_desc(match table.ratio {
+            Ratio::Slowdown(_) => {
+                "slowdown against the quiet run (busy / quiet; log scale; higher is slower)".into()
+            }
+            Ratio::SpeedUp if table.title.contains("latency") => {
+                format!("{reference}'s latency over this one's (log scale; higher is shorter)")
+            }
+            Ratio::SpeedUp => format!("speed-up against {reference} (log scale; higher is better)"),
         })
         .x_label_formatter(&|x| format!("{x:.2}×"))
         .draw()

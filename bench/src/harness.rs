@@ -263,6 +263,17 @@ pub struct Row {
     pub cells: Vec<Option<Stats>>,
 }
 
+/// The ratio a table prints beside each median.
+#[derive(Clone, Debug)]
+pub enum Ratio {
+    /// Speed-up against the row's cell in the baseline column: baseline / cell (above
+    /// 1 = faster).
+    SpeedUp,
+    /// Slowdown against the same cell of a reference run, one row of cells per table
+    /// row: cell / reference (above 1 = slower). The busy tables against their quiet run.
+    Slowdown(Vec<Vec<Option<Stats>>>),
+}
+
 /// A table in the peer's layout: parameter columns, then one column per competitor.
 pub struct Table {
     /// Heading.
@@ -273,6 +284,8 @@ pub struct Table {
     pub columns: Vec<String>,
     /// Index of the column speed-ups are relative to.
     pub baseline: usize,
+    /// What the ratio beside each median compares it with.
+    pub ratio: Ratio,
     /// Print unit.
     pub unit: Unit,
     /// Rows.
@@ -295,6 +308,7 @@ impl Table {
             params: params.iter().map(|s| s.to_string()).collect(),
             columns: columns.to_vec(),
             baseline: 0,
+            ratio: Ratio::SpeedUp,
             unit,
             rows: Vec::new(),
             wait_columns: Vec::new(),
@@ -308,6 +322,36 @@ impl Table {
     pub fn baseline(mut self, name: &str) -> Self {
         self.baseline = self.columns.iter().position(|c| c == name).unwrap_or(0);
         self
+    }
+
+    /// What cell (`row`, `col`) is compared with: the row's baseline cell, or the
+    /// reference run's cell (see [`Ratio`]).
+    pub fn reference(&self, row: usize, col: usize) -> Option<Stats> {
+        match &self.ratio {
+            Ratio::SpeedUp => self.rows.get(row)?.cells.get(self.baseline).copied()?,
+            Ratio::Slowdown(reference) => reference.get(row)?.get(col).copied()?,
+        }
+    }
+
+    /// The ratio printed beside cell (`row`, `col`), from medians of times per
+    /// operation (so in every unit): a speed-up or a slowdown, as [`Ratio`] says.
+    pub fn ratio_of(&self, row: usize, col: usize) -> Option<f64> {
+        let st = self.rows.get(row)?.cells.get(col).copied()??;
+        let reference = self.reference(row, col)?;
+        Some(match self.ratio {
+            Ratio::SpeedUp => reference.median / st.median,
+            Ratio::Slowdown(_) => st.median / reference.median,
+        })
+    }
+
+    /// `min–max` of `st` as printed: the fastest first for times, the slowest run's
+    /// rate first for rates.
+    fn md_spread(&self, st: Stats) -> String {
+        let (lo, hi) = match self.unit {
+            Unit::Mops => (st.max, st.min),
+            _ => (st.min, st.max),
+        };
+        format!("{}–{}", self.fmt_time(lo), self.fmt_time(hi))
     }
 
     pub(crate) fn fmt_time(&self, secs: f64) -> String {
@@ -361,34 +405,31 @@ impl Table {
                 })
                 .collect::<String>()
         );
-        for row in &self.rows {
+        for (r, row) in self.rows.iter().enumerate() {
             let mut cells: Vec<String> = row.params.clone();
-            let base = row.cells.get(self.baseline).copied().flatten();
-            for cell in &row.cells {
-                cells.push(match (cell, base) {
-                    (None, _) => "–".to_string(),
-                    (Some(st), _) if matches!(self.unit, Unit::Mib) => self.fmt_time(st.median),
-                    (Some(st), b) => {
-                        let speed = b.map(|b| b.median / st.median);
-                        let speed = match speed {
-                            Some(x) if x >= 1.0 => format!(" **{x:.2}×**"),
-                            Some(x) => format!(" *{x:.2}×*"),
-                            None => String::new(),
+            for (c, cell) in row.cells.iter().enumerate() {
+                cells.push(match cell {
+                    None => "–".to_string(),
+                    Some(st) if matches!(self.unit, Unit::Mib) => self.fmt_time(st.median),
+                    Some(st) => {
+                        let ratio = match (self.ratio_of(r, c), &self.ratio) {
+                            (Some(x), Ratio::SpeedUp) if x >= 1.0 => format!(" **{x:.2}×**"),
+                            (Some(x), Ratio::SpeedUp) => format!(" *{x:.2}×*"),
+                            (Some(x), Ratio::Slowdown(_)) => format!(" {x:.2}×"),
+                            (None, _) => String::new(),
+                        };
+                        let reference = match (&self.ratio, self.reference(r, c)) {
+                            (Ratio::Slowdown(_), Some(q)) => format!(
+                                "; quiet {} ({})",
+                                self.fmt_time(q.median),
+                                self.md_spread(q)
+                            ),
+                            _ => String::new(),
                         };
                         format!(
-                            "{}{} <sub>{}–{}</sub>",
+                            "{}{ratio} <sub>{}{reference}</sub>",
                             self.fmt_time(st.median),
-                            speed,
-                            self.fmt_time(if matches!(self.unit, Unit::Mops) {
-                                st.max
-                            } else {
-                                st.min
-                            }),
-                            self.fmt_time(if matches!(self.unit, Unit::Mops) {
-                                st.min
-                            } else {
-                                st.max
-                            }),
+                            self.md_spread(*st),
                         )
                     }
                 });

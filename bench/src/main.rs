@@ -7,6 +7,7 @@
 //! cargo run --release -p ringmem-bench -- --full       # the peers' published sizes
 //! cargo run --release -p ringmem-bench -- --only ringal-fixed --reps 5
 //! cargo run --release -p ringmem-bench -- --only framed   # issue 23: framed reading on TCP
+//! cargo run --release -p ringmem-bench -- --only busy     # issue 45: beside a busy process per core
 //! ```
 //!
 //! The terminal gets each table as aligned plain text within 100 columns, a sentence
@@ -17,6 +18,8 @@
 
 mod buffer_sv2;
 mod buffers;
+mod busy;
+mod busy_scenario;
 mod charts;
 mod ext_check;
 mod framed_scenario;
@@ -45,7 +48,7 @@ type Scenario = fn(&Config) -> Vec<Table>;
 type Cases = fn(&Config) -> usize;
 
 /// The scenarios in run order: id (for `--only`), entry point and case count.
-const SCENARIOS: [(&str, Scenario, Cases); 8] = [
+const SCENARIOS: [(&str, Scenario, Cases); 9] = [
     ("ringal-fixed", ringal_fixed::run, |c| {
         ringal_fixed::case_count(c, false)
     }),
@@ -58,12 +61,13 @@ const SCENARIOS: [(&str, Scenario, Cases); 8] = [
         |c| vec![many_threads::run(c)],
         many_threads::case_count,
     ),
+    ("busy", busy_scenario::run, busy_scenario::case_count),
     ("grow-spike", grow_spike::run, grow_spike::case_count),
     ("framed", framed_scenario::run, framed_scenario::case_count),
 ];
 
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
-const MIMALLOC_CHILD_SCENARIOS: [&str; 3] = ["ringal-fixed", "ringal-ext", "many-threads"];
+const MIMALLOC_CHILD_SCENARIOS: [&str; 4] = ["ringal-fixed", "ringal-ext", "many-threads", "busy"];
 
 /// A scenario's child entry point for the peak-RSS tables: run row, column once.
 type Child = fn(&Config, usize, usize) -> Option<harness::Sample>;
@@ -145,6 +149,7 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--rss-child" => rss_child(args),
+            busy::CHILD_FLAG => busy::child(),
             "--no-rss" => rss = false,
             "--no-charts" => charts = false,
             "--quick" => full = false,

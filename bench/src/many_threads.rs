@@ -19,7 +19,7 @@ fn runner<'a, B: ByteBufs + 'a>(
 }
 
 /// The rows: 1, 2 and as many producers as there are cores.
-fn producers(cfg: &Config) -> Vec<usize> {
+pub fn producers(cfg: &Config) -> Vec<usize> {
     let mut counts = vec![1, 2, cfg.cores];
     counts.sort_unstable();
     counts.dedup();
@@ -31,23 +31,46 @@ pub fn case_count(cfg: &Config) -> usize {
     producers(cfg).len()
 }
 
+/// Buffers each producer makes per run.
+pub fn iterations(cfg: &Config) -> usize {
+    cfg.scaled(4_000_000, 1000)
+}
+
+/// What each producer does: ringal's fixed 1 KiB row, 64 buffers held.
+pub fn shape(cfg: &Config) -> Shape {
+    Shape::published(iterations(cfg), 1024, 64, false)
+}
+
+/// The competitors of the row of `n` producers, in column order.
+pub fn runners(n: usize, shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
+    let mut r: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", n, shape, d)];
+    #[cfg(feature = "ringmem-rows")]
+    {
+        r.push(runner::<buffers::Ringmem>("ringmem", n, shape, d));
+        r.push(runner::<buffers::RingmemWait>(
+            "ringmem (wait)",
+            n,
+            shape,
+            d,
+        ));
+    }
+    r.push(runner::<buffers::SysVec>("Vec (glibc)", n, shape, d));
+    r.push(runner::<buffers::MiVec>("Vec (mimalloc)", n, shape, d));
+    r.push((
+        "Vec (mimalloc global)".into(),
+        Box::new(move || buffers::mimalloc_child(n, shape)),
+    ));
+    r.push(runner::<buffers::Bounded>("bounded control", n, shape, d));
+    r.push(runner::<buffers::Control>("control", n, shape, d));
+    r
+}
+
 /// Scenario 6.
 pub fn run(cfg: &Config) -> Table {
     let data = random_bytes(1024);
-    let mut columns = vec!["ringal".to_string()];
-    if cfg!(feature = "ringmem-rows") {
-        columns.push("ringmem".into());
-    }
-    columns.extend(
-        [
-            "Vec (glibc)",
-            "Vec (mimalloc)",
-            "Vec (mimalloc global)",
-            "control",
-        ]
-        .map(String::from),
-    );
-    let iterations = cfg.scaled(4_000_000, 1000);
+    let shape = shape(cfg);
+    let columns: Vec<String> = runners(1, shape, &data).into_iter().map(|r| r.0).collect();
+    let iterations = shape.iterations;
     let mut t = Table::new(
         format!("many threads: each producer its own ring, frees on its consumer thread ({} buffers of ≤ 1 KiB per producer)", thousands(iterations)),
         &["producers", "threads"],
@@ -55,26 +78,17 @@ pub fn run(cfg: &Config) -> Table {
         Unit::Mops,
     )
     .baseline("Vec (glibc)");
-    t.wait_columns = if cfg!(feature = "ringmem-rows") {
-        vec![0, 1]
-    } else {
-        vec![0]
-    };
+    t.wait_columns = ["ringal", "ringmem", "bounded control"]
+        .iter()
+        .filter_map(|n| columns.iter().position(|c| c == n))
+        .collect();
     for n in producers(cfg) {
-        let shape = Shape::published(iterations, 1024, 64, false);
         crate::progress::case(&format!("many threads: {n} producers"));
-        let d = &data[..];
-        let mut r: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", n, shape, d)];
-        #[cfg(feature = "ringmem-rows")]
-        r.push(runner::<buffers::Ringmem>("ringmem", n, shape, d));
-        r.push(runner::<buffers::SysVec>("Vec (glibc)", n, shape, d));
-        r.push(runner::<buffers::MiVec>("Vec (mimalloc)", n, shape, d));
-        r.push((
-            "Vec (mimalloc global)".into(),
-            Box::new(move || buffers::mimalloc_child(n, shape)),
-        ));
-        r.push(runner::<buffers::Control>("control", n, shape, d));
-        let stats = measure(cfg.reps, (n * iterations) as f64, &mut r);
+        let stats = measure(
+            cfg.reps,
+            (n * iterations) as f64,
+            &mut runners(n, shape, &data),
+        );
         t.rows.push(Row {
             params: vec![n.to_string(), (2 * n).to_string()],
             cells: stats,
@@ -85,10 +99,20 @@ pub fn run(cfg: &Config) -> Table {
          min–max in small print. Each producer has its own consumer thread, so N producers run 2N threads."
             .into(),
         format!("This machine has {} CPUs: rows beyond {} producers oversubscribe it.", cfg.cores, cfg.cores / 2),
-        "waits: median, summed over producers, of the times a ring was full and the producer yielded.".into(),
+        "waits: median, summed over producers, of the times a ring (or the bounded control's next slot) was full and the \
+         producer yielded."
+            .into(),
         "`Vec (mimalloc)`: allocator-api2 `Vec<u8, Mi>` in this process; `Vec (mimalloc global)`: the same loop in a child process \
          with mimalloc as `#[global_allocator]`."
             .into(),
+        buffers::BOUNDED_NOTE.into(),
     ];
+    if cfg!(feature = "ringmem-rows") {
+        t.notes.push(
+            "`ringmem (wait)`: ringmem with its built-in wait (`fixed_wait`) instead of the hand-rolled spin, as in the \
+             ringal tables."
+                .into(),
+        );
+    }
     t
 }

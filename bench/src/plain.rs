@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use crate::harness::{Stats, Table, Unit};
+use crate::harness::{Ratio, Stats, Table, Unit};
 
 /// The longest line this module prints.
 pub const WIDTH: usize = 100;
@@ -211,15 +211,16 @@ fn spread(lo: &str, hi: &str) -> String {
 }
 
 impl Table {
-    /// The cell of `st` as lines: median with its speed-up against `base`, then the
-    /// min–max of the repetitions when they differ.
-    fn plain_cell(&self, st: Stats, base: Option<Stats>) -> Vec<String> {
+    /// Cell (`row`, `col`) as lines: median with its ratio (see [`Ratio`]), then the
+    /// min–max of the repetitions when they differ, then, for a slowdown, the median
+    /// it is relative to.
+    fn plain_cell(&self, row: usize, col: usize, st: Stats) -> Vec<String> {
         if matches!(self.unit, Unit::Mib) {
             return vec![self.fmt_time(st.median)];
         }
         let mut first = self.fmt_time(st.median);
-        if let Some(b) = base {
-            let _ = write!(first, " {:.2}×", b.median / st.median);
+        if let Some(x) = self.ratio_of(row, col) {
+            let _ = write!(first, " {x:.2}×");
         }
         let mut lines = vec![first];
         if st.min != st.max {
@@ -229,6 +230,9 @@ impl Table {
                 _ => (st.min, st.max),
             };
             lines.push(spread(&self.fmt_time(lo), &self.fmt_time(hi)));
+        }
+        if let (Ratio::Slowdown(_), Some(q)) = (&self.ratio, self.reference(row, col)) {
+            lines.push(format!("quiet {}", self.fmt_time(q.median)));
         }
         lines
     }
@@ -242,7 +246,13 @@ impl Table {
             Unit::Auto => "Time",
             Unit::Mops => "Millions per second (higher is better)",
         };
-        format!("{what}: median and speed-up against {base}; min–max below.")
+        match self.ratio {
+            Ratio::SpeedUp => format!("{what}: median and speed-up against {base}; min–max below."),
+            Ratio::Slowdown(_) => format!(
+                "{what} under load: median and slowdown against the quiet run (busy / quiet); \
+                 min–max, then the quiet median, below."
+            ),
+        }
     }
 
     /// The table as aligned plain text, no line longer than [`WIDTH`].
@@ -305,12 +315,10 @@ impl Table {
                 let cells = self
                     .rows
                     .iter()
-                    .map(|r| {
-                        let base = r.cells.get(self.baseline).copied().flatten();
-                        match r.cells.get(k).copied().flatten() {
-                            Some(st) => self.plain_cell(st, base),
-                            None => vec!["–".into()],
-                        }
+                    .enumerate()
+                    .map(|(r, row)| match row.cells.get(k).copied().flatten() {
+                        Some(st) => self.plain_cell(r, k, st),
+                        None => vec!["–".into()],
                     })
                     .collect();
                 Column::new(&unmark(name), true, cells)
@@ -589,6 +597,33 @@ mod tests {
         // Rates: the slowest run's rate first.
         let text = many_threads_like().render_plain();
         assert!(text.contains("1.00–11.11"), "{text}");
+    }
+
+    #[test]
+    fn a_table_under_load_shows_slowdowns_and_the_quiet_medians() {
+        let mut t = ringal_like();
+        let half = |st: Stats| Stats {
+            median: st.median / 2.0,
+            min: st.min / 2.0,
+            max: st.max / 2.0,
+            ..st
+        };
+        let quiet = t
+            .rows
+            .iter()
+            .map(|r| r.cells.iter().map(|c| c.map(half)).collect())
+            .collect();
+        t.ratio = Ratio::Slowdown(quiet);
+        let text = t.render_plain();
+        check(&text);
+        assert!(text.contains("1000.0 2.00×"), "{text}");
+        assert!(text.contains("quiet 500.0"), "{text}");
+        assert!(text.contains("slowdown against the quiet run"), "{text}");
+        let md = t.render();
+        assert!(
+            md.contains("1000.0 2.00× <sub>900.0–1300.0; quiet 500.0 (450.0–650.0)</sub>"),
+            "{md}"
+        );
     }
 
     #[test]

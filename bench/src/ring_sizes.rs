@@ -39,6 +39,11 @@ fn runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
     {
         r.push(runner::<buffers::Ringmem>("ringmem", shape, d));
         r.push(runner::<buffers::RingmemWait>("ringmem (wait)", shape, d));
+        r.push(runner::<buffers::RingmemWaitTimeout>(
+            "ringmem (wait_timeout)",
+            shape,
+            d,
+        ));
     }
     r.push(runner::<buffers::SysVec>("Vec (glibc)", shape, d));
     r.push(runner::<buffers::Bounded>("bounded control", shape, d));
@@ -93,7 +98,7 @@ pub fn table(cfg: &Config) -> Table {
             thousands(shape0.iterations)
         ),
         "Time per run in ms, median of the repetitions, min–max in small print; waits as in the fixed table. \
-         `ringmem (wait)` uses `fixed_wait` (see the fixed table)."
+         `ringmem (wait)` uses `fixed_wait`, `ringmem (wait_timeout)` `fixed_wait_timeout(size, 10 s)` (see the fixed table)."
             .into(),
         buffers::BOUNDED_NOTE.into(),
     ];

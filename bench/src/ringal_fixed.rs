@@ -49,12 +49,17 @@ pub fn variant_shape(cfg: &Config, row: usize, extendable: bool, variant: Varian
 }
 
 /// The competitors of one row, in column order.
-fn row_runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
+pub fn row_runners(shape: Shape, d: &[u8]) -> Vec<Runner<'_>> {
     let mut runners: Vec<Runner<'_>> = vec![runner::<buffers::Ringal>("ringal", shape, d)];
     #[cfg(feature = "ringmem-rows")]
     {
         runners.push(runner::<buffers::Ringmem>("ringmem", shape, d));
         runners.push(runner::<buffers::RingmemWait>("ringmem (wait)", shape, d));
+        runners.push(runner::<buffers::RingmemWaitTimeout>(
+            "ringmem (wait_timeout)",
+            shape,
+            d,
+        ));
     }
     runners.push(runner::<buffers::SysVec>("Vec (glibc)", shape, d));
     runners.push(runner::<buffers::MiVec>("Vec (mimalloc)", shape, d));
@@ -127,6 +132,7 @@ pub fn columns() -> Vec<String> {
     if cfg!(feature = "ringmem-rows") {
         c.push("ringmem".into());
         c.push("ringmem (wait)".into());
+        c.push("ringmem (wait_timeout)".into());
     }
     c.extend(
         [
@@ -180,7 +186,12 @@ pub fn ringal_table(cfg: &Config, extendable: bool, variant: Variant) -> Table {
     table.wait_columns = ring_columns(&["ringal", "ringmem"]);
     // Only the restart variant drops partial buffers; the others hold them.
     table.restart_columns = match (extendable, variant) {
-        (true, Variant::Restart) => ring_columns(&["ringal", "ringmem", "ringmem (wait)"]),
+        (true, Variant::Restart) => ring_columns(&[
+            "ringal",
+            "ringmem",
+            "ringmem (wait)",
+            "ringmem (wait_timeout)",
+        ]),
         _ => Vec::new(),
     };
     for row in 0..ROWS.len() {
@@ -239,16 +250,27 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
         },
     ];
     if cfg!(feature = "ringmem-rows") {
-        notes.push(if extendable {
-            "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `extendable_wait(0)`, then a chunk that does not fit \
-             waits with `reserve_wait(chunk)`, holding the partial buffer, until a release makes room (it grows in place or moves within \
-             its block). In the restart table it drops the partial buffer instead, and `extendable_wait(message length)` parks until \
-             there is room for the whole message, which is then written again (counted as a restart)."
-        } else {
-            "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `fixed_wait(size)` spins briefly, then parks \
-             until the consumer's release makes room."
+        notes.push(match (extendable, variant) {
+            (false, _) => "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `fixed_wait(size)` spins briefly, \
+                 then parks until the consumer's release makes room. `ringmem (wait_timeout)`: the same loop with \
+                 `fixed_wait_timeout(size, 10 s)`.",
+            (true, Variant::Restart) => "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `extendable_wait(0)` \
+                 and `io::Write::write_all` in 64-byte chunks; the buffer's `io::Write` fails on a full ring rather than wait, \
+                 so a failed write drops the partial buffer, and `extendable_wait(message length)` parks until there is room for \
+                 the whole message, which is then written again (counted as a restart). `ringmem (wait_timeout)`: the same loop \
+                 with `extendable_wait_timeout(.., 10 s)`.",
+            (true, _) => "`ringmem (wait)`: ringmem with its built-in wait instead of the spin: `extendable_wait(0)`, then each \
+                 64-byte chunk appended with `try_extend_from_slice`; a chunk that does not fit waits with `reserve_wait(chunk)`, \
+                 holding the partial buffer, until a release makes room (it grows in place or moves within its block), and is \
+                 then appended. `ringmem (wait_timeout)`: the same loop with `extendable_wait_timeout(0, 10 s)` and \
+                 `reserve_wait_timeout(chunk, 10 s)`. (`ExtBuf::writer_wait`'s `write_all` is this same sequence behind \
+                 `io::Write`: no column of its own.)",
         }
         .into());
+        notes.push(
+            "A `_timeout` wait that times out stops the bench: 10 s is far longer than any release takes."
+                .into(),
+        );
     }
     if extendable {
         notes.push(crate::ext_check::note());
