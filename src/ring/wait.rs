@@ -57,13 +57,16 @@ use crate::sync::{barrier, park, switch, AtomicUsize, Mutex, MutexGuard, Orderin
 /// Tries before a waiter registers: a release on another core is often this close.
 /// One under loom, which models every try.
 ///
-/// A process confined to one CPU (`sync::one_cpu`) gets no release while it spins, so
-/// there the tries pause eight times between each and yield every eighth: the loop
-/// users hand-roll around a ring that returns `None`. Against 64 back-to-back tries
-/// before the first yield, that took 0.46–0.89× the time in ringal's 64 B and 1 KiB
-/// rows, fixed and extendable (`taskset -c 0 cargo run --release -p ringmem-bench --
-/// --only ringal-fixed,ringal-ext`); yielding before every try was slower still in the
-/// fixed rows.
+/// The tries pause eight times between each and yield every eighth: the loop users
+/// hand-roll around a ring that returns `None`. Tried back to back (one pause between),
+/// they read the head region's header eight times as often while the consumer is about
+/// to write it, and the built-in wait lost to the hand-rolled loop: in ringal's rows
+/// (`--only ringal-fixed,ringal-ext --reps 3`, two runs each, medians in ms, wait /
+/// hand-rolled) fixed 64 B × 64 121.6 / 112.0 and 124.1 / 110.2, fixed 1 KiB × 64
+/// 120.6 / 102.7 and 116.7 / 99.5, extendable 64 B × 64 111.6 / 82.4; at this pace
+/// 109.8 / 112.9, 108.4 / 109.9, 102.6 / 103.8, 97.8 / 95.6 and 87.6 / 88.8. On one
+/// CPU, where no release comes while a waiter spins, the same pace took 0.46–0.89× the
+/// time of back-to-back tries.
 const SPINS: u32 = if cfg!(loom) { 1 } else { 64 };
 
 /// Then tries with a yield of the time slice before each, before a waiter registers
@@ -410,14 +413,11 @@ pub(crate) fn block_until<T>(
     mut try_claim: impl FnMut(bool) -> Option<T>,
     timeout: Option<Duration>,
 ) -> Option<T> {
-    let one_cpu = crate::sync::one_cpu();
     for i in 0..SPINS {
         if let Some(t) = try_claim(false) {
             return Some(t);
         }
-        if !one_cpu {
-            core::hint::spin_loop();
-        } else if i % 8 == 7 {
+        if i % 8 == 7 {
             std::thread::yield_now();
         } else {
             for _ in 0..8 {
