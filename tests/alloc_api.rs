@@ -1369,3 +1369,71 @@ proptest! {
         run_model(&OneRingAlloc, &ops);
     }
 }
+
+/// A case the model found: the walk's scan stopped at the header of a small region,
+/// which was then freed as the latest allocation (the window opened over it) and grown
+/// over by the region before it; the next claim resumed the scan at what was a header
+/// no more.
+#[test]
+fn a_scan_stopped_at_a_region_given_back_to_the_window_is_forgotten() {
+    let ops = [
+        Op::Alloc {
+            size: 264,
+            align_pow: 10,
+        },
+        Op::Grow {
+            idx: 0,
+            extra: 489,
+            zeroed: false,
+            fit_pct: 0,
+        },
+        Op::Alloc {
+            size: 49,
+            align_pow: 0,
+        },
+        Op::Alloc {
+            size: 178,
+            align_pow: 0,
+        },
+        Op::Alloc {
+            size: 1,
+            align_pow: 0,
+        },
+        Op::Free {
+            idx: 1740077796241829737,
+            fit_pct: 0,
+        },
+        Op::Grow {
+            idx: 7919987465018396205,
+            extra: 72,
+            zeroed: false,
+            fit_pct: 0,
+        },
+        Op::Free {
+            idx: 5051879239241210204,
+            fit_pct: 0,
+        },
+        Op::Free {
+            idx: 1252721620591296780,
+            fit_pct: 0,
+        },
+        Op::Grow {
+            idx: 13,
+            extra: 16,
+            zeroed: true,
+            fit_pct: 60,
+        },
+        Op::Grow {
+            idx: 8685951923635421662,
+            extra: 879,
+            zeroed: false,
+            fit_pct: 29,
+        },
+    ];
+    let ring = Ring::builder()
+        .capacity(3 * 1024)
+        .when_full(WhenFull::Heap)
+        .build()
+        .unwrap();
+    run_model(&&ring, &ops);
+}

@@ -700,6 +700,19 @@ impl BlockCtl {
         }
     }
 
+    /// Ends the walk's scan if it stopped at `off`, the header of a region that now
+    /// starts the window: the window's inside is not tiled by headers (a region grown
+    /// from its front, or a claim or `close` over it, would leave the scan at a header
+    /// no more). The scan never points into the window otherwise: it is set only while
+    /// the window is closed, and a window that opens over headers forgets it (see
+    /// `extend_over`).
+    #[inline(always)]
+    fn leave_window_unscanned(&self, off: usize) {
+        if self.cursor.get() == off {
+            self.cursor.set(NO_SCAN);
+        }
+    }
+
     /// Points the walk's scan at `hdr`, a region of this block its owner thread is about
     /// to release, if tries have found no room since the last claim: the next try looks
     /// there (after the head) instead of waiting for its scan to come round. So a buffer
@@ -750,6 +763,7 @@ impl BlockCtl {
             return false; // another block's (or ring's, or the heap's) region, or not the latest
         }
         self.head.set(off);
+        self.leave_window_unscanned(off);
         true
     }
 
@@ -771,6 +785,7 @@ impl BlockCtl {
             // `[off, len)` is ours, and the region headers before it tile `[0, off)`.
             self.head.set(off);
             self.limit.set(self.len);
+            self.leave_window_unscanned(off);
             return true;
         }
         false
