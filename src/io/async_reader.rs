@@ -10,6 +10,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
+use super::pool::{Memory, ReadPool};
 use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
 use crate::buf::hopeless;
 use crate::ring::wait::{poll_until, TaskSlot};
@@ -49,7 +50,7 @@ use crate::{FixedBuf, Ring};
 /// ```
 pub struct AsyncFramedReader<R, D = LengthDelimited> {
     reader: R,
-    ring: Ring,
+    mem: Memory,
     core: Core<D>,
     /// This stream's place among the ring's waiters while it waits for room.
     slot: TaskSlot,
@@ -75,17 +76,55 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// assert_eq!(r.read_size(), 1 << 14);
     /// ```
     pub fn with_ring(reader: R, decoder: D, ring: Ring) -> Self {
-        let read_size = clamp_read_size(&ring, DEFAULT_READ);
+        Self::with_memory(reader, decoder, Memory::Own(ring))
+    }
+
+    /// A reader that claims its regions from `pool`, shared with other readers (async
+    /// or blocking, on any threads) under one budget, reading up to 64 KiB at a time
+    /// (or a quarter of the budget). When the pool is full the stream waits for a
+    /// release on any thread, as on a ring of its own. The stream is `Send`
+    /// when its reader and decoder are: a multi-thread runtime may poll it from any
+    /// worker.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap().block_on(async {
+    /// use std::future::poll_fn;
+    /// use std::pin::Pin;
+    /// use futures_core::Stream;
+    /// use ringmem::io::{AsyncFramedReader, Lines, ReadPool};
+    /// let pool = ReadPool::new(1 << 20);
+    /// let tasks: Vec<_> = [&b"one\n"[..], b"two\n"]
+    ///     .into_iter()
+    ///     .map(|wire| {
+    ///         let mut r = AsyncFramedReader::with_pool(wire, Lines::new(), &pool);
+    ///         tokio::spawn(async move { poll_fn(|cx| Pin::new(&mut r).poll_next(cx)).await })
+    ///     })
+    ///     .collect();
+    /// let mut lines = Vec::new();
+    /// for t in tasks {
+    ///     lines.push(t.await.unwrap().unwrap()?);
+    /// }
+    /// assert_eq!((&lines[0][..], &lines[1][..]), (&b"one"[..], &b"two"[..]));
+    /// assert_eq!(pool.stats().live_buffers, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_pool(reader: R, decoder: D, pool: &ReadPool) -> Self {
+        Self::with_memory(reader, decoder, Memory::Pool(pool.clone()))
+    }
+
+    fn with_memory(reader: R, decoder: D, mem: Memory) -> Self {
+        let read_size = clamp_read_size(&mem, DEFAULT_READ);
         AsyncFramedReader {
             reader,
-            core: Core::new(decoder, &ring, read_size, true),
-            ring,
+            core: Core::new(decoder, &mem, read_size, true),
+            mem,
             slot: TaskSlot::default(),
         }
     }
 
     /// Sets the bytes of a region when no frame asks for more, at most a quarter of the
-    /// ring.
+    /// ring (or of the pool's budget).
     ///
     /// ```
     /// use ringmem::io::{AsyncFramedReader, Lines};
@@ -93,7 +132,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// assert_eq!(r.read_size(), 4096);
     /// ```
     pub fn with_read_size(mut self, bytes: usize) -> Self {
-        self.core.read_size = clamp_read_size(&self.ring, bytes);
+        self.core.read_size = clamp_read_size(&self.mem, bytes);
         self
     }
 
@@ -109,13 +148,36 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
 
     /// The ring the frames live in.
     ///
+    /// # Panics
+    /// On a reader made by [`with_pool`](Self::with_pool), whose frames live in the
+    /// pool's ring, behind its lock: see [`pool`](Self::pool).
+    ///
     /// ```
     /// use ringmem::io::{AsyncFramedReader, Lines};
     /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new());
     /// assert_eq!(r.ring().stats().live_buffers, 0);
     /// ```
     pub fn ring(&self) -> &Ring {
-        &self.ring
+        match self.mem.own() {
+            Some(ring) => ring,
+            None => {
+                panic!("ringmem: AsyncFramedReader::ring on a reader of a ReadPool (see `pool`)")
+            }
+        }
+    }
+
+    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool);
+    /// `None` for a reader on a ring of its own ([`ring`](Self::ring)).
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines, ReadPool};
+    /// let pool = ReadPool::new(1 << 16);
+    /// let r = AsyncFramedReader::with_pool(tokio::io::empty(), Lines::new(), &pool);
+    /// assert_eq!(r.pool().unwrap().budget(), 1 << 16);
+    /// assert!(AsyncFramedReader::new(tokio::io::empty(), Lines::new()).pool().is_none());
+    /// ```
+    pub fn pool(&self) -> Option<&ReadPool> {
+        self.mem.pool()
     }
 
     /// The underlying reader.
@@ -177,8 +239,8 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
 
     /// A region of `n` bytes, waiting for room.
     fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
-        let ring = &self.ring;
-        let region = match ring.fixed(n) {
+        let mem = &self.mem;
+        let region = match mem.fixed(n) {
             Some(region) => {
                 // A wait this try ends leaves the waiters (the slot's drop), as one that
                 // `poll_until` ends does: else the next wait starts with this one's
@@ -188,13 +250,14 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                 region
             }
             None => {
-                if let Some(e) = hopeless(ring, Some(n)) {
+                if let Some(e) = mem.with(|r| hopeless(r, Some(n))) {
                     return Poll::Ready(Err(self.core.fail_alloc(e, n)));
                 }
                 self.core.before_wait();
-                match poll_until(&mut self.slot, cx, ring.span(), |walk| {
-                    ring.unstick_if(walk);
-                    ring.fixed(n)
+                // On a pool, each try takes its lock and lets it go: the lock is never
+                // held while the task waits.
+                match poll_until(&mut self.slot, cx, mem.span(), |walk| {
+                    mem.try_fixed(n, walk)
                 }) {
                     Poll::Ready(region) => region,
                     Poll::Pending => return Poll::Pending,
@@ -230,17 +293,17 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => {
-                            this.core.defer(e, &this.ring);
+                            this.core.defer(e, &this.mem);
                             continue;
                         }
                         Poll::Pending => {
-                            this.core.settle(&this.ring);
+                            this.core.settle(&this.mem);
                             continue;
                         }
                     }
                     let n = match filled(&buf, at, room) {
                         Ok(0) => {
-                            this.core.top_up_eof(&this.ring);
+                            this.core.top_up_eof(&this.mem);
                             continue;
                         }
                         Ok(n) => n,
@@ -248,7 +311,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     };
                     // SAFETY: `buf` is the `ReadBuf` made from the spare (`filled`
                     // checked), which vouches that its first `n` bytes are initialised.
-                    if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
+                    if let Err(e) = unsafe { this.core.filled(n, &this.mem) } {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
@@ -267,13 +330,13 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                         Poll::Pending => return Poll::Pending,
                     }
                     let n = match filled(&buf, at, room) {
-                        Ok(0) => return Poll::Ready(this.core.eof(&this.ring).transpose()),
+                        Ok(0) => return Poll::Ready(this.core.eof(&this.mem).transpose()),
                         Ok(n) => n,
                         Err(e) => return Poll::Ready(Some(Err(this.core.fail(e)))),
                     };
                     // SAFETY: `buf` is the `ReadBuf` made from the spare (`filled`
                     // checked), which vouches that its first `n` bytes are initialised.
-                    if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
+                    if let Err(e) = unsafe { this.core.filled(n, &this.mem) } {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
@@ -298,8 +361,11 @@ fn filled(buf: &ReadBuf<'_>, at: *const u8, room: usize) -> io::Result<usize> {
 
 impl<R, D> fmt::Debug for AsyncFramedReader<R, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncFramedReader")
-            .field("ring", &self.ring)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("AsyncFramedReader");
+        match &self.mem {
+            Memory::Own(ring) => d.field("ring", ring),
+            Memory::Pool(pool) => d.field("pool", pool),
+        };
+        d.finish_non_exhaustive()
     }
 }

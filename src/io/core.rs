@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use std::io;
 
 use super::decoder::{Decode, Decoder, Frame, FrameError, Resync};
-use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
+use super::pool::Memory;
+use crate::{FixedBuf, FixedBufMut, WaitError};
 
 /// What the reader must do next.
 pub(crate) enum Step {
@@ -114,11 +115,7 @@ pub(crate) struct Core<D> {
 }
 
 impl<D: Decoder> Core<D> {
-    pub(crate) fn new(decoder: D, ring: &Ring, read_size: usize, top_up: bool) -> Self {
-        let fit = match ring.when_full() {
-            crate::WhenFull::Fail => ring.largest_fit(),
-            _ => usize::MAX,
-        };
+    pub(crate) fn new(decoder: D, mem: &Memory, read_size: usize, top_up: bool) -> Self {
         Core {
             decoder,
             read_size,
@@ -136,7 +133,7 @@ impl<D: Decoder> Core<D> {
             spilled: false,
             need: 1,
             open_ended: false,
-            fit,
+            fit: mem.fit(),
             last: 0,
             stride: 0,
             run: 0,
@@ -282,33 +279,33 @@ impl<D: Decoder> Core<D> {
 
     /// A top-up found no bytes ready (or failed, or saw the end): freezes the region
     /// with the frames decoded in it, its partial frame to be carried.
-    pub(crate) fn settle(&mut self, ring: &Ring) {
+    pub(crate) fn settle(&mut self, mem: &Memory) {
         debug_assert!(self.topping, "settle without a top-up");
         self.topping = false;
-        self.freeze_pending(ring);
+        self.freeze_pending(mem);
     }
 
     /// Makes `pending` (its queued frames, then `after`) the `ready` bytes.
-    fn freeze_pending(&mut self, ring: &Ring) {
+    fn freeze_pending(&mut self, mem: &Memory) {
         debug_assert!(self.ready.is_none());
         self.walked = 0;
         let mut p = self.pending.take().expect("no region to freeze");
-        p.shrink_in(ring);
+        mem.shrink(&mut p);
         self.ready = Some(p.freeze());
     }
 
     /// As [`settle`](Self::settle), after a top-up read failed with `e`: the frames
     /// before it are yielded first.
     #[cfg(feature = "tokio")]
-    pub(crate) fn defer(&mut self, e: io::Error, ring: &Ring) {
-        self.settle(ring);
+    pub(crate) fn defer(&mut self, e: io::Error, mem: &Memory) {
+        self.settle(mem);
         self.deferred = Some(e);
     }
 
     /// As [`settle`](Self::settle), after a top-up read saw the end of the stream.
     #[cfg(feature = "tokio")]
-    pub(crate) fn top_up_eof(&mut self, ring: &Ring) {
-        self.settle(ring);
+    pub(crate) fn top_up_eof(&mut self, mem: &Memory) {
+        self.settle(mem);
         self.at_eof = true;
     }
 
@@ -423,13 +420,13 @@ impl<D: Decoder> Core<D> {
     /// # Safety
     /// - `n <= ` the spare's length;
     /// - those bytes have been initialised.
-    pub(crate) unsafe fn filled(&mut self, n: usize, ring: &Ring) -> io::Result<()> {
+    pub(crate) unsafe fn filled(&mut self, n: usize, mem: &Memory) -> io::Result<()> {
         debug_assert!(n > 0);
         let p = self.pending.as_mut().expect("Step::Read without a region");
         // SAFETY: the caller's contract.
         unsafe { p.advance(n) };
         if self.discarding {
-            self.discard(ring);
+            self.discard(mem);
             return Ok(());
         }
         if p.len() < self.need {
@@ -446,7 +443,7 @@ impl<D: Decoder> Core<D> {
                     self.open_ended = n <= len + 1;
                     if self.need > cap {
                         let mut p = p;
-                        p.shrink_in(ring);
+                        mem.shrink(&mut p);
                         self.carry = Some(p.freeze());
                     } else {
                         self.pending = Some(p);
@@ -454,7 +451,7 @@ impl<D: Decoder> Core<D> {
                 }
                 After::Error(e) => {
                     let mut bad = p;
-                    bad.shrink_in(ring);
+                    mem.shrink(&mut bad);
                     return Err(self.bad_input(e, bad.freeze()));
                 }
                 After::Unwalked => unreachable!("{len} bytes, no frame and no need"),
@@ -478,7 +475,7 @@ impl<D: Decoder> Core<D> {
             }
         }
         self.topping = false;
-        self.freeze_pending(ring);
+        self.freeze_pending(mem);
         self.after = after;
         self.need = 1;
         self.open_ended = false;
@@ -507,7 +504,7 @@ impl<D: Decoder> Core<D> {
     }
 
     /// Shows the bytes just read to [`Decoder::resync`] while discarding.
-    fn discard(&mut self, ring: &Ring) {
+    fn discard(&mut self, mem: &Memory) {
         let p = self.pending.as_mut().expect("Step::Read without a region");
         match self.decoder.resync(p) {
             // The region is reused for the bytes that follow.
@@ -515,7 +512,7 @@ impl<D: Decoder> Core<D> {
             Resync::Skip(n) => {
                 self.discarding = false;
                 let mut p = self.pending.take().expect("checked above");
-                p.shrink_in(ring);
+                mem.shrink(&mut p);
                 let mut rest = p.freeze();
                 rest.skip(n);
                 self.ready = Some(rest).filter(|r| !r.is_empty());
@@ -529,7 +526,7 @@ impl<D: Decoder> Core<D> {
 
     /// The stream ended: the last frame, if the decoder makes one of what is left.
     /// While discarding, the stream ends cleanly: the rejected frame was reported.
-    pub(crate) fn eof(&mut self, ring: &Ring) -> io::Result<Option<FixedBuf>> {
+    pub(crate) fn eof(&mut self, mem: &Memory) -> io::Result<Option<FixedBuf>> {
         self.done = true;
         if self.discarding {
             self.discarding = false;
@@ -539,7 +536,7 @@ impl<D: Decoder> Core<D> {
         let Some(mut p) = self.pending.take().filter(|p| !p.is_empty()) else {
             return Ok(None);
         };
-        p.shrink_in(ring);
+        mem.shrink(&mut p);
         self.finish(p.freeze())
     }
 

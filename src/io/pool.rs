@@ -1,0 +1,269 @@
+//! `ReadPool`: one ring's memory shared by many framed readers under one budget, and
+//! `Memory`, what a reader reads into (a ring of its own, or a pool).
+//!
+//! The protocol is a lock around the ring's allocating side and nothing more: a reader
+//! takes the lock to claim a region (once per read region, not per frame) and to give
+//! back the unused tail of one it froze or keeps while idle, and never holds it while
+//! it reads from its socket or waits for room. Frames are released as on any ring, by
+//! one atomic store into their region's header on whichever thread drops them, without
+//! the lock. A `Ring` is `Send` and not `Sync`: the lock hands it from thread to thread
+//! as a ring moved between threads is handed over, with the synchronisation of the
+//! lock, so every claim sees what the claims before it did, and room given back under
+//! the lock wakes waiters as room made on a ring's own thread does (`orphan::after_room`:
+//! a waiter arms before it tries, and tries under the lock).
+//!
+//! A reader waiting for room on a pool waits as one on its own ring does, through the
+//! waiters' table (`ring/wait.rs`), with the pool's span (a `Fail` ring has one block:
+//! its span never changes, so it is read once), each try taking the lock to claim and
+//! letting it go at once.
+
+use core::fmt;
+use std::sync::Arc;
+
+use crate::ring::wait::{block_until, Span};
+use crate::sync::{Mutex, MutexGuard};
+use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
+
+/// Memory for many framed readers under one byte budget, whatever thread polls them: a
+/// cheap handle (`Clone` shares it), `Send` and `Sync`.
+///
+/// A reader on its own ring ([`FramedReader::new`](super::FramedReader::new)) holds
+/// that ring for its whole life, 1 MiB of address space per connection. Readers made
+/// with [`FramedReader::with_pool`](super::FramedReader::with_pool) (or
+/// `AsyncFramedReader::with_pool`, feature `tokio`) instead claim their read regions
+/// from one ring of `budget` bytes: the process's address space for them is the
+/// budget, not a ring per connection, and the ring's pages are touched only as far as
+/// its live buffers reach. Frames are released from any thread, as always.
+///
+/// When the frames held and the regions being read into fill the budget, readers wait
+/// for a release instead of failing: the budget bounds memory, it does not drop
+/// connections.
+///
+/// The pool's ring sits behind a lock, taken once per read region (to claim it, and to
+/// give back what the read did not fill), never per frame, and never while a reader
+/// reads or waits.
+///
+/// ```
+/// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
+/// let pool = ReadPool::new(1 << 20);
+/// let wires: Vec<&[u8]> = vec![b"\0\0\0\x02hi", b"\0\0\0\x03you"];
+/// let frames: Vec<_> = std::thread::scope(|s| {
+///     let readers: Vec<_> = (wires.iter())
+///         .map(|&wire| {
+///             let pool = pool.clone();
+///             s.spawn(move || {
+///                 let mut r = FramedReader::with_pool(wire, LengthDelimited::new(), &pool);
+///                 r.next_frame().unwrap().unwrap()
+///             })
+///         })
+///         .collect();
+///     readers.into_iter().map(|r| r.join().unwrap()).collect()
+/// });
+/// assert_eq!((&frames[0][..], &frames[1][..]), (&b"hi"[..], &b"you"[..]));
+/// assert_eq!(pool.stats().live_buffers, 2); // the frames' regions, in one budget
+/// drop(frames);
+/// assert_eq!(pool.stats().live_buffers, 0);
+/// ```
+#[derive(Clone)]
+pub struct ReadPool {
+    shared: Arc<Shared>,
+}
+
+/// What the handles share.
+struct Shared {
+    /// The budget: a `Fail` ring of one block.
+    ring: Mutex<Ring>,
+    /// The ring's span, fixed (one block for life).
+    span: Span,
+    /// The ring's block length, fixed.
+    block_len: usize,
+    /// The most bytes one region can have (`Ring::largest_fit`), fixed.
+    fit: usize,
+}
+
+impl ReadPool {
+    /// A pool of `budget` bytes (headers included, rounded up to a multiple of 8).
+    ///
+    /// # Panics
+    /// When `budget` is 0, larger than a ring's block can address (16 GiB), or the
+    /// global allocator refuses it; [`ReadPool::try_new`] returns those as errors.
+    ///
+    /// ```
+    /// let pool = ringmem::io::ReadPool::new(64 << 20);
+    /// assert_eq!(pool.budget(), 64 << 20);
+    /// ```
+    pub fn new(budget: usize) -> ReadPool {
+        match ReadPool::try_new(budget) {
+            Ok(pool) => pool,
+            Err(e) => panic!("ringmem: cannot create a read pool of {budget} bytes: {e}"),
+        }
+    }
+
+    /// A pool of `budget` bytes, or why it cannot be made.
+    ///
+    /// # Errors
+    /// As [`Ring::try_new`].
+    ///
+    /// ```
+    /// use ringmem::{io::ReadPool, RingError};
+    /// assert!(ReadPool::try_new(1 << 20).is_ok());
+    /// assert_eq!(ReadPool::try_new(0).unwrap_err(), RingError::ZeroCapacity);
+    /// ```
+    pub fn try_new(budget: usize) -> Result<ReadPool, RingError> {
+        let ring = Ring::builder()
+            .capacity(budget)
+            .when_full(WhenFull::Fail)
+            .build()?;
+        Ok(ReadPool {
+            shared: Arc::new(Shared {
+                span: ring.span(),
+                block_len: ring.block_len(),
+                fit: ring.largest_fit(),
+                ring: Mutex::new(ring),
+            }),
+        })
+    }
+
+    /// The budget: the bytes of the pool's ring, headers included.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::ReadPool::new(100).budget(), 104);
+    /// ```
+    pub fn budget(&self) -> usize {
+        self.shared.block_len
+    }
+
+    /// The pool's ring's [`RingStats`]: the regions that readers are reading into and
+    /// the frames (or frozen regions) still held, and the bytes they take. It walks the
+    /// region headers under the pool's lock: for tuning and tests, not a hot loop.
+    ///
+    /// ```
+    /// let pool = ringmem::io::ReadPool::new(1 << 20);
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+    /// assert_eq!(stats.capacity, 1 << 20);
+    /// ```
+    pub fn stats(&self) -> RingStats {
+        self.with(Ring::stats)
+    }
+
+    /// Runs `f` on the pool's ring, under the lock.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
+        f(&self.lock())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ring> {
+        // A panic under the lock came from the ring's own code, which leaves its headers
+        // tiled at every point it can panic (allocation failures are `None`): go on.
+        self.shared.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl fmt::Debug for ReadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadPool")
+            .field("budget", &self.budget())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a framed reader reads into: a ring of its own, or a pool's, behind its lock.
+pub(crate) enum Memory {
+    Own(Ring),
+    Pool(ReadPool),
+}
+
+impl Memory {
+    /// Runs `f` on the ring: the reader's own, or the pool's under its lock (held for
+    /// `f` only: `f` must not read, wait, or drop a buffer whose drop runs user code).
+    #[inline]
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
+        match self {
+            Memory::Own(ring) => f(ring),
+            Memory::Pool(pool) => pool.with(f),
+        }
+    }
+
+    /// A region of `n` bytes, if the ring has room now.
+    #[inline]
+    pub(crate) fn fixed(&self, n: usize) -> Option<FixedBufMut> {
+        self.with(|r| r.fixed(n))
+    }
+
+    /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`).
+    pub(crate) fn try_fixed(&self, n: usize, walk: bool) -> Option<FixedBufMut> {
+        self.with(|r| {
+            r.unstick_if(walk);
+            r.fixed(n)
+        })
+    }
+
+    /// A region of `n` bytes, blocking the thread until there is room.
+    pub(crate) fn fixed_wait(&self, n: usize) -> Result<FixedBufMut, WaitError> {
+        match self {
+            Memory::Own(ring) => ring.fixed_wait(n),
+            Memory::Pool(pool) => {
+                // The caller checked that a release can make room (`hopeless`).
+                block_until(pool.shared.span, |walk| self.try_fixed(n, walk), None)
+                    .ok_or(WaitError::TimedOut)
+            }
+        }
+    }
+
+    /// The addresses a release that makes room for this reader lies in.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            Memory::Own(ring) => ring.span(),
+            Memory::Pool(pool) => pool.shared.span,
+        }
+    }
+
+    /// Bytes per block (a region's bytes are at most this).
+    pub(crate) fn block_len(&self) -> usize {
+        match self {
+            Memory::Own(ring) => ring.block_len(),
+            Memory::Pool(pool) => pool.shared.block_len,
+        }
+    }
+
+    /// The most bytes one region can have (`usize::MAX` for a ring that makes larger
+    /// blocks on demand).
+    pub(crate) fn fit(&self) -> usize {
+        match self {
+            Memory::Own(ring) if ring.when_full() == WhenFull::Fail => ring.largest_fit(),
+            Memory::Own(_) => usize::MAX,
+            Memory::Pool(pool) => pool.shared.fit,
+        }
+    }
+
+    /// Gives `buf`'s unused capacity back to the ring (see `FixedBufMut::shrink_in`).
+    pub(crate) fn shrink(&self, buf: &mut FixedBufMut) {
+        self.with(|r| buf.shrink_in(r));
+    }
+
+    /// The reader's own ring; `None` on a pool.
+    pub(crate) fn own(&self) -> Option<&Ring> {
+        match self {
+            Memory::Own(ring) => Some(ring),
+            Memory::Pool(_) => None,
+        }
+    }
+
+    /// The pool; `None` for a ring of the reader's own.
+    pub(crate) fn pool(&self) -> Option<&ReadPool> {
+        match self {
+            Memory::Own(_) => None,
+            Memory::Pool(pool) => Some(pool),
+        }
+    }
+}
+
+impl fmt::Debug for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Memory::Own(ring) => ring.fmt(f),
+            Memory::Pool(pool) => pool.fmt(f),
+        }
+    }
+}
