@@ -1,6 +1,6 @@
 //! Framed readers sharing one `ReadPool` (feature `tokio`): many readers under one
-//! budget on a multi-thread runtime, a reader dropped while it waits, blocking readers
-//! on threads.
+//! budget on a multi-thread runtime, idle readers holding no region, a full pool making
+//! readers wait, a reader dropped while it waits, blocking readers on threads.
 
 mod common;
 
@@ -12,16 +12,29 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{holds, pattern, scaled};
+use common::{faulty, holds, pattern, scaled};
 use futures_core::Stream;
 use ringmem::io::{AsyncFramedReader, Decoder, FramedReader, LengthDelimited, Lines, ReadPool};
 use ringmem::FixedBuf;
-use tokio::io::{AsyncRead, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncRead, AsyncWriteExt, DuplexStream, ReadBuf};
+
+#[global_allocator]
+static A: faulty::Faulty = faulty::Faulty;
+
+/// Bytes of a region's header: what a live region costs beyond its data, at most.
+const HDR: usize = 16;
 
 async fn next<R: AsyncRead + Unpin, D: Decoder + Unpin>(
     r: &mut AsyncFramedReader<R, D>,
 ) -> Option<io::Result<FixedBuf>> {
     poll_fn(|cx| Pin::new(&mut *r).poll_next(cx)).await
+}
+
+/// One poll of the stream, whatever it answers.
+async fn poll_once<R: AsyncRead + Unpin, D: Decoder + Unpin>(
+    r: &mut AsyncFramedReader<R, D>,
+) -> Poll<Option<io::Result<FixedBuf>>> {
+    poll_fn(|cx| Poll::Ready(Pin::new(&mut *r).poll_next(cx))).await
 }
 
 /// Frame `idx` of connection `conn`: its id (8 bytes), then the id's pattern; the
@@ -59,6 +72,13 @@ fn wire(conn: usize, idx: usize) -> Vec<u8> {
 fn multi_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
@@ -181,6 +201,225 @@ fn many_async_readers_share_one_pool() {
         (0, 0),
         "{stats:?}"
     );
+}
+
+/// (b) Connections that sent a 1 KiB and a 16 KiB frame and went quiet (still open):
+/// once their frames are dropped, their readers hold no region of the pool. Then each
+/// sends the start of a frame and goes quiet again: a short start (under 4 KiB) holds
+/// no ring memory, a longer one at most about twice its bytes. Then the frames complete.
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn idle_readers_hold_no_region() {
+    const CONNS: usize = 32;
+    let pool = ReadPool::new(8 << 20);
+    let rt = multi_thread();
+    rt.block_on(async {
+        let mut conns = Vec::new();
+        for conn in 0..CONNS {
+            let (mut client, server) = tokio::io::duplex(64 << 10);
+            let mut r = AsyncFramedReader::with_pool(server, LengthDelimited::new(), &pool);
+            conns.push(tokio::spawn(async move {
+                client.write_all(&wire(conn, 0)).await.unwrap();
+                client.write_all(&wire(conn, 1)).await.unwrap();
+                for idx in 0..2 {
+                    let f = next(&mut r).await.unwrap().unwrap();
+                    assert_eq!(check(&f), (conn, idx));
+                }
+                // Nothing more to read: the stream is pending, and stays open.
+                assert!(poll_once(&mut r).await.is_pending());
+                (client, r)
+            }));
+        }
+        let mut conns: Vec<_> = futures_join(conns).await;
+        let stats = pool.stats();
+        assert_eq!(
+            stats.live_buffers, 0,
+            "idle readers hold regions: {stats:?}"
+        );
+        assert_eq!(stats.bytes_in_use, 0, "{stats:?}");
+
+        // The start of a 16 KiB frame: 100 bytes on even connections, 6,000 on odd.
+        let part = |conn: usize| if conn % 2 == 0 { 100 } else { 6000 };
+        let mut tasks = Vec::new();
+        for (conn, (mut client, mut r)) in conns.drain(..).enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let w = wire(conn, 1);
+                client.write_all(&w[..4 + part(conn)]).await.unwrap();
+                assert!(poll_once(&mut r).await.is_pending());
+                (client, r)
+            }));
+        }
+        let mut conns: Vec<_> = futures_join(tasks).await;
+        let stats = pool.stats();
+        let long = (0..CONNS).filter(|&c| part(c) >= 4096);
+        let bound: usize = long.clone().map(|c| 2 * (4 + part(c)) + HDR).sum();
+        assert_eq!(stats.live_buffers, long.count(), "{stats:?}");
+        assert!(
+            stats.bytes_in_use <= bound,
+            "partial frames take {} bytes of the pool, more than {bound}",
+            stats.bytes_in_use
+        );
+
+        // The rest: every frame completes with its own bytes, and the readers are idle
+        // again, holding nothing.
+        let mut tasks = Vec::new();
+        for (conn, (mut client, mut r)) in conns.drain(..).enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let w = wire(conn, 1);
+                client.write_all(&w[4 + part(conn)..]).await.unwrap();
+                let f = next(&mut r).await.unwrap().unwrap();
+                assert_eq!(check(&f), (conn, 1));
+                drop(f);
+                assert!(poll_once(&mut r).await.is_pending());
+                (client, r)
+            }));
+        }
+        let conns: Vec<_> = futures_join(tasks).await;
+        assert_eq!(pool.stats().live_buffers, 0, "{:?}", pool.stats());
+        drop(conns);
+    });
+}
+
+/// Awaits every task, in order.
+async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// (b) on a reader's own ring: idle, it holds no region of it either.
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn an_idle_reader_on_its_own_ring_holds_nothing() {
+    current_thread().block_on(async {
+        let (mut client, server) = tokio::io::duplex(64 << 10);
+        let mut r = AsyncFramedReader::new(server, LengthDelimited::new());
+        client.write_all(&wire(0, 0)).await.unwrap();
+        let f = next(&mut r).await.unwrap().unwrap();
+        assert!(poll_once(&mut r).await.is_pending());
+        assert_eq!(r.ring().stats().live_buffers, 1, "the frame's region only");
+        drop(f);
+        assert_eq!(r.ring().stats().live_buffers, 0);
+        // A partial frame of 10,000 bytes: at most about twice that, in place.
+        let w = wire(0, 1);
+        client.write_all(&w[..10_004]).await.unwrap();
+        assert!(poll_once(&mut r).await.is_pending());
+        let stats = r.ring().stats();
+        assert_eq!(stats.live_buffers, 1);
+        assert!(stats.bytes_in_use <= 2 * 10_004 + HDR, "{stats:?}");
+        client.write_all(&w[10_004..]).await.unwrap();
+        assert_eq!(check(&next(&mut r).await.unwrap().unwrap()), (0, 1));
+    });
+}
+
+/// A frame that arrives in many small pieces, the reader idle between them: it never
+/// holds more than about twice what it has of the frame, and the frame arrives whole
+/// (its copies, one per doubling, are not checked here, only their result). The same
+/// for a line, whose end the decoder cannot know.
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn a_frame_in_many_pieces_holds_about_its_own_bytes() {
+    current_thread().block_on(async {
+        let pool = ReadPool::new(4 << 20);
+        let (mut client, server) = tokio::io::duplex(64 << 10);
+        let mut r = AsyncFramedReader::with_pool(server, LengthDelimited::new(), &pool);
+        let mut w = wire(1, 4); // 70,004 bytes of payload
+        w.extend_from_slice(&wire(1, 5));
+        let first = 4 + payload(1, 4).len();
+        let mut sent = 0;
+        for piece in w[..first - 1].chunks(2500) {
+            client.write_all(piece).await.unwrap();
+            sent += piece.len();
+            assert!(poll_once(&mut r).await.is_pending());
+            let used = pool.stats().bytes_in_use;
+            assert!(used <= 2 * sent + HDR, "{sent} bytes read, {used} held");
+        }
+        client.write_all(&w[first - 1..]).await.unwrap();
+        assert_eq!(check(&next(&mut r).await.unwrap().unwrap()), (1, 4));
+        assert_eq!(check(&next(&mut r).await.unwrap().unwrap()), (1, 5));
+        assert!(poll_once(&mut r).await.is_pending());
+        assert_eq!(pool.stats().live_buffers, 0);
+
+        let (mut client, server) = tokio::io::duplex(64 << 10);
+        let lines = Lines::with_max_length(1 << 20);
+        let mut r = AsyncFramedReader::with_pool(server, lines, &pool);
+        let line: Vec<u8> = pattern(7, 200_000).map(|b| b | 0x80).collect();
+        for (i, piece) in line.chunks(7000).enumerate() {
+            client.write_all(piece).await.unwrap();
+            assert!(poll_once(&mut r).await.is_pending());
+            let (sent, used) = ((i * 7000 + piece.len()), pool.stats().bytes_in_use);
+            assert!(used <= 2 * sent + HDR, "{sent} bytes read, {used} held");
+        }
+        client.write_all(b"\n").await.unwrap();
+        assert_eq!(next(&mut r).await.unwrap().unwrap(), line[..]);
+    });
+}
+
+/// (c) A consumer keeps every frame: once they fill the pool the readers stop (no
+/// error, no frame), and once it drops them every frame arrives.
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn a_full_pool_makes_readers_wait_not_fail() {
+    const CONNS: usize = 8;
+    let frames = scaled(64);
+    let budget = 256 << 10;
+    let pool = ReadPool::new(budget);
+    let rt = multi_thread();
+    rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut readers = Vec::new();
+        let mut sent_bytes = 0;
+        for conn in 0..CONNS {
+            let (client, server) = tokio::io::duplex(8 << 10);
+            tokio::spawn(send(client, conn, frames));
+            sent_bytes += (0..frames).map(|i| payload(conn, i).len()).sum::<usize>();
+            let mut r = AsyncFramedReader::with_pool(server, LengthDelimited::new(), &pool);
+            let tx = tx.clone();
+            readers.push(tokio::spawn(async move {
+                while let Some(f) = next(&mut r).await {
+                    tx.send(f).unwrap();
+                }
+            }));
+        }
+        drop(tx);
+        assert!(sent_bytes > 4 * budget, "the test sends too little");
+        let mut held = Vec::new();
+        let mut kept = 0;
+        // As in `blocking_readers_share_a_pool`.
+        let start = std::time::Instant::now();
+        loop {
+            match tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
+                Ok(f) => {
+                    let f = f.expect("every frame fit the budget").unwrap();
+                    kept += f.len();
+                    held.push(f);
+                }
+                Err(_) if kept >= budget / 2 => break,
+                Err(_) => assert!(start.elapsed().as_secs() < 60, "stuck at {kept} bytes"),
+            }
+        }
+        let total = CONNS * frames;
+        assert!(held.len() < total, "every frame fit the budget");
+        assert!(
+            readers.iter().all(|r| !r.is_finished()),
+            "a reader ended while the pool was full"
+        );
+        let mut n = held.len();
+        for f in held.drain(..) {
+            check(&f);
+        }
+        while let Some(f) = rx.recv().await {
+            check(&f.unwrap());
+            n += 1;
+        }
+        assert_eq!(n, total);
+        for r in readers {
+            r.await.unwrap();
+        }
+    });
+    assert_eq!(pool.stats().live_buffers, 0);
 }
 
 /// A waker that counts its wake-ups.
@@ -352,6 +591,84 @@ fn blocking_readers_share_a_pool() {
     for r in readers {
         assert_eq!(r.join().unwrap(), frames);
     }
+    assert_eq!(pool.stats().live_buffers, 0);
+}
+
+/// Hands out a stream in reads of varying sizes, answering `Pending` (and waking
+/// itself) before every other read: the reader goes idle inside frames again and again.
+struct Stalling {
+    data: Vec<u8>,
+    pos: usize,
+    i: usize,
+}
+
+impl AsyncRead for Stalling {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.i += 1;
+        if this.i % 2 == 0 {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let n = [700, 3000, 9000, 1][this.i / 2 % 4]
+            .min(buf.remaining())
+            .min(this.data.len() - this.pos);
+        buf.put_slice(&this.data[this.pos..this.pos + n]);
+        this.pos += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Once warm, a stream that goes idle inside frames again and again (its short parts
+/// to the heap, its long ones cut in place) allocates nothing on the heap per frame.
+#[test]
+fn going_idle_mid_frame_allocates_nothing_once_warm() {
+    let frames = if cfg!(miri) { 300 } else { 3000 };
+    let len = |i: usize| [20, 300, 1000, 6000, 12_000][i % 5] + i % 7;
+    let data = (0..frames)
+        .flat_map(|i| {
+            let mut w = (len(i) as u32).to_be_bytes().to_vec();
+            w.extend(pattern(i as u64, len(i)));
+            w
+        })
+        .collect();
+    let pool = ReadPool::new(1 << 20);
+    let src = Stalling { data, pos: 0, i: 0 };
+    let mut r = AsyncFramedReader::with_pool(src, LengthDelimited::new(), &pool);
+    let wakes = Arc::new(CountWakes(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    let mut cx = Context::from_waker(&waker);
+    let (mut n, mut pending) = (0, 0);
+    let mut next = || loop {
+        match Pin::new(&mut r).poll_next(&mut cx) {
+            Poll::Ready(f) => return f.map(Result::unwrap),
+            Poll::Pending => pending += 1,
+        }
+    };
+    let warm = frames / 10;
+    while n < warm {
+        let f = next().unwrap();
+        assert!(holds(n as u64, &f), "frame {n}");
+        n += 1;
+    }
+    faulty::arm();
+    let before = faulty::served();
+    while let Some(f) = next() {
+        assert!(holds(n as u64, &f), "frame {n}");
+        n += 1;
+    }
+    let allocations = faulty::served() - before;
+    faulty::disarm();
+    assert_eq!(n, frames);
+    assert!(pending > frames, "the stream went idle {pending} times");
+    assert_eq!(
+        allocations, 0,
+        "heap allocations while reading {frames} frames"
+    );
     assert_eq!(pool.stats().live_buffers, 0);
 }
 

@@ -31,6 +31,17 @@ use crate::{FixedBuf, Ring};
 /// not in the ring) is such an error, `Other` with [`FrameError::ReadBufReplaced`]:
 /// its bytes are never taken for frames.
 ///
+/// While its socket has nothing to read (a read returned `Pending`), the stream holds
+/// no region: it gives back the one it was reading into, and claims another when it is
+/// polled again. A frame cut by the end of a read keeps only about its own bytes while
+/// it waits for the rest: under 4 KiB it moves to the heap (about what a read costs to
+/// copy), a longer one stays in place, its region cut to the frame's end or to twice
+/// what it has, whichever is less (one copy per doubling if the region fills first, so
+/// a frame that arrives in many pieces is never copied once per piece). So many
+/// mostly idle streams can share one budget, a [`ReadPool`]
+/// ([`with_pool`](Self::with_pool)); on a ring of its own, an idle stream leaves the
+/// ring empty but for the frames still held.
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use std::future::poll_fn;
@@ -82,7 +93,8 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// A reader that claims its regions from `pool`, shared with other readers (async
     /// or blocking, on any threads) under one budget, reading up to 64 KiB at a time
     /// (or a quarter of the budget). When the pool is full the stream waits for a
-    /// release on any thread, as on a ring of its own. The stream is `Send`
+    /// release on any thread, as on a ring of its own; while its socket has nothing to
+    /// read it holds no region of the pool (see the type's docs). The stream is `Send`
     /// when its reader and decoder are: a multi-thread runtime may poll it from any
     /// worker.
     ///
@@ -327,7 +339,12 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(this.core.fail(e)))),
-                        Poll::Pending => return Poll::Pending,
+                        Poll::Pending => {
+                            // Nothing to read: the region goes back while the socket
+                            // is idle, but for a partial frame's own bytes.
+                            this.core.idle(&this.mem);
+                            return Poll::Pending;
+                        }
                     }
                     let n = match filled(&buf, at, room) {
                         Ok(0) => return Poll::Ready(this.core.eof(&this.mem).transpose()),

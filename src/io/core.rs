@@ -53,8 +53,14 @@ enum After {
     Error(io::Error),
 }
 
-/// The buffered bytes. At most one of `ready`, `pending` holds data at a time, and
-/// `carry` only between a `Need` that outgrew its region and the next `install`.
+/// The buffered bytes. At most one of `ready`, `pending`, `carry` and the spill holds
+/// them at a time: `carry` only between a `Need` that outgrew its region (or a region
+/// cut short while idle that filled up) and the next `install`, the spill only between
+/// a wait for room or an idle async reader's `Pending` and the next `install`.
+///
+/// Between two calls of an async reader that returned `Pending` (its socket had
+/// nothing to read), the reader holds no ring memory but a partial frame of at least
+/// [`TOP_UP_MIN`] bytes, in a region cut to at most twice its length ([`Core::idle`]).
 pub(crate) struct Core<D> {
     pub(crate) decoder: D,
     /// Bytes of a region's bulk read when no frame asks for more.
@@ -81,12 +87,15 @@ pub(crate) struct Core<D> {
     /// says; it starts at a frame boundary.
     ready: Option<FixedBuf>,
     /// The region being read into: from its first byte, the queued frames (while
-    /// `topping`) and a partial frame.
+    /// `topping`) and a partial frame. Its capacity is at least `need`, but after
+    /// [`Core::idle`] cut it short: then it is carried when it fills up first.
     pending: Option<FixedBufMut>,
     /// A partial frame to copy into the next region.
     carry: Option<FixedBuf>,
-    /// The partial frame, moved to the heap before waiting for room (`spilled`): the
-    /// region it was in may be what stands in the way.
+    /// The partial frame, moved to the heap (`spilled`) before waiting for room (the
+    /// region it was in may be what stands in the way), or by an idle async reader
+    /// when it is short (see [`Core::idle`]). Empty otherwise, keeping at most
+    /// [`TOP_UP_MIN`] bytes of heap.
     spill: Vec<u8>,
     spilled: bool,
     /// Bytes `pending` must hold before decoding is worth trying again.
@@ -322,6 +331,67 @@ impl<D: Decoder> Core<D> {
         }
     }
 
+    /// An async read returned `Pending` (the socket has nothing to read now): the
+    /// region read into gives the ring back what the reader does not need while it
+    /// waits, so an idle connection holds no ring memory (invariant 11).
+    ///
+    /// - No partial frame (nothing read into the region, or bytes being discarded,
+    ///   which are shown to the decoder as they come): the region goes; the next poll
+    ///   claims a new one.
+    /// - A partial frame under [`TOP_UP_MIN`] bytes moves to the heap and the region
+    ///   goes: copying it into the next region costs about what a read does. The heap
+    ///   is kept for the next time (at most `TOP_UP_MIN` bytes), so that a reader
+    ///   allocates nothing per frame however often it goes idle mid-frame. In the
+    ///   heap, not in a smaller region of the ring: many idle readers' short parts,
+    ///   one in each place a region of theirs began, would cut a shared ring into
+    ///   gaps too short for a read region, and readers with bytes to read would wait
+    ///   for readers without.
+    /// - A longer one stays where it is, in place to be completed by the next reads,
+    ///   and the region is cut to the frame's end if that is at most twice what it has,
+    ///   else to twice what it has: the frame holds at most about twice its own bytes
+    ///   while it waits. If the cut region fills before the frame ends, the frame is
+    ///   carried into a region for all of it ([`filled`](Self::filled)), one copy per
+    ///   doubling of what it has: a frame that arrives in many pieces costs copies in
+    ///   proportion to its length, never one per piece.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn idle(&mut self, mem: &Memory) {
+        let Some(p) = self.pending.as_mut() else {
+            return;
+        };
+        debug_assert!(
+            !self.topping && self.ready.is_none() && self.queue.is_empty(),
+            "idle with frames in {p:?}"
+        );
+        debug_assert!(self.carry.is_none() && !self.spilled, "idle while carrying");
+        let len = p.len();
+        if len == 0 {
+            self.pending = None;
+            return;
+        }
+        if len < TOP_UP_MIN {
+            self.spill.clear();
+            if self.spill.capacity() < len {
+                // Doubling up to `TOP_UP_MIN`: a few allocations in a reader's life.
+                let want = len.max(2 * self.spill.capacity()).min(TOP_UP_MIN);
+                self.spill.reserve_exact(want);
+            }
+            self.spill.extend_from_slice(p);
+            self.spilled = true;
+            self.pending = None;
+            return;
+        }
+        let twice = len.saturating_mul(2);
+        let keep = if !self.open_ended && self.need <= twice {
+            self.need
+        } else {
+            twice
+        };
+        if keep < p.capacity() {
+            mem.shrink_to(p, keep);
+            self.init = self.init.min(p.capacity());
+        }
+    }
+
     /// Takes a region from a `Step::Alloc` of at least that size.
     pub(crate) fn install(&mut self, mut region: FixedBufMut) {
         debug_assert!(self.pending.is_none() && self.ready.is_none() && self.queue.is_empty());
@@ -331,7 +401,16 @@ impl<D: Decoder> Core<D> {
             region.try_extend_from_slice(&carry)
         } else if self.spilled {
             self.spilled = false;
-            region.try_extend_from_slice(&self.spill)
+            let fits = region.try_extend_from_slice(&self.spill);
+            // A long frame's heap (spilled before a wait) goes; a short one's (an idle
+            // reader's) stays for the next, so that a reader going idle mid-frame again
+            // and again allocates nothing (a few times in its life, see `idle`).
+            if self.spill.capacity() > TOP_UP_MIN {
+                self.spill = Vec::new();
+            } else {
+                self.spill.clear();
+            }
+            fits
         } else {
             Ok(())
         };
@@ -430,6 +509,13 @@ impl<D: Decoder> Core<D> {
             return Ok(());
         }
         if p.len() < self.need {
+            if p.spare() == 0 {
+                // A region cut short while the reader was idle ([`idle`](Self::idle))
+                // is full before its frame is: the frame moves on, as one that outgrew
+                // its region does.
+                let p = self.pending.take().expect("checked above");
+                self.carry = Some(p.freeze());
+            }
             return Ok(());
         }
         let p = self.pending.take().expect("checked above");

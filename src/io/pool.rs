@@ -37,7 +37,11 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 ///
 /// When the frames held and the regions being read into fill the budget, readers wait
 /// for a release instead of failing: the budget bounds memory, it does not drop
-/// connections.
+/// connections. An async reader whose socket has nothing to read holds no region of
+/// the pool (see `AsyncFramedReader`); a frame cut by the end of a read holds at most
+/// about twice its own bytes while it waits for the rest (a part under 4 KiB moves to
+/// the heap instead). A blocking reader blocks inside `read` and cannot tell idleness:
+/// it keeps its region while it reads.
 ///
 /// The pool's ring sits behind a lock, taken once per read region (to claim it, and to
 /// give back what the read did not fill), never per frame, and never while a reader
@@ -240,6 +244,12 @@ impl Memory {
     /// Gives `buf`'s unused capacity back to the ring (see `FixedBufMut::shrink_in`).
     pub(crate) fn shrink(&self, buf: &mut FixedBufMut) {
         self.with(|r| buf.shrink_in(r));
+    }
+
+    /// Gives `buf`'s capacity beyond `cap` bytes back to the ring.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn shrink_to(&self, buf: &mut FixedBufMut, cap: usize) {
+        self.with(|r| buf.shrink_to_in(cap, r));
     }
 
     /// The reader's own ring; `None` on a pool.
