@@ -12,7 +12,6 @@ use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
 use super::pool::{Memory, ReadPool};
 use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
-use crate::buf::hopeless;
 use crate::ring::wait::{poll_until, TaskSlot};
 use crate::{FixedBuf, Ring};
 
@@ -65,6 +64,9 @@ pub struct AsyncFramedReader<R, D = LengthDelimited> {
     core: Core<D>,
     /// This stream's place among the ring's waiters while it waits for room.
     slot: TaskSlot,
+    /// A wait for room is under way (its claim was found hopeless or not, and its
+    /// partial frame spilled, when it began): polls go on with it.
+    waiting: bool,
 }
 
 impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
@@ -132,6 +134,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
             core: Core::new(decoder, &mem, read_size, true),
             mem,
             slot: TaskSlot::default(),
+            waiting: false,
         }
     }
 
@@ -250,9 +253,21 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     }
 
     /// A region of `n` bytes, waiting for room.
-    fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
+    fn poll_region(
+        &mut self,
+        cx: &mut Context<'_>,
+        n: usize,
+        least: usize,
+    ) -> Poll<io::Result<()>> {
         let mem = &self.mem;
-        let region = match mem.fixed(n) {
+        // A wait under way goes on in `poll_until`, whose tries are cheap: the first
+        // try of a claim may walk a pool (see `Memory::first_try`).
+        let first = if self.waiting {
+            None
+        } else {
+            mem.first_try(n, least)
+        };
+        let region = match first {
             Some(region) => {
                 // A wait this try ends leaves the waiters (the slot's drop), as one that
                 // `poll_until` ends does: else the next wait starts with this one's
@@ -262,17 +277,25 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                 region
             }
             None => {
-                if let Some(e) = mem.with(|r| hopeless(r, Some(n))) {
-                    return Poll::Ready(Err(self.core.fail_alloc(e, n)));
+                if !self.waiting {
+                    if let Some(e) = mem.hopeless(n, least) {
+                        return Poll::Ready(Err(self.core.fail_alloc(e, n)));
+                    }
+                    self.core.before_wait();
                 }
-                self.core.before_wait();
                 // On a pool, each try takes its lock and lets it go: the lock is never
                 // held while the task waits.
                 match poll_until(&mut self.slot, cx, mem.span(), |walk| {
-                    mem.try_fixed(n, walk)
+                    mem.try_claim(n, least, walk)
                 }) {
-                    Poll::Ready(region) => region,
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(region) => {
+                        self.waiting = false;
+                        region
+                    }
+                    Poll::Pending => {
+                        self.waiting = true;
+                        return Poll::Pending;
+                    }
                 }
             }
         };
@@ -327,7 +350,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
-                Step::Alloc { need } => match this.poll_region(cx, need) {
+                Step::Alloc { need, least } => match this.poll_region(cx, need, least) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                     Poll::Pending => return Poll::Pending,

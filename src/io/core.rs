@@ -18,6 +18,11 @@ pub(crate) enum Step {
     Alloc {
         /// The bytes the region must have.
         need: usize,
+        /// The bytes of a smaller region that serves too (the partial frame's, at
+        /// least [`TOP_UP_MIN`]; `need` when nothing smaller will do): a reader on a
+        /// shared pool takes one when the pool has no room for `need`, rather than wait
+        /// while the regions held by others leave gaps shorter than a read region.
+        least: usize,
     },
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
     Read,
@@ -164,14 +169,26 @@ impl<D: Decoder> Core<D> {
     /// the heap first ([`before_wait`](Self::before_wait)), so a frame costs copies in
     /// proportion to its length, and reaches [`FrameError::LargerThanRing`] after a
     /// number of reads logarithmic in the ring's size.
+    ///
+    /// The least region that serves (for a reader on a pool without room for the
+    /// bulk one) holds the frame, or twice what a line has, and at least [`TOP_UP_MIN`].
     fn region_for(&self, need: usize) -> Step {
         if self.long_open_frame() {
             let need = need.saturating_mul(2).min(self.fit).max(need);
-            return Step::Alloc { need };
+            return Step::Alloc { need, least: need };
         }
         let slack = if self.top_up { self.read_size / 4 } else { 0 };
-        let need = need.max(self.read_size + slack);
-        Step::Alloc { need }
+        let bulk = need.max(self.read_size + slack);
+        // A line doubles, as above, so that its copies stay in proportion to it.
+        let least = if self.open_ended {
+            need.saturating_mul(2)
+        } else {
+            need
+        };
+        Step::Alloc {
+            need: bulk,
+            least: least.max(TOP_UP_MIN).min(bulk),
+        }
     }
 
     /// Whether the partial frame is of unknown end and already longer than a bulk read:

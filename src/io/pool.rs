@@ -20,6 +20,7 @@
 use core::fmt;
 use std::sync::Arc;
 
+use crate::buf::hopeless;
 use crate::ring::wait::{block_until, Span};
 use crate::sync::{Mutex, MutexGuard};
 use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
@@ -37,7 +38,12 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 ///
 /// When the frames held and the regions being read into fill the budget, readers wait
 /// for a release instead of failing: the budget bounds memory, it does not drop
-/// connections. An async reader whose socket has nothing to read holds no region of
+/// connections. Short of that, a reader that finds no room for a whole read region
+/// (64 KiB by default) takes the least one that serves (its frame's bytes, at least
+/// 4 KiB) rather than wait for others' frames in the gaps between them. A frame still
+/// costs its whole region while it is held (the region it was read into, cut to the
+/// bytes read), so frames held long in a small budget can leave only gaps too short for
+/// the next frame: size the budget well above the frames held at once. An async reader whose socket has nothing to read holds no region of
 /// the pool (see `AsyncFramedReader`); a frame cut by the end of a read holds at most
 /// about twice its own bytes while it waits for the rest (a part under 4 KiB moves to
 /// the heap instead). A blocking reader blocks inside `read` and cannot tell idleness:
@@ -188,28 +194,65 @@ impl Memory {
         }
     }
 
-    /// A region of `n` bytes, if the ring has room now.
-    #[inline]
-    pub(crate) fn fixed(&self, n: usize) -> Option<FixedBufMut> {
-        self.with(|r| r.fixed(n))
+    /// A region of `n` bytes if the ring has room now: the first try of a claim.
+    ///
+    /// On a pool, `least` bytes if `n` do not fit, and the whole ring is walked if
+    /// need be. A plain claim looks at one region (the oldest) and a few more
+    /// (invariant 9): on a reader's own ring releases come roughly in the order of the
+    /// claims, but on a pool the oldest region is often another reader's partial frame
+    /// or a frame the application keeps, and the room may be anywhere. One walk per
+    /// claim that would otherwise wait; the tries of a wait stay cheap.
+    pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
+        match self {
+            Memory::Own(ring) => ring.fixed(n),
+            Memory::Pool(pool) => pool.with(|r| r.fixed(n).or_else(|| walk_for(r, n, least))),
+        }
     }
 
-    /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`).
-    pub(crate) fn try_fixed(&self, n: usize, walk: bool) -> Option<FixedBufMut> {
-        self.with(|r| {
-            r.unstick_if(walk);
-            r.fixed(n)
-        })
+    /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`); on a
+    /// pool, of `least` bytes if `n` do not fit.
+    pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
+        match self {
+            Memory::Own(ring) => {
+                ring.unstick_if(walk);
+                ring.fixed(n)
+            }
+            Memory::Pool(pool) => pool.with(|r| {
+                r.unstick_if(walk);
+                r.fixed(n).or_else(|| {
+                    if least >= n {
+                        return None;
+                    }
+                    // A walk, if asked, for this claim too.
+                    r.unstick_if(walk);
+                    r.fixed(least)
+                })
+            }),
+        }
     }
 
-    /// A region of `n` bytes, blocking the thread until there is room.
-    pub(crate) fn fixed_wait(&self, n: usize) -> Result<FixedBufMut, WaitError> {
+    /// What a claim of `n` bytes (on a pool: `least`) comes to at once, before any
+    /// waiting: `Some` when no release can make room (see `hopeless`).
+    pub(crate) fn hopeless(&self, n: usize, least: usize) -> Option<WaitError> {
+        match self {
+            Memory::Own(ring) => hopeless(ring, Some(n)),
+            Memory::Pool(pool) => pool.with(|r| hopeless(r, Some(least))),
+        }
+    }
+
+    /// A region of `n` bytes (on a pool: at least `least`), blocking the thread until
+    /// there is room.
+    pub(crate) fn fixed_wait(&self, n: usize, least: usize) -> Result<FixedBufMut, WaitError> {
         match self {
             Memory::Own(ring) => ring.fixed_wait(n),
             Memory::Pool(pool) => {
                 // The caller checked that a release can make room (`hopeless`).
-                block_until(pool.shared.span, |walk| self.try_fixed(n, walk), None)
-                    .ok_or(WaitError::TimedOut)
+                block_until(
+                    pool.shared.span,
+                    |walk| self.try_claim(n, least, walk),
+                    None,
+                )
+                .ok_or(WaitError::TimedOut)
             }
         }
     }
@@ -269,11 +312,65 @@ impl Memory {
     }
 }
 
+/// A walk of the whole ring for `n` bytes, then for `least` if less.
+fn walk_for(r: &Ring, n: usize, least: usize) -> Option<FixedBufMut> {
+    r.unstick_if(true);
+    r.fixed(n).or_else(|| {
+        if least >= n {
+            return None;
+        }
+        r.unstick_if(true);
+        r.fixed(least)
+    })
+}
+
 impl fmt::Debug for Memory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Memory::Own(ring) => ring.fmt(f),
             Memory::Pool(pool) => pool.fmt(f),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first try of a claim on a pool walks it: room left by a release behind the
+    /// oldest live region serves, where a plain claim looks at the oldest region only.
+    #[test]
+    fn a_first_try_on_a_pool_walks_it() {
+        let pool = ReadPool::new(64 << 10);
+        let mem = Memory::Pool(pool.clone());
+        let mut held: Vec<_> = (0..10)
+            .map(|_| pool.with(|r| r.fixed(6000)).unwrap())
+            .collect();
+        held.remove(7); // room well behind the oldest region
+                        // The premise: a plain claim looks at the oldest region and a few more.
+        let plain = pool.with(|r| r.fixed(6000));
+        assert!(
+            plain.is_none(),
+            "a plain claim finds it now: rework this test"
+        );
+        let got = mem.first_try(6000, 6000).expect("the walk missed it");
+        assert_eq!(got.capacity(), 6000);
+    }
+
+    /// Without room for a read region, a claim on a pool takes the least region that
+    /// serves; a reader's own ring waits for the read region (unchanged behaviour).
+    #[test]
+    fn a_claim_on_a_full_pool_takes_the_least_region() {
+        let pool = ReadPool::new(64 << 10);
+        let mem = Memory::Pool(pool.clone());
+        let held = pool.with(|r| r.fixed(50 << 10)).unwrap();
+        let got = mem.first_try(20 << 10, 4 << 10).expect("no least region");
+        assert_eq!(got.capacity(), 4 << 10);
+        assert!(mem.try_claim(20 << 10, 4 << 10, true).is_some());
+        assert!(mem.try_claim(20 << 10, 20 << 10, true).is_none());
+        let own = Memory::Own(Ring::new(64 << 10));
+        let _full = own.with(|r| r.fixed(50 << 10)).unwrap();
+        assert!(own.first_try(20 << 10, 4 << 10).is_none());
+        drop(held);
     }
 }

@@ -6,7 +6,6 @@ use std::io::{self, Read};
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
 use super::pool::{Memory, ReadPool};
-use crate::buf::hopeless;
 use crate::{FixedBuf, Ring};
 
 /// Bytes of a region by default.
@@ -178,17 +177,17 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     self.reader_failed = true;
                     return Err(e);
                 }
-                Step::Alloc { need: n } => {
-                    let region = match self.mem.fixed(n) {
+                Step::Alloc { need: n, least } => {
+                    let region = match self.mem.first_try(n, least) {
                         Some(region) => region,
                         None => {
                             // Before the partial frame is spilled: a frame that can
                             // never fit is skipped from it.
-                            if let Some(e) = self.mem.with(|r| hopeless(r, Some(n))) {
+                            if let Some(e) = self.mem.hopeless(n, least) {
                                 return Err(self.core.fail_alloc(e, n));
                             }
                             self.core.before_wait();
-                            match self.mem.fixed_wait(n) {
+                            match self.mem.fixed_wait(n, least) {
                                 Ok(region) => region,
                                 Err(e) => return Err(self.core.fail_alloc(e, n)),
                             }
