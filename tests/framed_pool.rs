@@ -462,8 +462,8 @@ impl Wake for CountWakes {
 /// waiters), another reader on the pool goes on, and the pool ends empty.
 #[test]
 fn a_reader_dropped_while_waiting_leaves() {
-    let pool = ReadPool::new(64 << 10);
-    const FRAMES: usize = 100; // some 100 KiB, for a pool of 64
+    let pool = ReadPool::new(16 << 10);
+    const FRAMES: usize = 30; // some 30 KiB, for a pool of 16
     let small = |conn| -> Vec<u8> { (0..FRAMES).flat_map(|i| wire(conn, 7 * i)).collect() };
     let (a_wire, x_wire) = (small(0), small(1));
     let mut a = AsyncFramedReader::with_pool(&a_wire[..], LengthDelimited::new(), &pool);
@@ -654,7 +654,7 @@ impl AsyncRead for Stalling {
 /// to the heap, its long ones cut in place) allocates nothing on the heap per frame.
 #[test]
 fn going_idle_mid_frame_allocates_nothing_once_warm() {
-    let frames = if cfg!(miri) { 300 } else { 3000 };
+    let frames = if cfg!(miri) { 60 } else { 3000 };
     let len = |i: usize| [20, 300, 1000, 6000, 12_000][i % 5] + i % 7;
     let data = (0..frames)
         .flat_map(|i| {
@@ -676,7 +676,7 @@ fn going_idle_mid_frame_allocates_nothing_once_warm() {
             Poll::Pending => pending += 1,
         }
     };
-    let warm = frames / 10;
+    let warm = (frames / 10).max(30);
     while n < warm {
         let f = next().unwrap();
         assert!(holds(n as u64, &f), "frame {n}");
@@ -708,7 +708,7 @@ fn ring_of_a_pool_reader_panics() {
 }
 
 /// Readers and the pool are what a multi-thread runtime needs: `Send` (the pool `Sync`
-/// too), and the pool's handles share one budget.
+/// too); the pool's handles share one budget, and a frame outlives them all.
 #[test]
 fn pool_handles_share_one_budget() {
     fn send_sync<T: Send + Sync>(_: &T) {}
@@ -726,6 +726,7 @@ fn pool_handles_share_one_budget() {
         "a clone's frame is in the same pool"
     );
     assert_eq!(r.pool().unwrap().budget(), pool.budget());
-    drop(line);
-    assert_eq!(other.stats().live_buffers, 0);
+    // A frame outlives its pool (the ring's block goes with its last buffer).
+    drop((r, b, pool, other));
+    assert_eq!(line, b"line"[..]);
 }

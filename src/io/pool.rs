@@ -184,8 +184,11 @@ pub(crate) enum Memory {
 }
 
 impl Memory {
-    /// Runs `f` on the ring: the reader's own, or the pool's under its lock (held for
-    /// `f` only: `f` must not read, wait, or drop a buffer whose drop runs user code).
+    /// Runs `f` on the ring: the reader's own, or the pool's under its lock, held for
+    /// `f` only: `f` must not read from a socket, wait, or release a buffer (its
+    /// release would be under the lock for nothing). Room `f` gives back wakes the
+    /// pool's waiters under the lock (`orphan::after_room`): an executor's `wake`
+    /// must not poll the woken task in place (tokio's does not).
     #[inline]
     pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
         match self {
