@@ -228,6 +228,24 @@ impl FixedBufMut {
         }
     }
 
+    /// [`shrink_in`](Self::shrink_in), keeping room for `cap` bytes (at least the
+    /// length): a framed reader that waits for the rest of a frame keeps a bounded
+    /// spare to read it into. A capacity already at most `cap` is left as it is.
+    #[cfg(all(real_std, feature = "tokio"))]
+    pub(crate) fn shrink_to_in(&mut self, cap: usize, ring: &crate::Ring) {
+        let cap = cap.max(self.len);
+        if cap >= self.cap {
+            return;
+        }
+        // `keep` is at most the region's span: `HDR + round_up(self.cap, WORD)` is.
+        let keep = HDR + round_up(cap, WORD);
+        // SAFETY: as in `shrink_in`.
+        if let Some(span) = unsafe { ring.shrink_in_place(self.hdr, keep) } {
+            self.cap = self.cap.min(span - HDR);
+            debug_assert!(self.len <= self.cap, "{} > {}", self.len, self.cap);
+        }
+    }
+
     /// Makes the buffer read-only and shareable: a [`FixedBuf`] that clones by a count
     /// in the region header. Allocates nothing.
     ///

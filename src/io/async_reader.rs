@@ -10,8 +10,8 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
+use super::pool::{Memory, ReadPool};
 use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
-use crate::buf::hopeless;
 use crate::ring::wait::{poll_until, TaskSlot};
 use crate::{FixedBuf, Ring};
 
@@ -29,6 +29,17 @@ use crate::{FixedBuf, Ring};
 /// `ReadBuf` of its own in place of the one it is handed to fill (a bug: the bytes are
 /// not in the ring) is such an error, `Other` with [`FrameError::ReadBufReplaced`]:
 /// its bytes are never taken for frames.
+///
+/// While its socket has nothing to read (a read returned `Pending`), the stream holds
+/// no region: it gives back the one it was reading into, and claims another when it is
+/// polled again. A frame cut by the end of a read keeps only about its own bytes while
+/// it waits for the rest: under 4 KiB it moves to the heap (about what a read costs to
+/// copy), a longer one stays in place, its region cut to the frame's end or to twice
+/// what it has, whichever is less (one copy per doubling if the region fills first, so
+/// a frame that arrives in many pieces is never copied once per piece). So many
+/// mostly idle streams can share one budget, a [`ReadPool`]
+/// ([`with_pool`](Self::with_pool)); on a ring of its own, an idle stream leaves the
+/// ring empty but for the frames still held.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -49,10 +60,13 @@ use crate::{FixedBuf, Ring};
 /// ```
 pub struct AsyncFramedReader<R, D = LengthDelimited> {
     reader: R,
-    ring: Ring,
+    mem: Memory,
     core: Core<D>,
     /// This stream's place among the ring's waiters while it waits for room.
     slot: TaskSlot,
+    /// A wait for room is under way (its claim was found hopeless or not, and its
+    /// partial frame spilled, when it began): polls go on with it.
+    waiting: bool,
 }
 
 impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
@@ -75,17 +89,57 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// assert_eq!(r.read_size(), 1 << 14);
     /// ```
     pub fn with_ring(reader: R, decoder: D, ring: Ring) -> Self {
-        let read_size = clamp_read_size(&ring, DEFAULT_READ);
+        Self::with_memory(reader, decoder, Memory::Own(ring))
+    }
+
+    /// A reader that claims its regions from `pool`, shared with other readers (async
+    /// or blocking, on any threads) under one budget, reading up to 64 KiB at a time
+    /// (or a quarter of the budget). When the pool is full the stream waits for a
+    /// release on any thread, as on a ring of its own; while its socket has nothing to
+    /// read it holds no region of the pool (see the type's docs). The stream is `Send`
+    /// when its reader and decoder are: a multi-thread runtime may poll it from any
+    /// worker.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap().block_on(async {
+    /// use std::future::poll_fn;
+    /// use std::pin::Pin;
+    /// use futures_core::Stream;
+    /// use ringmem::io::{AsyncFramedReader, Lines, ReadPool};
+    /// let pool = ReadPool::new(1 << 20);
+    /// let tasks: Vec<_> = [&b"one\n"[..], b"two\n"]
+    ///     .into_iter()
+    ///     .map(|wire| {
+    ///         let mut r = AsyncFramedReader::with_pool(wire, Lines::new(), &pool);
+    ///         tokio::spawn(async move { poll_fn(|cx| Pin::new(&mut r).poll_next(cx)).await })
+    ///     })
+    ///     .collect();
+    /// let mut lines = Vec::new();
+    /// for t in tasks {
+    ///     lines.push(t.await.unwrap().unwrap()?);
+    /// }
+    /// assert_eq!((&lines[0][..], &lines[1][..]), (&b"one"[..], &b"two"[..]));
+    /// assert_eq!(pool.stats().live_buffers, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_pool(reader: R, decoder: D, pool: &ReadPool) -> Self {
+        Self::with_memory(reader, decoder, Memory::Pool(pool.clone()))
+    }
+
+    fn with_memory(reader: R, decoder: D, mem: Memory) -> Self {
+        let read_size = clamp_read_size(&mem, DEFAULT_READ);
         AsyncFramedReader {
             reader,
-            core: Core::new(decoder, &ring, read_size, true),
-            ring,
+            core: Core::new(decoder, &mem, read_size, true),
+            mem,
             slot: TaskSlot::default(),
+            waiting: false,
         }
     }
 
     /// Sets the bytes of a region when no frame asks for more, at most a quarter of the
-    /// ring.
+    /// ring (or of the pool's budget).
     ///
     /// ```
     /// use ringmem::io::{AsyncFramedReader, Lines};
@@ -93,7 +147,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// assert_eq!(r.read_size(), 4096);
     /// ```
     pub fn with_read_size(mut self, bytes: usize) -> Self {
-        self.core.read_size = clamp_read_size(&self.ring, bytes);
+        self.core.read_size = clamp_read_size(&self.mem, bytes);
         self
     }
 
@@ -109,13 +163,36 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
 
     /// The ring the frames live in.
     ///
+    /// # Panics
+    /// On a reader made by [`with_pool`](Self::with_pool), whose frames live in the
+    /// pool's ring, behind its lock: see [`pool`](Self::pool).
+    ///
     /// ```
     /// use ringmem::io::{AsyncFramedReader, Lines};
     /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new());
     /// assert_eq!(r.ring().stats().live_buffers, 0);
     /// ```
     pub fn ring(&self) -> &Ring {
-        &self.ring
+        match self.mem.own() {
+            Some(ring) => ring,
+            None => {
+                panic!("ringmem: AsyncFramedReader::ring on a reader of a ReadPool (see `pool`)")
+            }
+        }
+    }
+
+    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool);
+    /// `None` for a reader on a ring of its own ([`ring`](Self::ring)).
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedReader, Lines, ReadPool};
+    /// let pool = ReadPool::new(1 << 16);
+    /// let r = AsyncFramedReader::with_pool(tokio::io::empty(), Lines::new(), &pool);
+    /// assert_eq!(r.pool().unwrap().budget(), 1 << 16);
+    /// assert!(AsyncFramedReader::new(tokio::io::empty(), Lines::new()).pool().is_none());
+    /// ```
+    pub fn pool(&self) -> Option<&ReadPool> {
+        self.mem.pool()
     }
 
     /// The underlying reader.
@@ -176,9 +253,21 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     }
 
     /// A region of `n` bytes, waiting for room.
-    fn poll_region(&mut self, cx: &mut Context<'_>, n: usize) -> Poll<io::Result<()>> {
-        let ring = &self.ring;
-        let region = match ring.fixed(n) {
+    fn poll_region(
+        &mut self,
+        cx: &mut Context<'_>,
+        n: usize,
+        least: usize,
+    ) -> Poll<io::Result<()>> {
+        let mem = &self.mem;
+        // A wait under way goes on in `poll_until`, whose tries are cheap: the first
+        // try of a claim may walk a pool (see `Memory::first_try`).
+        let first = if self.waiting {
+            None
+        } else {
+            mem.first_try(n, least)
+        };
+        let region = match first {
             Some(region) => {
                 // A wait this try ends leaves the waiters (the slot's drop), as one that
                 // `poll_until` ends does: else the next wait starts with this one's
@@ -188,16 +277,25 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                 region
             }
             None => {
-                if let Some(e) = hopeless(ring, Some(n)) {
-                    return Poll::Ready(Err(self.core.fail_alloc(e, n)));
+                if !self.waiting {
+                    if let Some(e) = mem.hopeless(n, least) {
+                        return Poll::Ready(Err(self.core.fail_alloc(e, n)));
+                    }
+                    self.core.before_wait();
                 }
-                self.core.before_wait();
-                match poll_until(&mut self.slot, cx, ring.span(), |walk| {
-                    ring.unstick_if(walk);
-                    ring.fixed(n)
+                // On a pool, each try takes its lock and lets it go: the lock is never
+                // held while the task waits.
+                match poll_until(&mut self.slot, cx, mem.span(), |walk| {
+                    mem.try_claim(n, least, walk)
                 }) {
-                    Poll::Ready(region) => region,
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(region) => {
+                        self.waiting = false;
+                        region
+                    }
+                    Poll::Pending => {
+                        self.waiting = true;
+                        return Poll::Pending;
+                    }
                 }
             }
         };
@@ -230,17 +328,17 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => {
-                            this.core.defer(e, &this.ring);
+                            this.core.defer(e, &this.mem);
                             continue;
                         }
                         Poll::Pending => {
-                            this.core.settle(&this.ring);
+                            this.core.settle(&this.mem);
                             continue;
                         }
                     }
                     let n = match filled(&buf, at, room) {
                         Ok(0) => {
-                            this.core.top_up_eof(&this.ring);
+                            this.core.top_up_eof(&this.mem);
                             continue;
                         }
                         Ok(n) => n,
@@ -248,11 +346,11 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     };
                     // SAFETY: `buf` is the `ReadBuf` made from the spare (`filled`
                     // checked), which vouches that its first `n` bytes are initialised.
-                    if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
+                    if let Err(e) = unsafe { this.core.filled(n, &this.mem) } {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
-                Step::Alloc { need } => match this.poll_region(cx, need) {
+                Step::Alloc { need, least } => match this.poll_region(cx, need, least) {
                     Poll::Ready(Ok(())) => {}
                     Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                     Poll::Pending => return Poll::Pending,
@@ -264,16 +362,21 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     match Pin::new(&mut this.reader).poll_read(cx, &mut buf) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(this.core.fail(e)))),
-                        Poll::Pending => return Poll::Pending,
+                        Poll::Pending => {
+                            // Nothing to read: the region goes back while the socket
+                            // is idle, but for a partial frame's own bytes.
+                            this.core.idle(&this.mem);
+                            return Poll::Pending;
+                        }
                     }
                     let n = match filled(&buf, at, room) {
-                        Ok(0) => return Poll::Ready(this.core.eof(&this.ring).transpose()),
+                        Ok(0) => return Poll::Ready(this.core.eof(&this.mem).transpose()),
                         Ok(n) => n,
                         Err(e) => return Poll::Ready(Some(Err(this.core.fail(e)))),
                     };
                     // SAFETY: `buf` is the `ReadBuf` made from the spare (`filled`
                     // checked), which vouches that its first `n` bytes are initialised.
-                    if let Err(e) = unsafe { this.core.filled(n, &this.ring) } {
+                    if let Err(e) = unsafe { this.core.filled(n, &this.mem) } {
                         return Poll::Ready(Some(Err(e)));
                     }
                 }
@@ -298,8 +401,11 @@ fn filled(buf: &ReadBuf<'_>, at: *const u8, room: usize) -> io::Result<usize> {
 
 impl<R, D> fmt::Debug for AsyncFramedReader<R, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncFramedReader")
-            .field("ring", &self.ring)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("AsyncFramedReader");
+        match &self.mem {
+            Memory::Own(ring) => d.field("ring", ring),
+            Memory::Pool(pool) => d.field("pool", pool),
+        };
+        d.finish_non_exhaustive()
     }
 }

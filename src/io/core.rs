@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use std::io;
 
 use super::decoder::{Decode, Decoder, Frame, FrameError, Resync};
-use crate::{FixedBuf, FixedBufMut, Ring, WaitError};
+use super::pool::Memory;
+use crate::{FixedBuf, FixedBufMut, WaitError};
 
 /// What the reader must do next.
 pub(crate) enum Step {
@@ -17,6 +18,11 @@ pub(crate) enum Step {
     Alloc {
         /// The bytes the region must have.
         need: usize,
+        /// The bytes of a smaller region that serves too (the partial frame's, at
+        /// least [`TOP_UP_MIN`]; `need` when nothing smaller will do): a reader on a
+        /// shared pool takes one when the pool has no room for `need`, rather than wait
+        /// while the regions held by others leave gaps shorter than a read region.
+        least: usize,
     },
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
     Read,
@@ -52,8 +58,14 @@ enum After {
     Error(io::Error),
 }
 
-/// The buffered bytes. At most one of `ready`, `pending` holds data at a time, and
-/// `carry` only between a `Need` that outgrew its region and the next `install`.
+/// The buffered bytes. At most one of `ready`, `pending`, `carry` and the spill holds
+/// them at a time: `carry` only between a `Need` that outgrew its region (or a region
+/// cut short while idle that filled up) and the next `install`, the spill only between
+/// a wait for room or an idle async reader's `Pending` and the next `install`.
+///
+/// Between two calls of an async reader that returned `Pending` (its socket had
+/// nothing to read), the reader holds no ring memory but a partial frame of at least
+/// [`TOP_UP_MIN`] bytes, in a region cut to at most twice its length ([`Core::idle`]).
 pub(crate) struct Core<D> {
     pub(crate) decoder: D,
     /// Bytes of a region's bulk read when no frame asks for more.
@@ -80,12 +92,15 @@ pub(crate) struct Core<D> {
     /// says; it starts at a frame boundary.
     ready: Option<FixedBuf>,
     /// The region being read into: from its first byte, the queued frames (while
-    /// `topping`) and a partial frame.
+    /// `topping`) and a partial frame. Its capacity is at least `need`, but after
+    /// [`Core::idle`] cut it short: then it is carried when it fills up first.
     pending: Option<FixedBufMut>,
     /// A partial frame to copy into the next region.
     carry: Option<FixedBuf>,
-    /// The partial frame, moved to the heap before waiting for room (`spilled`): the
-    /// region it was in may be what stands in the way.
+    /// The partial frame, moved to the heap (`spilled`) before waiting for room (the
+    /// region it was in may be what stands in the way), or by an idle async reader
+    /// when it is short (see [`Core::idle`]). Empty otherwise, keeping at most
+    /// [`TOP_UP_MIN`] bytes of heap.
     spill: Vec<u8>,
     spilled: bool,
     /// Bytes `pending` must hold before decoding is worth trying again.
@@ -114,11 +129,7 @@ pub(crate) struct Core<D> {
 }
 
 impl<D: Decoder> Core<D> {
-    pub(crate) fn new(decoder: D, ring: &Ring, read_size: usize, top_up: bool) -> Self {
-        let fit = match ring.when_full() {
-            crate::WhenFull::Fail => ring.largest_fit(),
-            _ => usize::MAX,
-        };
+    pub(crate) fn new(decoder: D, mem: &Memory, read_size: usize, top_up: bool) -> Self {
         Core {
             decoder,
             read_size,
@@ -136,7 +147,7 @@ impl<D: Decoder> Core<D> {
             spilled: false,
             need: 1,
             open_ended: false,
-            fit,
+            fit: mem.fit(),
             last: 0,
             stride: 0,
             run: 0,
@@ -158,14 +169,26 @@ impl<D: Decoder> Core<D> {
     /// the heap first ([`before_wait`](Self::before_wait)), so a frame costs copies in
     /// proportion to its length, and reaches [`FrameError::LargerThanRing`] after a
     /// number of reads logarithmic in the ring's size.
+    ///
+    /// The least region that serves (for a reader on a pool without room for the
+    /// bulk one) holds the frame, or twice what a line has, and at least [`TOP_UP_MIN`].
     fn region_for(&self, need: usize) -> Step {
         if self.long_open_frame() {
             let need = need.saturating_mul(2).min(self.fit).max(need);
-            return Step::Alloc { need };
+            return Step::Alloc { need, least: need };
         }
         let slack = if self.top_up { self.read_size / 4 } else { 0 };
-        let need = need.max(self.read_size + slack);
-        Step::Alloc { need }
+        let bulk = need.max(self.read_size + slack);
+        // A line doubles, as above, so that its copies stay in proportion to it.
+        let least = if self.open_ended {
+            need.saturating_mul(2)
+        } else {
+            need
+        };
+        Step::Alloc {
+            need: bulk,
+            least: least.max(TOP_UP_MIN).min(bulk),
+        }
     }
 
     /// Whether the partial frame is of unknown end and already longer than a bulk read:
@@ -282,33 +305,33 @@ impl<D: Decoder> Core<D> {
 
     /// A top-up found no bytes ready (or failed, or saw the end): freezes the region
     /// with the frames decoded in it, its partial frame to be carried.
-    pub(crate) fn settle(&mut self, ring: &Ring) {
+    pub(crate) fn settle(&mut self, mem: &Memory) {
         debug_assert!(self.topping, "settle without a top-up");
         self.topping = false;
-        self.freeze_pending(ring);
+        self.freeze_pending(mem);
     }
 
     /// Makes `pending` (its queued frames, then `after`) the `ready` bytes.
-    fn freeze_pending(&mut self, ring: &Ring) {
+    fn freeze_pending(&mut self, mem: &Memory) {
         debug_assert!(self.ready.is_none());
         self.walked = 0;
         let mut p = self.pending.take().expect("no region to freeze");
-        p.shrink_in(ring);
+        mem.shrink(&mut p);
         self.ready = Some(p.freeze());
     }
 
     /// As [`settle`](Self::settle), after a top-up read failed with `e`: the frames
     /// before it are yielded first.
     #[cfg(feature = "tokio")]
-    pub(crate) fn defer(&mut self, e: io::Error, ring: &Ring) {
-        self.settle(ring);
+    pub(crate) fn defer(&mut self, e: io::Error, mem: &Memory) {
+        self.settle(mem);
         self.deferred = Some(e);
     }
 
     /// As [`settle`](Self::settle), after a top-up read saw the end of the stream.
     #[cfg(feature = "tokio")]
-    pub(crate) fn top_up_eof(&mut self, ring: &Ring) {
-        self.settle(ring);
+    pub(crate) fn top_up_eof(&mut self, mem: &Memory) {
+        self.settle(mem);
         self.at_eof = true;
     }
 
@@ -325,6 +348,67 @@ impl<D: Decoder> Core<D> {
         }
     }
 
+    /// An async read returned `Pending` (the socket has nothing to read now): the
+    /// region read into gives the ring back what the reader does not need while it
+    /// waits, so an idle connection holds no ring memory (invariant 11).
+    ///
+    /// - No partial frame (nothing read into the region, or bytes being discarded,
+    ///   which are shown to the decoder as they come): the region goes; the next poll
+    ///   claims a new one.
+    /// - A partial frame under [`TOP_UP_MIN`] bytes moves to the heap and the region
+    ///   goes: copying it into the next region costs about what a read does. The heap
+    ///   is kept for the next time (at most `TOP_UP_MIN` bytes), so that a reader
+    ///   allocates nothing per frame however often it goes idle mid-frame. In the
+    ///   heap, not in a smaller region of the ring: many idle readers' short parts,
+    ///   one in each place a region of theirs began, would cut a shared ring into
+    ///   gaps too short for a read region, and readers with bytes to read would wait
+    ///   for readers without.
+    /// - A longer one stays where it is, in place to be completed by the next reads,
+    ///   and the region is cut to the frame's end if that is at most twice what it has,
+    ///   else to twice what it has: the frame holds at most about twice its own bytes
+    ///   while it waits. If the cut region fills before the frame ends, the frame is
+    ///   carried into a region for all of it ([`filled`](Self::filled)), one copy per
+    ///   doubling of what it has: a frame that arrives in many pieces costs copies in
+    ///   proportion to its length, never one per piece.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn idle(&mut self, mem: &Memory) {
+        let Some(p) = self.pending.as_mut() else {
+            return;
+        };
+        debug_assert!(
+            !self.topping && self.ready.is_none() && self.queue.is_empty(),
+            "idle with frames in {p:?}"
+        );
+        debug_assert!(self.carry.is_none() && !self.spilled, "idle while carrying");
+        let len = p.len();
+        if len == 0 {
+            self.pending = None;
+            return;
+        }
+        if len < TOP_UP_MIN {
+            self.spill.clear();
+            if self.spill.capacity() < len {
+                // Doubling up to `TOP_UP_MIN`: a few allocations in a reader's life.
+                let want = len.max(2 * self.spill.capacity()).min(TOP_UP_MIN);
+                self.spill.reserve_exact(want);
+            }
+            self.spill.extend_from_slice(p);
+            self.spilled = true;
+            self.pending = None;
+            return;
+        }
+        let twice = len.saturating_mul(2);
+        let keep = if !self.open_ended && self.need <= twice {
+            self.need
+        } else {
+            twice
+        };
+        if keep < p.capacity() {
+            mem.shrink_to(p, keep);
+            self.init = self.init.min(p.capacity());
+        }
+    }
+
     /// Takes a region from a `Step::Alloc` of at least that size.
     pub(crate) fn install(&mut self, mut region: FixedBufMut) {
         debug_assert!(self.pending.is_none() && self.ready.is_none() && self.queue.is_empty());
@@ -334,7 +418,16 @@ impl<D: Decoder> Core<D> {
             region.try_extend_from_slice(&carry)
         } else if self.spilled {
             self.spilled = false;
-            region.try_extend_from_slice(&self.spill)
+            let fits = region.try_extend_from_slice(&self.spill);
+            // A long frame's heap (spilled before a wait) goes; a short one's (an idle
+            // reader's) stays for the next, so that a reader going idle mid-frame again
+            // and again allocates nothing (a few times in its life, see `idle`).
+            if self.spill.capacity() > TOP_UP_MIN {
+                self.spill = Vec::new();
+            } else {
+                self.spill.clear();
+            }
+            fits
         } else {
             Ok(())
         };
@@ -423,16 +516,23 @@ impl<D: Decoder> Core<D> {
     /// # Safety
     /// - `n <= ` the spare's length;
     /// - those bytes have been initialised.
-    pub(crate) unsafe fn filled(&mut self, n: usize, ring: &Ring) -> io::Result<()> {
+    pub(crate) unsafe fn filled(&mut self, n: usize, mem: &Memory) -> io::Result<()> {
         debug_assert!(n > 0);
         let p = self.pending.as_mut().expect("Step::Read without a region");
         // SAFETY: the caller's contract.
         unsafe { p.advance(n) };
         if self.discarding {
-            self.discard(ring);
+            self.discard(mem);
             return Ok(());
         }
         if p.len() < self.need {
+            if p.spare() == 0 {
+                // A region cut short while the reader was idle ([`idle`](Self::idle))
+                // is full before its frame is: the frame moves on, as one that outgrew
+                // its region does.
+                let p = self.pending.take().expect("checked above");
+                self.carry = Some(p.freeze());
+            }
             return Ok(());
         }
         let p = self.pending.take().expect("checked above");
@@ -446,7 +546,7 @@ impl<D: Decoder> Core<D> {
                     self.open_ended = n <= len + 1;
                     if self.need > cap {
                         let mut p = p;
-                        p.shrink_in(ring);
+                        mem.shrink(&mut p);
                         self.carry = Some(p.freeze());
                     } else {
                         self.pending = Some(p);
@@ -454,7 +554,7 @@ impl<D: Decoder> Core<D> {
                 }
                 After::Error(e) => {
                     let mut bad = p;
-                    bad.shrink_in(ring);
+                    mem.shrink(&mut bad);
                     return Err(self.bad_input(e, bad.freeze()));
                 }
                 After::Unwalked => unreachable!("{len} bytes, no frame and no need"),
@@ -478,7 +578,7 @@ impl<D: Decoder> Core<D> {
             }
         }
         self.topping = false;
-        self.freeze_pending(ring);
+        self.freeze_pending(mem);
         self.after = after;
         self.need = 1;
         self.open_ended = false;
@@ -507,7 +607,7 @@ impl<D: Decoder> Core<D> {
     }
 
     /// Shows the bytes just read to [`Decoder::resync`] while discarding.
-    fn discard(&mut self, ring: &Ring) {
+    fn discard(&mut self, mem: &Memory) {
         let p = self.pending.as_mut().expect("Step::Read without a region");
         match self.decoder.resync(p) {
             // The region is reused for the bytes that follow.
@@ -515,7 +615,7 @@ impl<D: Decoder> Core<D> {
             Resync::Skip(n) => {
                 self.discarding = false;
                 let mut p = self.pending.take().expect("checked above");
-                p.shrink_in(ring);
+                mem.shrink(&mut p);
                 let mut rest = p.freeze();
                 rest.skip(n);
                 self.ready = Some(rest).filter(|r| !r.is_empty());
@@ -529,7 +629,7 @@ impl<D: Decoder> Core<D> {
 
     /// The stream ended: the last frame, if the decoder makes one of what is left.
     /// While discarding, the stream ends cleanly: the rejected frame was reported.
-    pub(crate) fn eof(&mut self, ring: &Ring) -> io::Result<Option<FixedBuf>> {
+    pub(crate) fn eof(&mut self, mem: &Memory) -> io::Result<Option<FixedBuf>> {
         self.done = true;
         if self.discarding {
             self.discarding = false;
@@ -539,7 +639,7 @@ impl<D: Decoder> Core<D> {
         let Some(mut p) = self.pending.take().filter(|p| !p.is_empty()) else {
             return Ok(None);
         };
-        p.shrink_in(ring);
+        mem.shrink(&mut p);
         self.finish(p.freeze())
     }
 

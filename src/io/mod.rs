@@ -30,6 +30,7 @@ mod async_writer;
 mod core;
 mod decoder;
 mod encoder;
+mod pool;
 mod reader;
 mod writer;
 
@@ -41,5 +42,6 @@ pub use async_reader::AsyncFramedReader;
 pub use async_writer::AsyncFramedWriter;
 pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Resync};
 pub use encoder::Encoder;
+pub use pool::ReadPool;
 pub use reader::FramedReader;
 pub use writer::FramedWriter;

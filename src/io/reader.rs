@@ -5,13 +5,14 @@ use std::io::{self, Read};
 
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
-use crate::buf::hopeless;
+use super::pool::{Memory, ReadPool};
 use crate::{FixedBuf, Ring};
 
 /// Bytes of a region by default.
 pub(crate) const DEFAULT_READ: usize = 64 << 10;
 
-/// Reads a byte stream straight into regions of its own [`Ring`] and yields each
+/// Reads a byte stream straight into regions of its own [`Ring`] (or of a [`ReadPool`]
+/// shared with other readers, [`with_pool`](Self::with_pool)) and yields each
 /// complete frame as a [`FixedBuf`] slice of the region it arrived in: no copy and no
 /// heap allocation per frame. A frame cut by the end of a read is copied once, into the
 /// next region (sized for the whole frame when the decoder knows its length). A frame
@@ -52,7 +53,7 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// ```
 pub struct FramedReader<R, D = LengthDelimited> {
     reader: R,
-    ring: Ring,
+    mem: Memory,
     core: Core<D>,
     /// The last call's error came from `reader`: the iterator yields no more.
     reader_failed: bool,
@@ -62,8 +63,8 @@ pub struct FramedReader<R, D = LengthDelimited> {
 pub(crate) const DEFAULT_RING: usize = 1 << 20;
 
 /// A region's bytes at most: `read_size` clamped so that four regions fit a block.
-pub(crate) fn clamp_read_size(ring: &Ring, read_size: usize) -> usize {
-    read_size.min(ring.block_len() / 4).max(64)
+pub(crate) fn clamp_read_size(mem: &Memory, read_size: usize) -> usize {
+    read_size.min(mem.block_len() / 4).max(64)
 }
 
 impl<R: Read, D: Decoder> FramedReader<R, D> {
@@ -86,17 +87,44 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     /// assert_eq!(r.read_size(), 1 << 14);
     /// ```
     pub fn with_ring(reader: R, decoder: D, ring: Ring) -> Self {
-        let read_size = clamp_read_size(&ring, DEFAULT_READ);
+        Self::with_memory(reader, decoder, Memory::Own(ring))
+    }
+
+    /// A reader that claims its regions from `pool`, shared with other readers under
+    /// one budget, reading up to 64 KiB at a time (or a quarter of the budget). When
+    /// the pool is full it waits (blocking the thread) for a release on any thread, as
+    /// a reader on its own ring does. The thread blocks inside `read` and cannot tell an
+    /// idle socket from a slow one: the reader keeps the region it reads into while it
+    /// reads (`AsyncFramedReader` gives it back while its socket has nothing to read);
+    /// between calls it holds what a reader on its own ring holds, the bytes read and
+    /// not yet yielded.
+    ///
+    /// ```
+    /// use ringmem::io::{FramedReader, Lines, ReadPool};
+    /// let pool = ReadPool::new(1 << 20);
+    /// let mut a = FramedReader::with_pool(&b"one\n"[..], Lines::new(), &pool);
+    /// let mut b = FramedReader::with_pool(&b"two\n"[..], Lines::new(), &pool);
+    /// let (one, two) = (a.next_frame()?.unwrap(), b.next_frame()?.unwrap());
+    /// assert_eq!((&one[..], &two[..]), (&b"one"[..], &b"two"[..]));
+    /// assert_eq!(pool.stats().live_buffers, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn with_pool(reader: R, decoder: D, pool: &ReadPool) -> Self {
+        Self::with_memory(reader, decoder, Memory::Pool(pool.clone()))
+    }
+
+    fn with_memory(reader: R, decoder: D, mem: Memory) -> Self {
+        let read_size = clamp_read_size(&mem, DEFAULT_READ);
         FramedReader {
             reader,
-            core: Core::new(decoder, &ring, read_size, false),
-            ring,
+            core: Core::new(decoder, &mem, read_size, false),
+            mem,
             reader_failed: false,
         }
     }
 
     /// Sets the bytes of a region (and so of a read) when no frame asks for more, at
-    /// most a quarter of the ring.
+    /// most a quarter of the ring (or of the pool's budget).
     ///
     /// ```
     /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new())
@@ -104,7 +132,7 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     /// assert_eq!(r.read_size(), 4096);
     /// ```
     pub fn with_read_size(mut self, bytes: usize) -> Self {
-        self.core.read_size = clamp_read_size(&self.ring, bytes);
+        self.core.read_size = clamp_read_size(&self.mem, bytes);
         self
     }
 
@@ -144,22 +172,22 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                 Step::Frame(f) => return Ok(Some(f)),
                 Step::End => return Ok(None),
                 // A blocking read cannot tell whether the bytes are there: no top-up.
-                Step::TopUp => self.core.settle(&self.ring),
+                Step::TopUp => self.core.settle(&self.mem),
                 Step::ReaderError(e) => {
                     self.reader_failed = true;
                     return Err(e);
                 }
-                Step::Alloc { need: n } => {
-                    let region = match self.ring.fixed(n) {
+                Step::Alloc { need: n, least } => {
+                    let region = match self.mem.first_try(n, least) {
                         Some(region) => region,
                         None => {
                             // Before the partial frame is spilled: a frame that can
                             // never fit is skipped from it.
-                            if let Some(e) = hopeless(&self.ring, Some(n)) {
+                            if let Some(e) = self.mem.hopeless(n, least) {
                                 return Err(self.core.fail_alloc(e, n));
                             }
                             self.core.before_wait();
-                            match self.ring.fixed_wait(n) {
+                            match self.mem.fixed_wait(n, least) {
                                 Ok(region) => region,
                                 Err(e) => return Err(self.core.fail_alloc(e, n)),
                             }
@@ -186,11 +214,11 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                         }
                     };
                     if n == 0 {
-                        return self.core.eof(&self.ring);
+                        return self.core.eof(&self.mem);
                     }
                     // SAFETY: `n <= room`, and the spare was initialised before `read`
                     // (which may have written it, but only with bytes).
-                    unsafe { self.core.filled(n, &self.ring)? };
+                    unsafe { self.core.filled(n, &self.mem)? };
                 }
             }
         }
@@ -198,12 +226,33 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
 
     /// The ring the frames live in.
     ///
+    /// # Panics
+    /// On a reader made by [`with_pool`](Self::with_pool), whose frames live in the
+    /// pool's ring, behind its lock: see [`pool`](Self::pool).
+    ///
     /// ```
     /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new());
     /// assert_eq!(r.ring().stats().live_buffers, 0);
     /// ```
     pub fn ring(&self) -> &Ring {
-        &self.ring
+        match self.mem.own() {
+            Some(ring) => ring,
+            None => panic!("ringmem: FramedReader::ring on a reader of a ReadPool (see `pool`)"),
+        }
+    }
+
+    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool);
+    /// `None` for a reader on a ring of its own ([`ring`](Self::ring)).
+    ///
+    /// ```
+    /// use ringmem::io::{FramedReader, Lines, ReadPool};
+    /// let pool = ReadPool::new(1 << 16);
+    /// let r = FramedReader::with_pool(&b""[..], Lines::new(), &pool);
+    /// assert_eq!(r.pool().unwrap().budget(), 1 << 16);
+    /// assert!(FramedReader::new(&b""[..], Lines::new()).pool().is_none());
+    /// ```
+    pub fn pool(&self) -> Option<&ReadPool> {
+        self.mem.pool()
     }
 
     /// The underlying reader.
@@ -274,8 +323,11 @@ impl<R: Read, D: Decoder> Iterator for FramedReader<R, D> {
 
 impl<R, D> fmt::Debug for FramedReader<R, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FramedReader")
-            .field("ring", &self.ring)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("FramedReader");
+        match &self.mem {
+            Memory::Own(ring) => d.field("ring", ring),
+            Memory::Pool(pool) => d.field("pool", pool),
+        };
+        d.finish_non_exhaustive()
     }
 }

@@ -1,0 +1,379 @@
+//! `ReadPool`: one ring's memory shared by many framed readers under one budget, and
+//! `Memory`, what a reader reads into (a ring of its own, or a pool).
+//!
+//! The protocol is a lock around the ring's allocating side and nothing more: a reader
+//! takes the lock to claim a region (once per read region, not per frame) and to give
+//! back the unused tail of one it froze or keeps while idle, and never holds it while
+//! it reads from its socket or waits for room. Frames are released as on any ring, by
+//! one atomic store into their region's header on whichever thread drops them, without
+//! the lock. A `Ring` is `Send` and not `Sync`: the lock hands it from thread to thread
+//! as a ring moved between threads is handed over, with the synchronisation of the
+//! lock, so every claim sees what the claims before it did, and room given back under
+//! the lock wakes waiters as room made on a ring's own thread does (`orphan::after_room`:
+//! a waiter arms before it tries, and tries under the lock).
+//!
+//! A reader waiting for room on a pool waits as one on its own ring does, through the
+//! waiters' table (`ring/wait.rs`), with the pool's span (a `Fail` ring has one block:
+//! its span never changes, so it is read once), each try taking the lock to claim and
+//! letting it go at once.
+
+use core::fmt;
+use std::sync::Arc;
+
+use crate::buf::hopeless;
+use crate::ring::wait::{block_until, Span};
+use crate::sync::{Mutex, MutexGuard};
+use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
+
+/// Memory for many framed readers under one byte budget, whatever thread polls them: a
+/// cheap handle (`Clone` shares it), `Send` and `Sync`.
+///
+/// A reader on its own ring ([`FramedReader::new`](super::FramedReader::new)) holds
+/// that ring for its whole life, 1 MiB of address space per connection. Readers made
+/// with [`FramedReader::with_pool`](super::FramedReader::with_pool) (or
+/// `AsyncFramedReader::with_pool`, feature `tokio`) instead claim their read regions
+/// from one ring of `budget` bytes: the process's address space for them is the
+/// budget, not a ring per connection, and the ring's pages are touched only as far as
+/// its live buffers reach. Frames are released from any thread, as always.
+///
+/// When the frames held and the regions being read into fill the budget, readers wait
+/// for a release instead of failing: the budget bounds memory, it does not drop
+/// connections. Short of that, a reader that finds no room for a whole read region
+/// (64 KiB by default) takes the least one that serves (its frame's bytes, at least
+/// 4 KiB) rather than wait for others' frames in the gaps between them. A frame still
+/// costs its whole region while it is held (the region it was read into, cut to the
+/// bytes read), so frames held long in a small budget can leave only gaps too short for
+/// the next frame: size the budget well above the frames held at once. An async reader whose socket has nothing to read holds no region of
+/// the pool (see `AsyncFramedReader`); a frame cut by the end of a read holds at most
+/// about twice its own bytes while it waits for the rest (a part under 4 KiB moves to
+/// the heap instead). A blocking reader blocks inside `read` and cannot tell idleness:
+/// it keeps its region while it reads.
+///
+/// The pool's ring sits behind a lock, taken once per read region (to claim it, and to
+/// give back what the read did not fill), never per frame, and never while a reader
+/// reads or waits.
+///
+/// ```
+/// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
+/// let pool = ReadPool::new(1 << 20);
+/// let wires: Vec<&[u8]> = vec![b"\0\0\0\x02hi", b"\0\0\0\x03you"];
+/// let frames: Vec<_> = std::thread::scope(|s| {
+///     let readers: Vec<_> = (wires.iter())
+///         .map(|&wire| {
+///             let pool = pool.clone();
+///             s.spawn(move || {
+///                 let mut r = FramedReader::with_pool(wire, LengthDelimited::new(), &pool);
+///                 r.next_frame().unwrap().unwrap()
+///             })
+///         })
+///         .collect();
+///     readers.into_iter().map(|r| r.join().unwrap()).collect()
+/// });
+/// assert_eq!((&frames[0][..], &frames[1][..]), (&b"hi"[..], &b"you"[..]));
+/// assert_eq!(pool.stats().live_buffers, 2); // the frames' regions, in one budget
+/// drop(frames);
+/// assert_eq!(pool.stats().live_buffers, 0);
+/// ```
+#[derive(Clone)]
+pub struct ReadPool {
+    shared: Arc<Shared>,
+}
+
+/// What the handles share.
+struct Shared {
+    /// The budget: a `Fail` ring of one block.
+    ring: Mutex<Ring>,
+    /// The ring's span, fixed (one block for life).
+    span: Span,
+    /// The ring's block length, fixed.
+    block_len: usize,
+    /// The most bytes one region can have (`Ring::largest_fit`), fixed.
+    fit: usize,
+}
+
+impl ReadPool {
+    /// A pool of `budget` bytes (headers included, rounded up to a multiple of 8).
+    ///
+    /// # Panics
+    /// When `budget` is 0, larger than a ring's block can address (16 GiB), or the
+    /// global allocator refuses it; [`ReadPool::try_new`] returns those as errors.
+    ///
+    /// ```
+    /// let pool = ringmem::io::ReadPool::new(64 << 20);
+    /// assert_eq!(pool.budget(), 64 << 20);
+    /// ```
+    pub fn new(budget: usize) -> ReadPool {
+        match ReadPool::try_new(budget) {
+            Ok(pool) => pool,
+            Err(e) => panic!("ringmem: cannot create a read pool of {budget} bytes: {e}"),
+        }
+    }
+
+    /// A pool of `budget` bytes, or why it cannot be made.
+    ///
+    /// # Errors
+    /// As [`Ring::try_new`].
+    ///
+    /// ```
+    /// use ringmem::{io::ReadPool, RingError};
+    /// assert!(ReadPool::try_new(1 << 20).is_ok());
+    /// assert_eq!(ReadPool::try_new(0).unwrap_err(), RingError::ZeroCapacity);
+    /// ```
+    pub fn try_new(budget: usize) -> Result<ReadPool, RingError> {
+        let ring = Ring::builder()
+            .capacity(budget)
+            .when_full(WhenFull::Fail)
+            .build()?;
+        Ok(ReadPool {
+            shared: Arc::new(Shared {
+                span: ring.span(),
+                block_len: ring.block_len(),
+                fit: ring.largest_fit(),
+                ring: Mutex::new(ring),
+            }),
+        })
+    }
+
+    /// The budget: the bytes of the pool's ring, headers included.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::ReadPool::new(100).budget(), 104);
+    /// ```
+    pub fn budget(&self) -> usize {
+        self.shared.block_len
+    }
+
+    /// The pool's ring's [`RingStats`]: the regions that readers are reading into and
+    /// the frames (or frozen regions) still held, and the bytes they take. It walks the
+    /// region headers under the pool's lock: for tuning and tests, not a hot loop.
+    ///
+    /// ```
+    /// let pool = ringmem::io::ReadPool::new(1 << 20);
+    /// let stats = pool.stats();
+    /// assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+    /// assert_eq!(stats.capacity, 1 << 20);
+    /// ```
+    pub fn stats(&self) -> RingStats {
+        self.with(Ring::stats)
+    }
+
+    /// Runs `f` on the pool's ring, under the lock.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
+        f(&self.lock())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ring> {
+        // A panic under the lock came from the ring's own code, which leaves its headers
+        // tiled at every point it can panic (allocation failures are `None`): go on.
+        self.shared.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl fmt::Debug for ReadPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadPool")
+            .field("budget", &self.budget())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a framed reader reads into: a ring of its own, or a pool's, behind its lock.
+pub(crate) enum Memory {
+    Own(Ring),
+    Pool(ReadPool),
+}
+
+impl Memory {
+    /// Runs `f` on the ring: the reader's own, or the pool's under its lock, held for
+    /// `f` only: `f` must not read from a socket, wait, or release a buffer (its
+    /// release would be under the lock for nothing). Room `f` gives back wakes the
+    /// pool's waiters under the lock (`orphan::after_room`): an executor's `wake`
+    /// must not poll the woken task in place (tokio's does not).
+    #[inline]
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
+        match self {
+            Memory::Own(ring) => f(ring),
+            Memory::Pool(pool) => pool.with(f),
+        }
+    }
+
+    /// A region of `n` bytes if the ring has room now: the first try of a claim.
+    ///
+    /// On a pool, `least` bytes if `n` do not fit, and the whole ring is walked if
+    /// need be. A plain claim looks at one region (the oldest) and a few more
+    /// (invariant 9): on a reader's own ring releases come roughly in the order of the
+    /// claims, but on a pool the oldest region is often another reader's partial frame
+    /// or a frame the application keeps, and the room may be anywhere. One walk per
+    /// claim that would otherwise wait; the tries of a wait stay cheap.
+    pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
+        match self {
+            Memory::Own(ring) => ring.fixed(n),
+            Memory::Pool(pool) => pool.with(|r| r.fixed(n).or_else(|| walk_for(r, n, least))),
+        }
+    }
+
+    /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`); on a
+    /// pool, of `least` bytes if `n` do not fit.
+    pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
+        match self {
+            Memory::Own(ring) => {
+                ring.unstick_if(walk);
+                ring.fixed(n)
+            }
+            Memory::Pool(pool) => pool.with(|r| {
+                r.unstick_if(walk);
+                r.fixed(n).or_else(|| {
+                    if least >= n {
+                        return None;
+                    }
+                    // A walk, if asked, for this claim too.
+                    r.unstick_if(walk);
+                    r.fixed(least)
+                })
+            }),
+        }
+    }
+
+    /// What a claim of `n` bytes (on a pool: `least`) comes to at once, before any
+    /// waiting: `Some` when no release can make room (see `hopeless`).
+    pub(crate) fn hopeless(&self, n: usize, least: usize) -> Option<WaitError> {
+        match self {
+            Memory::Own(ring) => hopeless(ring, Some(n)),
+            Memory::Pool(pool) => pool.with(|r| hopeless(r, Some(least))),
+        }
+    }
+
+    /// A region of `n` bytes (on a pool: at least `least`), blocking the thread until
+    /// there is room.
+    pub(crate) fn fixed_wait(&self, n: usize, least: usize) -> Result<FixedBufMut, WaitError> {
+        match self {
+            Memory::Own(ring) => ring.fixed_wait(n),
+            Memory::Pool(pool) => {
+                // The caller checked that a release can make room (`hopeless`).
+                block_until(
+                    pool.shared.span,
+                    |walk| self.try_claim(n, least, walk),
+                    None,
+                )
+                .ok_or(WaitError::TimedOut)
+            }
+        }
+    }
+
+    /// The addresses a release that makes room for this reader lies in.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            Memory::Own(ring) => ring.span(),
+            Memory::Pool(pool) => pool.shared.span,
+        }
+    }
+
+    /// Bytes per block (a region's bytes are at most this).
+    pub(crate) fn block_len(&self) -> usize {
+        match self {
+            Memory::Own(ring) => ring.block_len(),
+            Memory::Pool(pool) => pool.shared.block_len,
+        }
+    }
+
+    /// The most bytes one region can have (`usize::MAX` for a ring that makes larger
+    /// blocks on demand).
+    pub(crate) fn fit(&self) -> usize {
+        match self {
+            Memory::Own(ring) if ring.when_full() == WhenFull::Fail => ring.largest_fit(),
+            Memory::Own(_) => usize::MAX,
+            Memory::Pool(pool) => pool.shared.fit,
+        }
+    }
+
+    /// Gives `buf`'s unused capacity back to the ring (see `FixedBufMut::shrink_in`).
+    pub(crate) fn shrink(&self, buf: &mut FixedBufMut) {
+        self.with(|r| buf.shrink_in(r));
+    }
+
+    /// Gives `buf`'s capacity beyond `cap` bytes back to the ring.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn shrink_to(&self, buf: &mut FixedBufMut, cap: usize) {
+        self.with(|r| buf.shrink_to_in(cap, r));
+    }
+
+    /// The reader's own ring; `None` on a pool.
+    pub(crate) fn own(&self) -> Option<&Ring> {
+        match self {
+            Memory::Own(ring) => Some(ring),
+            Memory::Pool(_) => None,
+        }
+    }
+
+    /// The pool; `None` for a ring of the reader's own.
+    pub(crate) fn pool(&self) -> Option<&ReadPool> {
+        match self {
+            Memory::Own(_) => None,
+            Memory::Pool(pool) => Some(pool),
+        }
+    }
+}
+
+/// A walk of the whole ring for `n` bytes, then for `least` if less.
+fn walk_for(r: &Ring, n: usize, least: usize) -> Option<FixedBufMut> {
+    r.unstick_if(true);
+    r.fixed(n).or_else(|| {
+        if least >= n {
+            return None;
+        }
+        r.unstick_if(true);
+        r.fixed(least)
+    })
+}
+
+impl fmt::Debug for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Memory::Own(ring) => ring.fmt(f),
+            Memory::Pool(pool) => pool.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first try of a claim on a pool walks it: room left by a release behind the
+    /// oldest live region serves, where a plain claim looks at the oldest region only.
+    #[test]
+    fn a_first_try_on_a_pool_walks_it() {
+        let pool = ReadPool::new(64 << 10);
+        let mem = Memory::Pool(pool.clone());
+        let mut held: Vec<_> = (0..10)
+            .map(|_| pool.with(|r| r.fixed(6000)).unwrap())
+            .collect();
+        held.remove(7); // room well behind the oldest region
+                        // The premise: a plain claim looks at the oldest region and a few more.
+        let plain = pool.with(|r| r.fixed(6000));
+        assert!(
+            plain.is_none(),
+            "a plain claim finds it now: rework this test"
+        );
+        let got = mem.first_try(6000, 6000).expect("the walk missed it");
+        assert_eq!(got.capacity(), 6000);
+    }
+
+    /// Without room for a read region, a claim on a pool takes the least region that
+    /// serves; a reader's own ring waits for the read region (unchanged behaviour).
+    #[test]
+    fn a_claim_on_a_full_pool_takes_the_least_region() {
+        let pool = ReadPool::new(64 << 10);
+        let mem = Memory::Pool(pool.clone());
+        let held = pool.with(|r| r.fixed(50 << 10)).unwrap();
+        let got = mem.first_try(20 << 10, 4 << 10).expect("no least region");
+        assert_eq!(got.capacity(), 4 << 10);
+        assert!(mem.try_claim(20 << 10, 4 << 10, true).is_some());
+        assert!(mem.try_claim(20 << 10, 20 << 10, true).is_none());
+        let own = Memory::Own(Ring::new(64 << 10));
+        let _full = own.with(|r| r.fixed(50 << 10)).unwrap();
+        assert!(own.first_try(20 << 10, 4 << 10).is_none());
+        drop(held);
+    }
+}
