@@ -208,7 +208,9 @@ impl Memory {
     pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
         match self {
             Memory::Own(ring) => ring.fixed(n),
-            Memory::Pool(pool) => pool.with(|r| r.fixed(n).or_else(|| walk_for(r, n, least))),
+            Memory::Pool(pool) => {
+                pool.with(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
+            }
         }
     }
 
@@ -220,17 +222,7 @@ impl Memory {
                 ring.unstick_if(walk);
                 ring.fixed(n)
             }
-            Memory::Pool(pool) => pool.with(|r| {
-                r.unstick_if(walk);
-                r.fixed(n).or_else(|| {
-                    if least >= n {
-                        return None;
-                    }
-                    // A walk, if asked, for this claim too.
-                    r.unstick_if(walk);
-                    r.fixed(least)
-                })
-            }),
+            Memory::Pool(pool) => pool.with(|r| claim_or_least(r, n, least, walk)),
         }
     }
 
@@ -315,14 +307,15 @@ impl Memory {
     }
 }
 
-/// A walk of the whole ring for `n` bytes, then for `least` if less.
-fn walk_for(r: &Ring, n: usize, least: usize) -> Option<FixedBufMut> {
-    r.unstick_if(true);
+/// A claim of `n` bytes, then of `least` if less; with `walk`, each a walk of the whole
+/// ring (see `Ring::unstick_if`).
+fn claim_or_least(r: &Ring, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
+    r.unstick_if(walk);
     r.fixed(n).or_else(|| {
         if least >= n {
             return None;
         }
-        r.unstick_if(true);
+        r.unstick_if(walk);
         r.fixed(least)
     })
 }
