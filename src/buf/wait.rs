@@ -262,9 +262,9 @@ impl Ring {
     }
 
     /// [`fixed_wait`](Ring::fixed_wait) for at most `timeout`. The time counts once the
-    /// brief spin is over (64 tries, a few microseconds), so that while the ring has room
-    /// or gets it during the spin the call costs what `fixed_wait` does, with no clock
-    /// read; the same holds for every `_wait_timeout` form.
+    /// brief spin is over (64 tries, about 7 µs on an idle machine), so that while the
+    /// ring has room or gets it during the spin the call costs what `fixed_wait` does,
+    /// with no clock read; the same holds for every `_wait_timeout` form.
     ///
     /// # Errors
     /// As [`fixed_wait`](Ring::fixed_wait), and [`WaitError::TimedOut`].
