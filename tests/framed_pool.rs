@@ -730,3 +730,80 @@ fn pool_handles_share_one_budget() {
     drop((r, b, pool, other));
     assert_eq!(line, b"line"[..]);
 }
+
+/// Keeps one frame in `every` of `count` frames of `size` bytes read by `reader` (a
+/// consumer thread behind a bounded channel, as a worker that caches some messages);
+/// returns the frames kept, or panics when no frame arrives for 10 s (a stall).
+type Reader = FramedReader<&'static [u8], LengthDelimited>;
+
+fn keep_one_in(mut reader: Reader, count: usize, every: usize) -> (Vec<FixedBuf>, Reader) {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<FixedBuf>(64);
+    let producer = std::thread::spawn(move || {
+        while let Some(f) = reader.next_frame().unwrap() {
+            tx.send(f).unwrap();
+        }
+        reader
+    });
+    let mut kept = Vec::new();
+    for i in 0..count {
+        let f = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("stalled after {i} frames, {} kept", kept.len()));
+        assert_eq!(u32::from_be_bytes(f[..4].try_into().unwrap()) as usize, i);
+        if i % every == 0 {
+            kept.push(f);
+        }
+    }
+    (kept, producer.join().unwrap())
+}
+
+/// `count` frames of `size` bytes, each starting with its index.
+fn numbered(count: usize, size: usize) -> &'static [u8] {
+    let mut wire = Vec::with_capacity(count * (size + 4));
+    for i in 0..count {
+        wire.extend_from_slice(&(size as u32).to_be_bytes());
+        wire.extend_from_slice(&(i as u32).to_be_bytes());
+        wire.resize(wire.len() + size - 4, i as u8);
+    }
+    Vec::leak(wire)
+}
+
+/// (e) A consumer that keeps one short frame in 1,000 never stalls the reader, and
+/// what stays held is the kept frames' own bytes (each copied into a region of its
+/// own), not the regions they were read into: on the default constructor, on a pool,
+/// and on a small ring of the reader's own (where the kept frames soon cut the ring
+/// into gaps shorter than a read region, and reads get shorter instead of waiting).
+#[test]
+fn keeping_one_frame_in_a_thousand_holds_its_own_bytes() {
+    let count = scaled(200_000);
+    let wire = numbered(count, 100);
+    let pool = ReadPool::new(1 << 20);
+    let readers = [
+        ("new", FramedReader::new(wire, LengthDelimited::new())),
+        (
+            "pool",
+            FramedReader::with_pool(wire, LengthDelimited::new(), &pool),
+        ),
+        (
+            "small ring",
+            FramedReader::with_ring(wire, LengthDelimited::new(), ringmem::Ring::new(256 << 10)),
+        ),
+    ];
+    for (name, reader) in readers {
+        let (kept, reader) = keep_one_in(reader, count, 1000);
+        assert_eq!(kept.len(), count.div_ceil(1000), "{name}");
+        let stats = match reader.pool() {
+            Some(pool) => pool.stats(),
+            None => reader.ring().stats(),
+        };
+        // The kept frames, each in a region of its own: its bytes and a header.
+        assert_eq!(stats.live_buffers, kept.len(), "{name}: {stats:?}");
+        let kept_bytes: usize = kept.iter().map(|f| f.len()).sum();
+        assert!(
+            stats.bytes_in_use <= kept_bytes + kept.len() * HDR,
+            "{name}: {stats:?} for {kept_bytes} bytes kept"
+        );
+        drop(kept);
+    }
+    assert_eq!(pool.stats().live_buffers, 0);
+}

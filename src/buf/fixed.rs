@@ -56,6 +56,14 @@ impl FixedBuf {
         FixedBuf { hdr, ptr, len }
     }
 
+    /// Bytes of the region this handle views, its header included (all of them,
+    /// whatever part is in view).
+    #[cfg(real_std)]
+    #[inline]
+    pub(crate) fn region_span(&self) -> usize {
+        ring::region_span(self.hdr)
+    }
+
     /// Bytes in view.
     ///
     /// ```

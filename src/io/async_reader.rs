@@ -278,7 +278,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
             }
             None => {
                 if !self.waiting {
-                    if let Some(e) = mem.hopeless(n, least) {
+                    if let Some(e) = mem.hopeless(least) {
                         return Poll::Ready(Err(self.core.fail_alloc(e, n)));
                     }
                     self.core.before_wait();
@@ -310,7 +310,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            let step = match this.core.step() {
+            let step = match this.core.step(&this.mem) {
                 Ok(step) => step,
                 Err(e) => return Poll::Ready(Some(Err(e))),
             };

@@ -2,6 +2,7 @@
 //! differ only in how they wait for ring room and for bytes.
 
 use core::mem::MaybeUninit;
+use core::ops::Range;
 use std::collections::VecDeque;
 use std::io;
 
@@ -19,9 +20,10 @@ pub(crate) enum Step {
         /// The bytes the region must have.
         need: usize,
         /// The bytes of a smaller region that serves too (the partial frame's, at
-        /// least [`TOP_UP_MIN`]; `need` when nothing smaller will do): a reader on a
-        /// shared pool takes one when the pool has no room for `need`, rather than wait
-        /// while the regions held by others leave gaps shorter than a read region.
+        /// least [`LEAST_READ`]; `need` when nothing smaller will do): a reader takes
+        /// one when the ring has no room for `need` (a read's worth first, see
+        /// `pool::claim_or_least`), rather than wait while the regions held by others
+        /// (frames kept, other readers' on a pool) leave gaps shorter than a read region.
         least: usize,
     },
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
@@ -43,6 +45,9 @@ const QUEUE: usize = 128;
 /// preferred to copying them into the next region: about what a read call costs in
 /// copying.
 const TOP_UP_MIN: usize = 4 << 10;
+
+/// Bytes of the least region a reader reads into when the ring has only short gaps.
+const LEAST_READ: usize = 64;
 
 /// Frames of one length in a row after which a stream is taken to go on with them
 /// (a mixed stream rarely has as many).
@@ -170,8 +175,8 @@ impl<D: Decoder> Core<D> {
     /// proportion to its length, and reaches [`FrameError::LargerThanRing`] after a
     /// number of reads logarithmic in the ring's size.
     ///
-    /// The least region that serves (for a reader on a pool without room for the
-    /// bulk one) holds the frame, or twice what a line has, and at least [`TOP_UP_MIN`].
+    /// The least region that serves (for a reader without room for the bulk one) holds
+    /// the frame, or twice what a line has, and at least [`LEAST_READ`].
     fn region_for(&self, need: usize) -> Step {
         if self.long_open_frame() {
             let need = need.saturating_mul(2).min(self.fit).max(need);
@@ -187,7 +192,7 @@ impl<D: Decoder> Core<D> {
         };
         Step::Alloc {
             need: bulk,
-            least: least.max(TOP_UP_MIN).min(bulk),
+            least: least.max(LEAST_READ).min(bulk),
         }
     }
 
@@ -224,7 +229,7 @@ impl<D: Decoder> Core<D> {
         (from, After::Unwalked)
     }
 
-    pub(crate) fn step(&mut self) -> io::Result<Step> {
+    pub(crate) fn step(&mut self, mem: &Memory) -> io::Result<Step> {
         loop {
             if self.done {
                 return Ok(Step::End);
@@ -255,7 +260,7 @@ impl<D: Decoder> Core<D> {
                     match core::mem::replace(&mut self.after, After::Unwalked) {
                         After::Need(_) if self.at_eof => {
                             self.done = true;
-                            return Ok(self.finish(rest)?.map_or(Step::End, Step::Frame));
+                            return Ok(self.finish(rest, mem)?.map_or(Step::End, Step::Frame));
                         }
                         After::Need(n) => {
                             self.need = n.max(rest.len() + 1);
@@ -276,7 +281,7 @@ impl<D: Decoder> Core<D> {
                 self.run = 1;
             }
             self.last = f.consumed;
-            let frame = ready.slice(f.start..f.end);
+            let frame = frame_of(ready, f.start..f.end, mem);
             ready.skip(f.consumed);
             if ready.is_empty() {
                 debug_assert!(self.queue.is_empty(), "frames past {ready:?}");
@@ -640,15 +645,15 @@ impl<D: Decoder> Core<D> {
             return Ok(None);
         };
         mem.shrink(&mut p);
-        self.finish(p.freeze())
+        self.finish(p.freeze(), mem)
     }
 
     /// The last frame, if the decoder makes one of `tail`, what is left at the end.
-    fn finish(&mut self, tail: FixedBuf) -> io::Result<Option<FixedBuf>> {
+    fn finish(&mut self, tail: FixedBuf, mem: &Memory) -> io::Result<Option<FixedBuf>> {
         match self.decoder.decode_eof(&tail) {
             Ok(f) => {
                 check(f, tail.len());
-                Ok(Some(tail.slice(f.start..f.end)))
+                Ok(Some(frame_of(&tail, f.start..f.end, mem)))
             }
             Err(e) => Err(self.fail(e)),
         }
@@ -707,6 +712,32 @@ impl<D: Decoder> Core<D> {
             e => self.fail(io::Error::other(e)),
         }
     }
+}
+
+/// The bytes of a region at most this many times a frame's that the frame may hold
+/// alone: a shorter frame is copied into a region of its own as it is yielded.
+const PIN_MAX: usize = 4;
+
+/// The frame at `range` of `region`'s bytes: a view of the region when the frame is at
+/// least a [`PIN_MAX`]th of it, else a copy in a region of its own, so that a frame the
+/// application keeps holds at most `PIN_MAX` times its bytes (the copy: its own, and
+/// a header), never the bytes of the frames read with it. Without room for the copy
+/// now, the view: a frame is never held back for memory.
+///
+/// The copy costs a claim (on a pool, under its lock) and the frame's bytes, and saves
+/// the view's two atomic operations on the shared region's count; it is taken only for
+/// frames that share their region with others, so a stream of long frames (a quarter of
+/// a read or more) is not copied.
+fn frame_of(region: &FixedBuf, range: Range<usize>, mem: &Memory) -> FixedBuf {
+    let len = range.len();
+    if len.saturating_mul(PIN_MAX) < region.region_span() {
+        if let Some(mut own) = mem.claim_now(len) {
+            let copied = own.try_extend_from_slice(&region[range.clone()]);
+            debug_assert!(copied.is_ok(), "a copy of {len} bytes into {own:?}");
+            return own.freeze();
+        }
+    }
+    region.slice(range)
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.

@@ -1,7 +1,9 @@
 //! Frames straight off a socket: a reader that reads into ring memory and yields each
-//! complete frame as a [`FixedBuf`](crate::FixedBuf) slice of the region it was read
-//! into (no copy, no heap allocation per frame, memory bounded by the ring), and
-//! writers that frame payloads the same way without copying them.
+//! complete frame as a [`FixedBuf`](crate::FixedBuf) (a slice of the region it was read
+//! into, or for a frame under a quarter of that region a copy in a region of its own,
+//! so that a frame kept costs its own bytes; no heap allocation per frame, memory
+//! bounded by the ring or by a [`ReadPool`]'s budget), and writers that frame payloads
+//! without copying them.
 //!
 //! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
 //! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad

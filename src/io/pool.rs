@@ -38,20 +38,22 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 ///
 /// When the frames held and the regions being read into fill the budget, readers wait
 /// for a release instead of failing: the budget bounds memory, it does not drop
-/// connections. Short of that, a reader that finds no room for a whole read region
-/// (64 KiB by default) takes the least one that serves (its frame's bytes, at least
-/// 4 KiB) rather than wait for others' frames in the gaps between them. A frame still
-/// costs its whole region while it is held (the region it was read into, cut to the
-/// bytes read), so frames held long in a small budget can leave only gaps too short for
-/// the next frame: size the budget well above the frames held at once. An async reader whose socket has nothing to read holds no region of
-/// the pool (see `AsyncFramedReader`); a frame cut by the end of a read holds at most
-/// about twice its own bytes while it waits for the rest (a part under 4 KiB moves to
-/// the heap instead). A blocking reader blocks inside `read` and cannot tell idleness:
-/// it keeps its region while it reads.
+/// connections. A frame the application keeps costs its own bytes: one under a quarter
+/// of the region it was read into is copied into a region of its own as it is yielded
+/// (see [`FramedReader`](super::FramedReader)), so it never pins the frames read with
+/// it. Short of room for a whole read region (64 KiB by default), a reader takes a
+/// read's worth (4 KiB), and short of that the least region that serves (what its
+/// frame needs): frames kept for long leave gaps between them, and reads get shorter
+/// rather than wait while the application holds less than the budget. An async reader
+/// whose socket has nothing to read holds no region of the pool (see
+/// `AsyncFramedReader`); a frame cut by the end of a read holds at most about twice its
+/// own bytes while it waits for the rest (a part under 4 KiB moves to the heap
+/// instead). A blocking reader blocks inside `read` and cannot tell idleness: it keeps
+/// its region while it reads.
 ///
 /// The pool's ring sits behind a lock, taken once per read region (to claim it, and to
-/// give back what the read did not fill), never per frame, and never while a reader
-/// reads or waits.
+/// give back what the read did not fill) and once per short frame (to claim its copy),
+/// never while a reader reads or waits.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -199,61 +201,56 @@ impl Memory {
 
     /// A region of `n` bytes if the ring has room now: the first try of a claim.
     ///
-    /// On a pool, `least` bytes if `n` do not fit, and the whole ring is walked if
-    /// need be. A plain claim looks at one region (the oldest) and a few more
-    /// (invariant 9): on a reader's own ring releases come roughly in the order of the
-    /// claims, but on a pool the oldest region is often another reader's partial frame
-    /// or a frame the application keeps, and the room may be anywhere. One walk per
-    /// claim that would otherwise wait; the tries of a wait stay cheap.
+    /// Without room for `n`, a region of [`FAIR_READ`] bytes, then of `least` (see
+    /// [`claim_or_least`]). On a pool the whole ring is walked if need be: a plain claim
+    /// looks at one region (the oldest) and a few more (invariant 9), and on a reader's
+    /// own ring releases come roughly in the order of the claims, but on a pool the
+    /// oldest region is often another reader's partial frame or a frame the application
+    /// keeps, and the room may be anywhere. One walk per claim that would otherwise
+    /// wait; the tries of a wait stay cheap.
     pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
         match self {
-            Memory::Own(ring) => ring.fixed(n),
+            Memory::Own(ring) => ring
+                .fixed(n)
+                .or_else(|| claim_or_least(ring, n, least, false)),
             Memory::Pool(pool) => {
                 pool.with(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
             }
         }
     }
 
-    /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`); on a
-    /// pool, of `least` bytes if `n` do not fit.
+    /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`); of
+    /// less than `n` bytes, down to `least`, if `n` do not fit.
     pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
-        match self {
-            Memory::Own(ring) => {
-                ring.unstick_if(walk);
-                ring.fixed(n)
-            }
-            Memory::Pool(pool) => pool.with(|r| claim_or_least(r, n, least, walk)),
-        }
+        self.with(|r| claim_or_least(r, n, least, walk))
     }
 
-    /// What a claim of `n` bytes (on a pool: `least`) comes to at once, before any
-    /// waiting: `Some` when no release can make room (see `hopeless`).
-    pub(crate) fn hopeless(&self, n: usize, least: usize) -> Option<WaitError> {
-        match self {
-            Memory::Own(ring) => hopeless(ring, Some(n)),
-            Memory::Pool(pool) => pool.with(|r| hopeless(r, Some(least))),
-        }
+    /// What a claim of `least` bytes comes to at once, before any waiting: `Some` when
+    /// no release can make room (see `hopeless`).
+    pub(crate) fn hopeless(&self, least: usize) -> Option<WaitError> {
+        self.with(|r| hopeless(r, Some(least)))
     }
 
-    /// A region of `n` bytes (on a pool: at least `least`), blocking the thread until
+    /// A region of `n` bytes (or less, down to `least`), blocking the thread until
     /// there is room.
     pub(crate) fn fixed_wait(&self, n: usize, least: usize) -> Result<FixedBufMut, WaitError> {
-        match self {
-            Memory::Own(ring) => ring.fixed_wait(n),
-            Memory::Pool(pool) => {
-                // The caller checked that a release can make room (`hopeless`).
-                block_until(
-                    pool.shared.span,
-                    |walk| self.try_claim(n, least, walk),
-                    None,
-                )
-                .ok_or(WaitError::TimedOut)
-            }
-        }
+        // The caller checked that a release can make room (`hopeless`). A `Grow` or
+        // `Heap` ring serves every try; a `Fail` ring's span never changes.
+        block_until(self.span(), |walk| self.try_claim(n, least, walk), None)
+            .ok_or(WaitError::TimedOut)
+    }
+
+    /// A region of `n` bytes if one is free now, for a frame's copy: a plain claim, and
+    /// a walk of the ring if it fails (a read region just claimed in a gap may end at
+    /// a live region: the window is then closed, and the room for the copy elsewhere;
+    /// the walk opens the window where it finds it, and the copies after it are plain
+    /// claims again). Never a wait: the frame's view serves instead.
+    #[inline]
+    pub(crate) fn claim_now(&self, n: usize) -> Option<FixedBufMut> {
+        self.with(|r| r.fixed(n).or_else(|| claim_or_least(r, n, n, true)))
     }
 
     /// The addresses a release that makes room for this reader lies in.
-    #[cfg(feature = "tokio")]
     pub(crate) fn span(&self) -> Span {
         match self {
             Memory::Own(ring) => ring.span(),
@@ -307,17 +304,34 @@ impl Memory {
     }
 }
 
-/// A claim of `n` bytes, then of `least` if less; with `walk`, each a walk of the whole
-/// ring (see `Ring::unstick_if`).
+/// Bytes of the region a reader takes when the ring has no room for a whole read region
+/// (unless its frame needs more): a read's worth, large enough that reading into it
+/// costs little more per byte than a bulk read does.
+const FAIR_READ: usize = 4 << 10;
+
+/// A claim of `n` bytes, then of [`FAIR_READ`] and then of `least` where they are less;
+/// with `walk`, each a walk of the whole ring (see `Ring::unstick_if`).
+///
+/// The last, `least`, is what the reader's frame needs and no more: where frames the
+/// application keeps are scattered through the ring and leave only short gaps, reads
+/// get shorter, and the reader waits only when no gap holds what its next frame needs.
 fn claim_or_least(r: &Ring, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
     r.unstick_if(walk);
-    r.fixed(n).or_else(|| {
-        if least >= n {
-            return None;
-        }
+    if let Some(region) = r.fixed(n) {
+        return Some(region);
+    }
+    let fair = least.max(FAIR_READ);
+    if fair < n {
         r.unstick_if(walk);
-        r.fixed(least)
-    })
+        if let Some(region) = r.fixed(fair) {
+            return Some(region);
+        }
+    }
+    if least < fair.min(n) {
+        r.unstick_if(walk);
+        return r.fixed(least);
+    }
+    None
 }
 
 impl fmt::Debug for Memory {
@@ -353,20 +367,24 @@ mod tests {
         assert_eq!(got.capacity(), 6000);
     }
 
-    /// Without room for a read region, a claim on a pool takes the least region that
-    /// serves; a reader's own ring waits for the read region (unchanged behaviour).
+    /// Without room for a read region, a claim takes a read's worth ([`FAIR_READ`]),
+    /// and without that the least region that serves, on a pool as on a reader's own
+    /// ring; it waits only when not even the least fits.
     #[test]
-    fn a_claim_on_a_full_pool_takes_the_least_region() {
+    fn a_claim_on_a_full_ring_takes_the_least_region() {
         let pool = ReadPool::new(64 << 10);
-        let mem = Memory::Pool(pool.clone());
-        let held = pool.with(|r| r.fixed(50 << 10)).unwrap();
-        let got = mem.first_try(20 << 10, 4 << 10).expect("no least region");
-        assert_eq!(got.capacity(), 4 << 10);
-        assert!(mem.try_claim(20 << 10, 4 << 10, true).is_some());
-        assert!(mem.try_claim(20 << 10, 20 << 10, true).is_none());
         let own = Memory::Own(Ring::new(64 << 10));
-        let _full = own.with(|r| r.fixed(50 << 10)).unwrap();
-        assert!(own.first_try(20 << 10, 4 << 10).is_none());
-        drop(held);
+        for mem in [Memory::Pool(pool.clone()), own] {
+            let held = mem.with(|r| r.fixed(50 << 10)).unwrap();
+            let fair = mem.first_try(20 << 10, 100).expect("no fair region");
+            assert_eq!(fair.capacity(), FAIR_READ);
+            // What is left: under 10 KiB in all, less after the fair region.
+            let rest = mem.with(|r| r.fixed(7 << 10));
+            let least = mem.first_try(20 << 10, 100).expect("no least region");
+            assert_eq!(least.capacity(), 104); // rounded up to words
+            assert!(mem.try_claim(20 << 10, 100, true).is_some());
+            assert!(mem.try_claim(20 << 10, 20 << 10, true).is_none());
+            drop((held, fair, rest, least));
+        }
     }
 }

@@ -13,8 +13,13 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 
 /// Reads a byte stream straight into regions of its own [`Ring`] (or of a [`ReadPool`]
 /// shared with other readers, [`with_pool`](Self::with_pool)) and yields each
-/// complete frame as a [`FixedBuf`] slice of the region it arrived in: no copy and no
-/// heap allocation per frame. A frame cut by the end of a read is copied once, into the
+/// complete frame as a [`FixedBuf`], with no heap allocation per frame. A frame of at
+/// least a quarter of the region it arrived in is a slice of that region, not copied;
+/// a shorter one is copied into a region of its own as it is yielded (a claim and its
+/// bytes; without room for the copy, the slice), so that a frame the application keeps
+/// holds its own bytes and a header, never the region it was read with and the frames
+/// in it (which, held by a few kept frames, would fill the ring and stall the reader).
+/// A frame cut by the end of a read is copied once, into the
 /// next region (sized for the whole frame when the decoder knows its length). A frame
 /// whose end the decoder cannot know (a [`Lines`](super::Lines) line) and that outgrows
 /// its region is carried into one at least twice its size (or the largest region the
@@ -168,7 +173,7 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     pub fn next_frame(&mut self) -> io::Result<Option<FixedBuf>> {
         self.reader_failed = false;
         loop {
-            match self.core.step()? {
+            match self.core.step(&self.mem)? {
                 Step::Frame(f) => return Ok(Some(f)),
                 Step::End => return Ok(None),
                 // A blocking read cannot tell whether the bytes are there: no top-up.
@@ -183,7 +188,7 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                         None => {
                             // Before the partial frame is spilled: a frame that can
                             // never fit is skipped from it.
-                            if let Some(e) = self.mem.hopeless(n, least) {
+                            if let Some(e) = self.mem.hopeless(least) {
                                 return Err(self.core.fail_alloc(e, n));
                             }
                             self.core.before_wait();

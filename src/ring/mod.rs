@@ -19,6 +19,8 @@ pub(crate) use block::prefetch;
 use block::BlockCtl;
 pub(crate) use block::{Claim, MAX_ALIGN};
 pub(crate) use header::{round_up, Header, HDR, MAX_WORDS, WORD};
+#[cfg(real_std)]
+pub(crate) use region::region_span;
 #[cfg(feature = "allocator-api2")]
 pub(crate) use region::{claim_in, expose, header_of, resize_in};
 pub(crate) use region::{release_shared, release_unique, release_unique_in, retain_shared};

@@ -394,7 +394,7 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
 
 /// The span of the region led by `hdr` (held by the caller).
 #[inline]
-fn region_span(hdr: NonNull<Header>) -> usize {
+pub(crate) fn region_span(hdr: NonNull<Header>) -> usize {
     // SAFETY: callers hold a handle to the region, so the header is alive.
     span(unsafe { hdr.as_ref() }.load(Ordering::Relaxed))
 }
