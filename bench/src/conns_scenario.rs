@@ -266,6 +266,9 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
         t.rows.push(row("baseline resident set (MiB)", &|r| {
             Some(r.get("base_rss_kib")? / 1024.0)
         }));
+        t.rows.push(row("baseline address space (MiB)", &|r| {
+            Some(r.get("base_vm_kib")? / 1024.0)
+        }));
         t.rows.push(row("connections that read their burst", &|r| {
             r.get("reached")
         }));
