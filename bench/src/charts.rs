@@ -7,7 +7,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::harness::{Ratio, Table, Unit};
+use crate::harness::{Ratio, Table};
 
 /// Bar height and gap, in chart units (one unit per bar).
 const GROUP_GAP: f64 = 1.5;
@@ -15,7 +15,7 @@ const GROUP_GAP: f64 = 1.5;
 /// Writes `table` as an SVG bar chart of its ratios (speed-ups or slowdowns) to `path`. Tables of sizes
 /// (peak RSS) and tables without any measured cell are skipped (`Ok(false)`).
 pub fn write_speedups(table: &Table, path: &Path) -> Result<bool, String> {
-    if matches!(table.unit, Unit::Mib) {
+    if table.unit.is_figure() {
         return Ok(false);
     }
     let n = table.columns.len();

@@ -242,6 +242,17 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
+/// `x` with three significant digits, at least, and thousands unseparated: `0.412`,
+/// `41.2`, `41234`; a whole number (a count) without decimals.
+fn figure(x: f64) -> String {
+    match x.abs() {
+        a if a >= 100.0 || a.fract() == 0.0 => format!("{x:.0}"),
+        a if a >= 10.0 => format!("{x:.1}"),
+        a if a >= 1.0 => format!("{x:.2}"),
+        _ => format!("{x:.3}"),
+    }
+}
+
 /// How a table prints its times.
 #[derive(Clone, Copy, Debug)]
 pub enum Unit {
@@ -253,6 +264,17 @@ pub enum Unit {
     Mops,
     /// Mebibytes (peak RSS): one sample, no speed-up.
     Mib,
+    /// Figures in the units their rows name (KiB per connection, frames per second):
+    /// one sample, no speed-up.
+    Figure,
+}
+
+impl Unit {
+    /// Whether cells are single figures with no ratio (sizes, counts): not timed, no
+    /// chart, no verdict.
+    pub fn is_figure(self) -> bool {
+        matches!(self, Unit::Mib | Unit::Figure)
+    }
 }
 
 /// One row: its parameters and, per competitor, its stats (None = not run).
@@ -359,6 +381,7 @@ impl Table {
             Unit::Ms => format!("{:.1}", secs * 1e3),
             Unit::Mops => format!("{:.2}", 1e-6 / secs),
             Unit::Mib => format!("{secs:.1}"),
+            Unit::Figure => figure(secs),
             Unit::Auto => {
                 if secs < 1e-6 {
                     format!("{:.2} ns", secs * 1e9)
@@ -376,6 +399,7 @@ impl Table {
             Unit::Ms => " (ms)",
             Unit::Mops => " (M/s)",
             Unit::Mib => " (MiB)",
+            Unit::Figure => "",
             Unit::Auto => "",
         }
     }
@@ -410,7 +434,7 @@ impl Table {
             for (c, cell) in row.cells.iter().enumerate() {
                 cells.push(match cell {
                     None => "–".to_string(),
-                    Some(st) if matches!(self.unit, Unit::Mib) => self.fmt_time(st.median),
+                    Some(st) if self.unit.is_figure() => self.fmt_time(st.median),
                     Some(st) => {
                         let ratio = match (self.ratio_of(r, c), &self.ratio) {
                             (Some(x), Ratio::SpeedUp) if x >= 1.0 => format!(" **{x:.2}×**"),
@@ -476,7 +500,7 @@ impl Table {
     /// with no one. `None` for a peak-RSS table or one whose rows have no two timed
     /// competitors.
     pub fn winners(&self) -> Option<String> {
-        if matches!(self.unit, Unit::Mib) {
+        if self.unit.is_figure() {
             return None;
         }
         // (column, its rows' labels) in order of first win; rows with an overlap.

@@ -8,6 +8,7 @@
 //! cargo run --release -p ringmem-bench -- --only ringal-fixed --reps 5
 //! cargo run --release -p ringmem-bench -- --only framed   # issue 23: framed reading on TCP
 //! cargo run --release -p ringmem-bench -- --only busy     # issue 45: beside a busy process per core
+//! cargo run --release -p ringmem-bench -- --only conns    # issue 44: a server's memory per connection
 //! ```
 //!
 //! The terminal gets each table as aligned plain text within 100 columns, a sentence
@@ -21,6 +22,7 @@ mod buffers;
 mod busy;
 mod busy_scenario;
 mod charts;
+mod conns_scenario;
 mod ext_check;
 mod framed_scenario;
 mod grow_spike;
@@ -48,7 +50,7 @@ type Scenario = fn(&Config) -> Vec<Table>;
 type Cases = fn(&Config) -> usize;
 
 /// The scenarios in run order: id (for `--only`), entry point and case count.
-const SCENARIOS: [(&str, Scenario, Cases); 9] = [
+const SCENARIOS: [(&str, Scenario, Cases); 10] = [
     ("ringal-fixed", ringal_fixed::run, |c| {
         ringal_fixed::case_count(c, false)
     }),
@@ -64,6 +66,7 @@ const SCENARIOS: [(&str, Scenario, Cases); 9] = [
     ("busy", busy_scenario::run, busy_scenario::case_count),
     ("grow-spike", grow_spike::run, grow_spike::case_count),
     ("framed", framed_scenario::run, framed_scenario::case_count),
+    ("conns", conns_scenario::run, conns_scenario::case_count),
 ];
 
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
@@ -191,6 +194,12 @@ fn main() {
     } else {
         None
     };
+    // And the conns tables (the same feature, a binary of its own).
+    let conns_missing = if selected("conns") {
+        conns_scenario::prepare().err()
+    } else {
+        None
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = Config {
         scale: if full { 1.0 } else { QUICK_SCALE },
@@ -229,6 +238,9 @@ fn main() {
     if let Some(why) = framed_missing {
         header.push_str(&format!("\nThe framed tables are empty: {why}.\n"));
     }
+    if let Some(why) = conns_missing {
+        header.push_str(&format!("\nThe conns tables are empty: {why}.\n"));
+    }
     println!("{}", plain::paragraph(&header));
     let mut report = header;
     let dir = out.unwrap_or_else(|| target_dir().join("ringmem-report"));
@@ -248,10 +260,7 @@ fn main() {
         progress::scenario(id, cases(&cfg) as u64);
         let t = Instant::now();
         let tables = run(&cfg);
-        let timed = tables
-            .iter()
-            .filter(|t| !matches!(t.unit, harness::Unit::Mib))
-            .count();
+        let timed = tables.iter().filter(|t| !t.unit.is_figure()).count();
         let mut k = 0;
         for table in tables {
             let mut s = table.render();
@@ -266,7 +275,7 @@ fn main() {
             }
             progress::suspend(|| println!("{text}"));
             report.push_str(&s);
-            if charts && !matches!(table.unit, harness::Unit::Mib) {
+            if charts && !table.unit.is_figure() {
                 k += 1;
                 let name = if timed > 1 {
                     format!("{id}-{k}.svg")

@@ -215,7 +215,7 @@ impl Table {
     /// min–max of the repetitions when they differ, then, for a slowdown, the median
     /// it is relative to.
     fn plain_cell(&self, row: usize, col: usize, st: Stats) -> Vec<String> {
-        if matches!(self.unit, Unit::Mib) {
+        if self.unit.is_figure() {
             return vec![self.fmt_time(st.median)];
         }
         let mut first = self.fmt_time(st.median);
@@ -242,6 +242,7 @@ impl Table {
         let base = self.columns.get(self.baseline).map_or("", |c| c.as_str());
         let what = match self.unit {
             Unit::Mib => return "MiB; – not measured.".into(),
+            Unit::Figure => return "Figures in the units their rows name; – not measured.".into(),
             Unit::Ms => "Time per run in ms",
             Unit::Auto => "Time",
             Unit::Mops => "Millions per second (higher is better)",

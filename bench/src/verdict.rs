@@ -6,7 +6,7 @@
 //! ringmem slowed down more than ringal, `Vec (glibc)` or the bounded control, and
 //! whether it stayed ahead of ringal.
 
-use crate::harness::{Ratio, Stats, Table, Unit};
+use crate::harness::{Ratio, Stats, Table};
 use crate::plain::{wrap, WIDTH};
 
 /// What happened in one row between two sides.
@@ -94,7 +94,7 @@ fn names(table: &Table, cols: &[usize]) -> String {
 /// load is judged by [`under_load`] instead. `None` for a peak-RSS table or one with
 /// no row of two timed competitors.
 pub fn verdict(label: &str, table: &Table) -> Option<String> {
-    if matches!(table.unit, Unit::Mib) {
+    if table.unit.is_figure() {
         return None;
     }
     let competing: Vec<usize> = (0..table.columns.len())
@@ -467,7 +467,7 @@ fn under_load(table: &Table, quiet: &[Vec<Option<Stats>>]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::Row;
+    use crate::harness::{Row, Unit};
 
     fn st(median: f64, spread: f64) -> Option<Stats> {
         Some(Stats {

@@ -1,0 +1,118 @@
+//! The child process behind `ringmem-bench`'s `conns` scenario (issue 44, "a server's
+//! memory"): many loopback connections read by tokio_util's `FramedRead`, by ringmem's
+//! `AsyncFramedReader::new` or by `AsyncFramedReader::with_pool` (see `../conns.rs`).
+//! It has a counting global allocator of its own, which the main job must not have.
+//! `ringmem-bench` builds it (feature `framed`) and runs one server per row and reader;
+//! the server starts its clients as a second process of this binary. By hand:
+//!
+//! ```text
+//! cargo run --release -p ringmem-bench -- --only conns        # the tables
+//! cargo build --release -p ringmem-bench --features framed --bin ringmem-bench-conns
+//! target/release/ringmem-bench-conns --server 'ringmem (pool)' --row idle --conns 1000
+//! target/release/ringmem-bench-conns --server FramedRead --row active --conns 1000 --active 100
+//! target/release/ringmem-bench-conns --server 'ringmem (new)' --row keep --conns 4 --max-frames 200000
+//! ```
+//!
+//! Flags: `--secs S` (streaming time, default 2), `--budget-mib M` (the pool's budget,
+//! default 64). The server prints one record, `row`, reader, then tab-separated
+//! `key=value` fields.
+
+// The dependency is renamed (see Cargo.toml); the code says `tokio`.
+extern crate tokio_rt as tokio;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::Ordering;
+
+#[path = "../conns.rs"]
+mod conns;
+
+use conns::{Reader, Row, Server, ALLOCATIONS};
+
+/// The system allocator, counting allocations (not frees) process-wide.
+struct Counting;
+
+// SAFETY: every call is forwarded unchanged to `System`.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The value after flag `name`, if given.
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+/// The number after flag `name`, or `default`.
+fn num<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    flag(args, name).map_or(default, |v| {
+        v.parse()
+            .unwrap_or_else(|_| fail(&format!("{name} wants a number, not {v}")))
+    })
+}
+
+fn fail(why: &str) -> ! {
+    eprintln!("ringmem-bench-conns: {why}");
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_io()
+        .enable_time()
+        .build()
+        .unwrap();
+    if args.iter().any(|a| a == "--clients") {
+        let addr = flag(&args, "--addr")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| fail("--clients wants --addr IP:PORT"));
+        let burst = num(&args, "--burst", 1u8) != 0;
+        conns::clients(&rt, addr, num(&args, "--conns", 1), burst);
+        return;
+    }
+    let reader = flag(&args, "--server")
+        .map(|r| Reader::by_name(r).unwrap_or_else(|| fail(&format!("no reader {r}"))))
+        .unwrap_or_else(|| fail("usage: --server READER --row idle|active|keep [...]"));
+    let row = flag(&args, "--row")
+        .and_then(Row::by_name)
+        .unwrap_or_else(|| fail("--row wants idle, active or keep"));
+    let conns = num(&args, "--conns", 1000usize).max(1);
+    let s = Server {
+        reader,
+        row,
+        conns,
+        active: num(&args, "--active", (conns / 10).max(1)),
+        secs: num(&args, "--secs", 2.0),
+        max_frames: num(&args, "--max-frames", 0),
+        budget: num(&args, "--budget-mib", 64usize) << 20,
+    };
+    if let Err(e) = conns::server(&rt, s) {
+        fail(&e);
+    }
+    // The connections' tasks never end by themselves: no runtime shutdown to wait for.
+    std::process::exit(0);
+}

@@ -1,0 +1,646 @@
+//! The `conns` scenario (issue 44, "a server's memory"): what a server pays per
+//! connection with tokio_util's `FramedRead<_, LengthDelimitedCodec>`, with ringmem's
+//! `AsyncFramedReader::new` (a ring per connection) and with
+//! `AsyncFramedReader::with_pool` (one `ReadPool` for all), on loopback TCP. The
+//! measuring is done by the `ringmem-bench-conns` child (`conns.rs`, feature `framed`):
+//! one server process per row and reader, which starts its clients as a process of
+//! their own. This side runs it, reads its records and makes the tables: idle
+//! connections after a burst, active connections among idle ones, and frames kept.
+
+use std::io::Read as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::buffers::{child_exe, prepare_child};
+use crate::harness::{mib_stats, Config, Row, Table, Unit};
+
+/// The child binary.
+const CHILD: &str = "ringmem-bench-conns";
+
+/// The child's reader names, in column order (the baseline first).
+const READERS: [&str; 3] = ["FramedRead", "ringmem (new)", "ringmem (pool)"];
+
+/// The idle row's connection counts.
+const IDLE_CONNS: [usize; 2] = [1_000, 10_000];
+
+/// Connections of the active row, of which a tenth stream.
+const ACTIVE_CONNS: usize = 1_000;
+
+/// Connections of the keep row, all streaming, and the most frames each sends.
+const KEEP_CONNS: usize = 4;
+const KEEP_FRAMES: u64 = 200_000;
+
+/// The pool's budget, MiB (the child's `--budget-mib`).
+const POOL_MIB: usize = 64;
+
+/// A child that has not ended after this long is killed (a stall is reported by the
+/// child itself within its own 5 s; this is for one that hangs anyway).
+const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Builds the child if `cargo run` did not (see [`prepare_child`]); `Err` says why the
+/// conns tables will be empty.
+pub fn prepare() -> Result<(), String> {
+    prepare_child(CHILD, &["framed"], "the conns tables")
+}
+
+/// The cases [`run`] runs: a server per reader for each idle count, the active row
+/// and the keep row.
+pub fn case_count(_cfg: &Config) -> usize {
+    READERS.len() * (IDLE_CONNS.len() + 2)
+}
+
+/// One record of the child: its row, its reader (a column) and its `key=value` fields.
+#[derive(Debug)]
+struct Record {
+    row: String,
+    reader: usize,
+    fields: Vec<(String, f64)>,
+}
+
+impl Record {
+    /// Field `key`, if the record has it.
+    fn get(&self, key: &str) -> Option<f64> {
+        self.fields.iter().find(|f| f.0 == key).map(|f| f.1)
+    }
+}
+
+/// The records in the child's output (lines of another kind are skipped).
+fn parse_records(out: &str) -> Result<Vec<Record>, String> {
+    let mut records = Vec::new();
+    for line in out.lines() {
+        let mut f = line.split('\t');
+        let row = f.next().unwrap_or("");
+        if !["idle", "active", "keep"].contains(&row) {
+            continue;
+        }
+        let bad = || format!("{CHILD} printed a record this bench cannot read: {line}");
+        let reader = f.next().ok_or_else(bad)?;
+        let reader = READERS.iter().position(|r| *r == reader).ok_or_else(bad)?;
+        let fields = f
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+                Ok((k.to_string(), v.parse::<f64>().map_err(|_| bad())?))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        records.push(Record {
+            row: row.into(),
+            reader,
+            fields,
+        });
+    }
+    Ok(records)
+}
+
+/// Runs the child with `args` (killed after [`CHILD_TIMEOUT`]): its stdout, or why it
+/// gave none.
+fn child(args: &[String]) -> Result<String, String> {
+    let exe = child_exe(CHILD).map_err(|e| format!("cannot locate {CHILD}: {e}"))?;
+    let mut c = Command::new(&exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let started = Instant::now();
+    let status = loop {
+        match c.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > CHILD_TIMEOUT => {
+                let _ = c.kill();
+                let _ = c.wait();
+                return Err(format!(
+                    "{CHILD} {} did not end within {} s: killed",
+                    args.join(" "),
+                    CHILD_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("cannot wait for {CHILD}: {e}")),
+        }
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(mut o) = c.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = c.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    if !status.success() {
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!(
+            "{CHILD} {} failed ({status}): {last}",
+            args.join(" ")
+        ));
+    }
+    Ok(out)
+}
+
+/// One server run: the record for `reader` in `row`, or why there is none.
+fn server(reader: usize, row: &str, conns: usize, extra: &[String]) -> Result<Record, String> {
+    crate::progress::case(&format!(
+        "conns: {row}, {conns} connections, {}",
+        READERS[reader]
+    ));
+    let mut args: Vec<String> = vec![
+        "--server".into(),
+        READERS[reader].into(),
+        "--row".into(),
+        row.into(),
+        "--conns".into(),
+        conns.to_string(),
+        "--budget-mib".into(),
+        POOL_MIB.to_string(),
+    ];
+    args.extend_from_slice(extra);
+    let out = child(&args)?;
+    parse_records(&out)?
+        .into_iter()
+        .find(|r| r.row == row && r.reader == reader)
+        .ok_or_else(|| format!("{CHILD} printed no {row} record for {}", READERS[reader]))
+}
+
+/// One run per reader of a row: each reader's record or why it has none.
+type Runs = Vec<Result<Record, String>>;
+
+/// A row of figures, one per reader, from `f` of its record (`None`: not measured).
+fn figures(label: impl Into<String>, runs: &Runs, f: impl Fn(&Record) -> Option<f64>) -> Row {
+    figures_with(vec![label.into()], runs, f)
+}
+
+fn figures_with(params: Vec<String>, runs: &Runs, f: impl Fn(&Record) -> Option<f64>) -> Row {
+    Row {
+        params,
+        cells: runs
+            .iter()
+            .map(|r| r.as_ref().ok().and_then(&f).map(mib_stats))
+            .collect(),
+    }
+}
+
+/// The ratio of each ringmem column's `f` to FramedRead's, as `ringmem (new) 4.10×
+/// FramedRead's, ringmem (pool) 0.80×`; `–` for a figure not measured. When
+/// FramedRead's is 0 there is no ratio: the figures themselves, as `FramedRead 0,
+/// ringmem (new) 1024, ringmem (pool) 6.55`.
+fn ratios(runs: &Runs, f: impl Fn(&Record) -> Option<f64>) -> String {
+    let fig: Vec<Option<f64>> = runs.iter().map(|r| r.as_ref().ok().and_then(&f)).collect();
+    if fig[0] == Some(0.0) {
+        return (0..runs.len())
+            .map(|k| {
+                let x = fig[k].map_or("–".into(), |x| format!("{x:.3}"));
+                let x = x.trim_end_matches('0').trim_end_matches('.');
+                format!("{} {x}", READERS[k])
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    (1..runs.len())
+        .map(|k| {
+            let x = match (fig[k], fig[0]) {
+                (Some(x), Some(b)) => format!("{:.2}×", x / b),
+                _ => "–".into(),
+            };
+            let of = if k == 1 { " FramedRead's" } else { "" };
+            format!("{} {x}{of}", READERS[k])
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Notes saying why a reader has no figures.
+fn failures(runs: &Runs) -> Vec<String> {
+    runs.iter()
+        .enumerate()
+        .filter_map(|(k, r)| {
+            r.as_ref()
+                .err()
+                .map(|e| format!("{}: not measured: {e}.", READERS[k]))
+        })
+        .collect()
+}
+
+/// KiB per connection of `key` over `base_key`.
+fn per_conn(r: &Record, key: &str, base_key: &str) -> Option<f64> {
+    let reached = r.get("reached").filter(|&n| n > 0.0)?;
+    Some((r.get(key)? - r.get(base_key)?) / reached)
+}
+
+/// The idle table: per connection count, a server per reader.
+fn idle_table(idle: &[(usize, Runs)]) -> Table {
+    let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
+    let mut t = Table::new(
+        "conns: idle connections after a burst (1 KiB + 16 KiB frame each)",
+        &["conns", "figure"],
+        &columns,
+        Unit::Figure,
+    );
+    let mut verdict = String::from("**Idle:** ");
+    let mut parts = Vec::new();
+    for (conns, runs) in idle {
+        let reached: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| r.as_ref().ok()?.get("reached"))
+            .collect();
+        let fewest = reached.iter().copied().fold(f64::INFINITY, f64::min);
+        let label = if fewest < *conns as f64 {
+            format!("{conns} (fewest reached: {fewest:.0})")
+        } else {
+            conns.to_string()
+        };
+        let row = |what: &str, f: &dyn Fn(&Record) -> Option<f64>| {
+            figures_with(vec![label.clone(), what.into()], runs, f)
+        };
+        t.rows.push(row("resident set per connection (KiB)", &|r| {
+            per_conn(r, "rss_kib", "base_rss_kib")
+        }));
+        t.rows.push(row("address space per connection (KiB)", &|r| {
+            per_conn(r, "vm_kib", "base_vm_kib")
+        }));
+        t.rows
+            .push(row("resident set over the baseline (MiB)", &|r| {
+                Some((r.get("rss_kib")? - r.get("base_rss_kib")?) / 1024.0)
+            }));
+        t.rows.push(row("baseline resident set (MiB)", &|r| {
+            Some(r.get("base_rss_kib")? / 1024.0)
+        }));
+        t.rows.push(row("baseline address space (MiB)", &|r| {
+            Some(r.get("base_vm_kib")? / 1024.0)
+        }));
+        t.rows.push(row("connections that read their burst", &|r| {
+            r.get("reached")
+        }));
+        for (k, r) in runs.iter().enumerate() {
+            let Ok(r) = r else { continue };
+            if r.get("reached") < Some(*conns as f64) {
+                t.notes.push(format!(
+                    "{}: {} of {conns} connections read their burst (descriptor limit {}; \
+                     the clients connected {}): the figures are per connection reached.",
+                    READERS[k],
+                    r.get("reached").unwrap_or(0.0),
+                    r.get("nofile").unwrap_or(0.0),
+                    r.get("connected").unwrap_or(0.0),
+                ));
+            }
+        }
+        t.notes.extend(failures(runs));
+        parts.push(format!(
+            "at {conns} connections, resident set per connection: {}; address space per \
+             connection (KiB): {}",
+            ratios(runs, |r| per_conn(r, "rss_kib", "base_rss_kib")),
+            ratios(runs, |r| per_conn(r, "vm_kib", "base_vm_kib")),
+        ));
+    }
+    verdict.push_str(&parts.join("; "));
+    verdict.push('.');
+    t.notes.insert(
+        0,
+        format!(
+            "Each column is a server process of its own (`{CHILD} --server READER --row idle`; a tokio \
+             multi-thread runtime, 2 workers), its clients a second process. Every client connects \
+             over loopback TCP and sends one 1 KiB and one 16 KiB length-delimited frame (4-byte \
+             big-endian length), then stays open and idle; the server reads every connection in a \
+             task of its own, drops the frames and goes on waiting for more. Readers: \
+             `FramedRead::new(conn, LengthDelimitedCodec::new())`; `AsyncFramedReader::new(conn, \
+             LengthDelimited::new())`; `AsyncFramedReader::with_pool(conn, LengthDelimited::new(), \
+             &pool)` with one `ReadPool::new({POOL_MIB} MiB)` for all connections."
+        ),
+    );
+    t.notes.insert(
+        1,
+        "Figures: `VmRSS` and `VmSize` of `/proc/self/status` 200 ms after the last burst was \
+         read, less the same read just before the clients connected (the runtime running, \
+         the pool not yet made: its budget counts as the connections' address space), \
+         divided by the connections. The kernel's socket buffers are in neither. glibc \
+         reserves its heaps 64 MiB at a time, so heap growth inside a reserved heap adds no \
+         address space."
+            .into(),
+    );
+    t.notes.push(verdict);
+    t
+}
+
+/// The active table: a tenth of the connections streaming among idle ones.
+fn active_table(runs: &Runs, active: usize, secs: f64) -> Table {
+    let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
+    let mut t = Table::new(
+        format!("conns: {active} active among {ACTIVE_CONNS} connections (1 KiB frames)"),
+        &["figure"],
+        &columns,
+        Unit::Figure,
+    );
+    let fps = |r: &Record| Some(r.get("frames")? / r.get("secs").filter(|&s| s > 0.0)?);
+    t.rows
+        .push(figures("frames per second (all active)", runs, fps));
+    t.rows.push(figures("MB per second (payload)", runs, |r| {
+        Some(r.get("bytes")? / r.get("secs").filter(|&s| s > 0.0)? / 1e6)
+    }));
+    for (label, key) in [
+        ("latency p50 (ms)", "p50_ns"),
+        ("latency p99 (ms)", "p99_ns"),
+        ("latency p99.9 (ms)", "p999_ns"),
+    ] {
+        t.rows
+            .push(figures(label, runs, |r| Some(r.get(key)? * 1e-6)));
+    }
+    let per_k =
+        |r: &Record| Some(r.get("allocs")? * 1000.0 / r.get("frames").filter(|&f| f > 0.0)?);
+    t.rows.push(figures(
+        "server heap allocations per 1,000 frames",
+        runs,
+        per_k,
+    ));
+    t.rows
+        .push(figures("frames received", runs, |r| r.get("frames")));
+    t.notes = vec![
+        format!(
+            "A server process per column, clients in another, as in the idle table: {ACTIVE_CONNS} \
+             connections send their burst, then {active} of them stream 1 KiB frames for {secs} s as \
+             fast as the server takes them (writes of 16 frames), while the others stay idle."
+        ),
+        "Frames per second: the stamped frames received over the time from the server's go to \
+         the last one read. Latency: the client writes the wall clock (`SystemTime`, \
+         nanoseconds; both processes read the same `CLOCK_REALTIME`) into the first 8 payload \
+         bytes of every frame of a write just before the write, the server subtracts it from \
+         the wall clock when the reader yields the frame; quantiles within 1.6 %. At full load \
+         most of it is the frame's wait behind earlier frames in the socket buffers and in the \
+         client's blocked write, not the reader's own time. Allocations: the server process's \
+         global allocator, counted over the same window, per 1,000 frames."
+            .into(),
+    ];
+    t.notes.extend(failures(runs));
+    for (k, r) in runs.iter().enumerate() {
+        if let Ok(r) = r {
+            if r.get("stalled") == Some(1.0) {
+                t.notes.push(format!(
+                    "{}: STALLED: no frame for 5 s before all the clients' frames were read.",
+                    READERS[k]
+                ));
+            }
+        }
+    }
+    t.notes.push(format!(
+        "**Active among idle:** frames per second: {}; p99 latency: {}; heap allocations per \
+         frame: {}.",
+        ratios(runs, fps),
+        ratios(runs, |r| r.get("p99_ns")),
+        ratios(runs, per_k),
+    ));
+    t
+}
+
+/// RSS growth over the baseline of a keep run, bytes.
+fn held_rss(r: &Record) -> Option<f64> {
+    Some((r.get("rss_kib")? - r.get("base_rss_kib")?) * 1024.0)
+}
+
+/// The pool's bytes in use at the end of a keep run (a pooled reader only).
+fn held_pool(r: &Record) -> Option<f64> {
+    r.get("pool_in_use").filter(|&b| b >= 0.0)
+}
+
+/// The keep table: frames kept, what they hold.
+fn keep_table(runs: &Runs, secs: f64) -> Table {
+    let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
+    let mut t = Table::new(
+        format!("conns: {KEEP_CONNS} connections of 100-byte frames, 1 in 1,000 kept"),
+        &["figure"],
+        &columns,
+        Unit::Figure,
+    );
+    let kept = |r: &Record| r.get("kept_bytes").filter(|&b| b > 0.0);
+    t.rows.push(figures("frames sent", runs, |r| {
+        r.get("sent").filter(|&s| s >= 0.0)
+    }));
+    t.rows
+        .push(figures("frames received", runs, |r| r.get("received")));
+    t.rows.push(figures("frames kept", runs, |r| r.get("kept")));
+    t.rows.push(figures("kept bytes (KiB)", runs, |r| {
+        Some(r.get("kept_bytes")? / 1024.0)
+    }));
+    t.rows
+        .push(figures("pool bytes in use at the end (KiB)", runs, |r| {
+            Some(held_pool(r)? / 1024.0)
+        }));
+    t.rows
+        .push(figures("resident set over the baseline (KiB)", runs, |r| {
+            Some(held_rss(r)? / 1024.0)
+        }));
+    t.rows
+        .push(figures("pool bytes in use / kept bytes", runs, |r| {
+            Some(held_pool(r)? / kept(r)?)
+        }));
+    t.rows.push(figures(
+        "resident set over the baseline / kept bytes",
+        runs,
+        |r| Some(held_rss(r)? / kept(r)?),
+    ));
+    t.rows.push(figures(
+        "STALLED (no frame for 5 s): 1, else 0",
+        runs,
+        |r| r.get("stalled"),
+    ));
+    t.notes = vec![format!(
+        "A server process per column, clients in another. {KEEP_CONNS} connections stream \
+         100-byte frames for up to {secs} s or {KEEP_FRAMES} frames each; the server's task per \
+         connection sends every frame over a bounded `tokio::sync::mpsc` channel (1,024) to one \
+         worker task, which keeps every 1,000th frame in a `Vec` to the end of the run and drops \
+         the others. Memory held: 200 ms after the last frame, the pool's \
+         `stats().bytes_in_use` (the pooled reader only) and `VmRSS` less its value before the \
+         clients connected; each over the kept frames' payload bytes. A run in which no frame \
+         arrives for 5 s before the clients' last is read is STALLED: its figures are where it \
+         stopped (frames sent: `–` when the clients' count never came)."
+    )];
+    t.notes.extend(failures(runs));
+    let mut stalled = Vec::new();
+    for (k, r) in runs.iter().enumerate() {
+        if let Ok(r) = r {
+            if r.get("stalled") == Some(1.0) {
+                stalled.push(format!(
+                    "{} STALLED after {} of {} frames",
+                    READERS[k],
+                    r.get("received").unwrap_or(0.0),
+                    r.get("sent")
+                        .filter(|&s| s >= 0.0)
+                        .map_or("?".into(), |s| s.to_string()),
+                ));
+            }
+        }
+    }
+    let mut verdict = format!(
+        "**Keep 1 in 1,000:** resident set held per kept byte: {}",
+        ratios(runs, |r| Some(held_rss(r)? / kept(r)?)),
+    );
+    if let Some(Ok(pool)) = runs.get(2) {
+        if let (Some(p), Some(k)) = (held_pool(pool), kept(pool)) {
+            verdict.push_str(&format!("; the pool holds {:.0}× the kept bytes", p / k));
+        }
+    }
+    if stalled.is_empty() {
+        verdict.push_str("; no reader stalled.");
+    } else {
+        verdict.push_str(&format!("; {}.", stalled.join(", ")));
+    }
+    t.notes.push(verdict);
+    t
+}
+
+/// The scenario's tables; a child that cannot run leaves a note saying why.
+pub fn run(cfg: &Config) -> Vec<Table> {
+    // One run per cell whatever `--reps` says: memory figures of a server do not
+    // spread as times do, and each run is a process pair of its own.
+    let secs: f64 = if cfg.scale >= 1.0 { 4.0 } else { 2.0 };
+    let per_reader = |row: &str, conns: usize, extra: &[String]| -> Runs {
+        (0..READERS.len())
+            .map(|k| server(k, row, conns, extra))
+            .collect()
+    };
+    let idle: Vec<(usize, Runs)> = IDLE_CONNS
+        .iter()
+        .map(|&n| (n, per_reader("idle", n, &[])))
+        .collect();
+    let active = ACTIVE_CONNS / 10;
+    let active_runs = per_reader(
+        "active",
+        ACTIVE_CONNS,
+        &[
+            "--active".into(),
+            active.to_string(),
+            "--secs".into(),
+            secs.to_string(),
+        ],
+    );
+    let keep_runs = per_reader(
+        "keep",
+        KEEP_CONNS,
+        &[
+            "--active".into(),
+            KEEP_CONNS.to_string(),
+            "--secs".into(),
+            secs.to_string(),
+            "--max-frames".into(),
+            KEEP_FRAMES.to_string(),
+        ],
+    );
+    vec![
+        idle_table(&idle),
+        active_table(&active_runs, active, secs),
+        keep_table(&keep_runs, secs),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: &str = "idle\tringmem (pool)\tconns=1000\tnofile=20000\tconnected=1000\t\
+                        reached=1000\tbase_rss_kib=3000\tbase_vm_kib=200000\trss_kib=8000\t\
+                        vm_kib=266000\tstalled=0";
+
+    #[test]
+    fn records_read_their_row_reader_and_fields() {
+        let out = format!("# a header\n{IDLE}\nsome other line\n");
+        let r = parse_records(&out).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!((&r[0].row[..], r[0].reader), ("idle", 2));
+        assert_eq!(r[0].get("reached"), Some(1000.0));
+        assert_eq!(r[0].get("missing"), None);
+        assert_eq!(per_conn(&r[0], "rss_kib", "base_rss_kib"), Some(5.0));
+        assert_eq!(per_conn(&r[0], "vm_kib", "base_vm_kib"), Some(66.0));
+    }
+
+    #[test]
+    fn a_record_it_cannot_read_is_an_error() {
+        assert!(parse_records("idle\tsome other reader\tconns=1").is_err());
+        assert!(parse_records("idle\tFramedRead\tconns").is_err());
+        assert!(parse_records("keep\tFramedRead\tconns=many").is_err());
+        assert!(parse_records("active").is_err());
+    }
+
+    fn runs(records: &[&str]) -> Runs {
+        records
+            .iter()
+            .map(|l| Ok(parse_records(l).unwrap().pop().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn the_idle_verdict_gives_ratios_against_framed_read() {
+        let lines: Vec<String> = READERS
+            .iter()
+            .zip([10000, 36000, 8000])
+            .map(|(r, rss)| {
+                IDLE.replace("ringmem (pool)", r)
+                    .replace("\trss_kib=8000", &format!("\trss_kib={rss}"))
+            })
+            .collect();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let t = idle_table(&[(1000, runs(&refs))]);
+        let verdict = t.notes.last().unwrap();
+        // (36000 - 3000) / (10000 - 3000), (8000 - 3000) / (10000 - 3000).
+        assert!(
+            verdict.contains("ringmem (new) 4.71× FramedRead's"),
+            "{verdict}"
+        );
+        assert!(verdict.contains("ringmem (pool) 0.71×"), "{verdict}");
+        assert_eq!(t.rows[0].cells[2].unwrap().median, 5.0);
+        assert!(t.render_plain().contains("resident set per connection"));
+    }
+
+    #[test]
+    fn a_figure_of_zero_for_framed_read_gives_the_figures() {
+        let lines: Vec<String> = READERS
+            .iter()
+            .zip([200000, 1224000, 265536])
+            .map(|(r, vm)| {
+                IDLE.replace("ringmem (pool)", r)
+                    .replace("\tvm_kib=266000", &format!("\tvm_kib={vm}"))
+            })
+            .collect();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let t = idle_table(&[(1000, runs(&refs))]);
+        let verdict = t.notes.last().unwrap();
+        assert!(
+            verdict.contains("(KiB): FramedRead 0, ringmem (new) 1024, ringmem (pool) 65.536."),
+            "{verdict}"
+        );
+    }
+
+    #[test]
+    fn fewer_connections_reached_are_said_in_the_table() {
+        let short = IDLE.replace("reached=1000", "reached=900");
+        let t = idle_table(&[(1000, runs(&[&short, IDLE, IDLE]))]);
+        assert_eq!(t.rows[0].params[0], "1000 (fewest reached: 900)");
+        assert!(t.notes.iter().any(|n| n.contains("900 of 1000")));
+    }
+
+    #[test]
+    fn a_stalled_keep_run_is_reported() {
+        let keep = |r: &str, stalled: u8, pool: i64| {
+            format!(
+                "keep\t{r}\tconns=4\tactive=4\tsent=-1\tstalled={stalled}\treceived=5000\t\
+                 kept=5\tkept_bytes=500\tpool_in_use={pool}\tbase_rss_kib=3000\trss_kib=3100"
+            )
+        };
+        let lines = [
+            keep(READERS[0], 0, -1),
+            keep(READERS[1], 1, -1),
+            keep(READERS[2], 0, 50_000),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let t = keep_table(&runs(&refs), 2.0);
+        let verdict = t.notes.last().unwrap();
+        assert!(
+            verdict.contains("ringmem (new) STALLED after 5000 of ? frames"),
+            "{verdict}"
+        );
+        assert!(
+            verdict.contains("the pool holds 100× the kept bytes"),
+            "{verdict}"
+        );
+        let sent = &t.rows[0];
+        assert!(sent.cells.iter().all(Option::is_none));
+    }
+}
