@@ -1031,3 +1031,42 @@ fn the_fuzz_drivers_on_fixed_inputs() {
     .concat());
     run(&[[0b0000_0011, 0b0001_0000].as_slice(), &[50, 0], b"\0\x02hi"].concat());
 }
+
+/// A stream whose reader always has bytes (here a slice: its reads never wait) spends
+/// tokio's cooperative budget on the frames it yields, as `FramedRead` spends a unit
+/// per 8 KiB read: another task on the same worker runs before a long stream ends,
+/// instead of after it.
+#[tokio::test]
+async fn a_busy_stream_lets_other_tasks_run() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let frames: Vec<Vec<u8>> = (0..40_000u32).map(|i| i.to_be_bytes().repeat(25)).collect();
+    let wire = encode(&frames);
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            loop {
+                ticks.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // Let the ticker start.
+    tokio::task::yield_now().await;
+    let start = ticks.load(Ordering::Relaxed);
+    let mut r = AsyncFramedReader::new(&wire[..], LengthDelimited::new());
+    let mut n = 0;
+    while let Some(f) = next(&mut r).await {
+        assert_eq!(&f.unwrap()[..], &frames[n][..]);
+        n += 1;
+    }
+    assert_eq!(n, frames.len());
+    // 4 MB of frames: about 500 units of a budget of 128 a turn.
+    let ran = ticks.load(Ordering::Relaxed) - start;
+    ticker.abort();
+    assert!(
+        ran >= 2,
+        "the other task ran {ran} times while the stream was read"
+    );
+}

@@ -67,7 +67,21 @@ pub struct AsyncFramedReader<R, D = LengthDelimited> {
     /// A wait for room is under way (its claim was found hopeless or not, and its
     /// partial frame spilled, when it began): polls go on with it.
     waiting: bool,
+    /// Bytes of frames yielded since the task last spent a unit of tokio's budget on
+    /// them (see [`COOP_BYTES`]).
+    owed: usize,
 }
+
+/// Bytes of frames yielded for one unit of tokio's cooperative budget: what one read of
+/// `FramedRead` (8 KiB at a time) brings in for the one unit its `poll_read` spends.
+/// A read here brings in up to 64 KiB for its one unit; without this, a stream whose
+/// socket always has bytes would keep its worker thread eight times longer per turn
+/// than a `FramedRead` one, and the other connections' frames would wait behind it.
+const COOP_BYTES: usize = 8 << 10;
+
+/// What a frame costs against [`COOP_BYTES`]: its bytes and a word, so that empty
+/// frames count too.
+const FRAME_COST: usize = 8;
 
 impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// A reader on a ring of its own of 1 MiB, reading up to 64 KiB at a time.
@@ -135,6 +149,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
             mem,
             slot: TaskSlot::default(),
             waiting: false,
+            owed: 0,
         }
     }
 
@@ -309,13 +324,27 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.owed >= COOP_BYTES {
+            // Tokio's budget for this task's turn, spent on frames as `FramedRead`'s
+            // reads spend it (outside a tokio runtime, always ready).
+            match tokio::task::coop::poll_proceed(cx) {
+                Poll::Ready(coop) => {
+                    coop.made_progress();
+                    this.owed = 0;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
         loop {
             let step = match this.core.step(&this.mem) {
                 Ok(step) => step,
                 Err(e) => return Poll::Ready(Some(Err(e))),
             };
             match step {
-                Step::Frame(f) => return Poll::Ready(Some(Ok(f))),
+                Step::Frame(f) => {
+                    this.owed += f.len() + FRAME_COST;
+                    return Poll::Ready(Some(Ok(f)));
+                }
                 Step::End => return Poll::Ready(None),
                 // The stream ends with an error of the reader, its bytes released.
                 Step::ReaderError(e) => return Poll::Ready(Some(Err(this.core.fail(e)))),
