@@ -115,10 +115,15 @@ async fn send(mut client: DuplexStream, conn: usize, idxs: Vec<usize>) {
 #[test]
 #[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
 fn many_async_readers_share_one_pool() {
+    // One ring, and four (of 256 KiB: reads of 64 KiB).
+    many_async_readers_share_one_pool_on(ReadPool::new(1 << 20));
+    many_async_readers_share_one_pool_on(ReadPool::with_shards(1 << 20, 4).unwrap());
+}
+
+fn many_async_readers_share_one_pool_on(pool: ReadPool) {
     const CONNS: usize = 64;
     let frames = scaled(42);
     // 64 regions of 80 KiB would be 5 MiB: readers wait for each other's room.
-    let pool = ReadPool::new(1 << 20);
     let rt = multi_thread();
     let (to_thread, thread_rx) = crossbeam_channel::unbounded::<FixedBuf>();
     let consumer = std::thread::spawn(move || {
@@ -553,10 +558,14 @@ impl Read for Pieces {
     ignore = "a wait of 300 ms per phase, and threads: too slow under Miri"
 )]
 fn blocking_readers_share_a_pool() {
+    blocking_readers_share_a_pool_on(ReadPool::new(512 << 10));
+    blocking_readers_share_a_pool_on(ReadPool::with_shards(512 << 10, 4).unwrap());
+}
+
+fn blocking_readers_share_a_pool_on(pool: ReadPool) {
     const THREADS: usize = 4;
     let frames = scaled(48);
-    let budget = 512 << 10;
-    let pool = ReadPool::new(budget);
+    let budget = pool.budget();
     let (tx, rx) = crossbeam_channel::unbounded::<io::Result<FixedBuf>>();
     let readers: Vec<_> = (0..THREADS)
         .map(|conn| {

@@ -1,24 +1,33 @@
-//! `ReadPool`: one ring's memory shared by many framed readers under one budget, and
+//! `ReadPool`: ring memory shared by many framed readers under one budget, and
 //! `Memory`, what a reader reads into (a ring of its own, or a pool).
 //!
-//! The protocol is a lock around the ring's allocating side and nothing more: a reader
-//! takes the lock to claim a region (once per read region, not per frame) and to give
-//! back the unused tail of one it froze or keeps while idle, and never holds it while
-//! it reads from its socket or waits for room. Frames are released as on any ring, by
-//! one atomic store into their region's header on whichever thread drops them, without
-//! the lock. A `Ring` is `Send` and not `Sync`: the lock hands it from thread to thread
-//! as a ring moved between threads is handed over, with the synchronisation of the
-//! lock, so every claim sees what the claims before it did, and room given back under
-//! the lock wakes waiters as room made on a ring's own thread does (`orphan::after_room`:
-//! a waiter arms before it tries, and tries under the lock).
+//! A pool is a few rings, its shards, each behind a lock, and nothing more: a reader
+//! takes a shard's lock to claim a region (once per read region, and once per batch of
+//! short frames' copies) and to give back the unused tail of one it froze or keeps
+//! while idle (on the shard the region is in, found by its address), and never holds a
+//! lock while it reads from its socket or waits for room. Frames are released as on any
+//! ring, by one atomic store into their region's header on whichever thread drops them,
+//! without a lock. A `Ring` is `Send` and not `Sync`: the lock hands it from thread to
+//! thread as a ring moved between threads is handed over, with the synchronisation of
+//! the lock, so every claim sees what the claims before it did, and room given back
+//! under the lock wakes waiters as room made on a ring's own thread does
+//! (`orphan::after_room`: a waiter arms before it tries, and tries under the lock).
+//!
+//! Shards keep the threads that poll readers off each other's locks and cache lines:
+//! each thread claims from the shard it last claimed from, and moves to the next when
+//! that one's lock is held or it has no room (see `ReadPool::claim`). The budget is the
+//! shards' sum; a region is at most a shard.
 //!
 //! A reader waiting for room on a pool waits as one on its own ring does, through the
-//! waiters' table (`ring/wait.rs`), with the pool's span (a `Fail` ring has one block:
-//! its span never changes, so it is read once), each try taking the lock to claim and
-//! letting it go at once.
+//! waiters' table (`ring/wait.rs`), with the hull of the shards' spans (a `Fail` ring
+//! has one block: its span never changes, so it is read once; a release into any shard
+//! may make room, and one elsewhere inside the hull wakes it for nothing), each try
+//! taking a shard's lock to claim and letting it go at once.
 
+use core::cell::Cell;
 use core::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, TryLockError};
 
 use crate::buf::hopeless;
 use crate::ring::wait::{block_until, Span};
@@ -51,9 +60,10 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 /// instead). A blocking reader blocks inside `read` and cannot tell idleness: it keeps
 /// its region while it reads.
 ///
-/// The pool's ring sits behind a lock, taken once per read region (to claim it, and to
-/// give back what the read did not fill) and once per short frame (to claim its copy),
-/// never while a reader reads or waits.
+/// The budget is split into a few rings (shards, see [`with_shards`](Self::with_shards)),
+/// each behind a lock, taken once per read region (to claim it, and to give back what
+/// the read did not fill) and once per short frame (to claim its copy), never while a
+/// reader reads or waits; each thread keeps to a shard of its own while it can.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -83,22 +93,65 @@ pub struct ReadPool {
 
 /// What the handles share.
 struct Shared {
-    /// The budget: a `Fail` ring of one block.
-    ring: Mutex<Ring>,
-    /// The ring's span, fixed (one block for life).
+    /// The budget, split: `Fail` rings of one block each, all of one length.
+    shards: Box<[Shard]>,
+    /// The hull of the shards' spans, fixed: a waiter's.
     span: Span,
-    /// The ring's block length, fixed.
+    /// A shard's block length, fixed.
     block_len: usize,
-    /// The most bytes one region can have (`Ring::largest_fit`), fixed.
+    /// The most bytes one region can have (`Ring::largest_fit` of a shard), fixed.
     fit: usize,
 }
 
+/// One ring of a pool.
+struct Shard {
+    ring: Mutex<Ring>,
+    /// The ring's span, fixed (one block for life).
+    span: Span,
+}
+
+/// Bytes of a shard at least: a pool of less than twice this has one shard.
+const MIN_SHARD: usize = 1 << 20;
+
+/// Shards at most.
+const MAX_SHARDS: usize = 64;
+
+/// The shards of a pool of `budget` bytes: twice the parallelism (so two threads seldom
+/// start at one shard), as far as each keeps [`MIN_SHARD`] bytes.
+fn shard_count(budget: usize) -> usize {
+    // `available_parallelism` reads cgroup files: asked once per process.
+    static PARALLELISM: OnceLock<usize> = OnceLock::new();
+    let threads =
+        *PARALLELISM.get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
+    (2 * threads).min(MAX_SHARDS).min(budget / MIN_SHARD).max(1)
+}
+
+std::thread_local! {
+    /// The shard this thread claims from first: the last one it claimed from (at first,
+    /// the next of a process-wide count, so threads start spread out).
+    static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// [`HOME`], assigned on a thread's first call.
+fn home() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    HOME.with(|h| {
+        if h.get() == usize::MAX {
+            // Relaxed: a count that only spreads threads out.
+            h.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        h.get()
+    })
+}
+
 impl ReadPool {
-    /// A pool of `budget` bytes (headers included, rounded up to a multiple of 8).
+    /// A pool of `budget` bytes (headers included; a pool of 2 MiB or more is split into
+    /// rings, each rounded up to a multiple of 8 bytes: see
+    /// [`with_shards`](Self::with_shards)).
     ///
     /// # Panics
-    /// When `budget` is 0, larger than a ring's block can address (16 GiB), or the
-    /// global allocator refuses it; [`ReadPool::try_new`] returns those as errors.
+    /// When `budget` is 0, larger than a ring's block can address (16 GiB a shard), or
+    /// the global allocator refuses it; [`ReadPool::try_new`] returns those as errors.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(64 << 20);
@@ -122,32 +175,76 @@ impl ReadPool {
     /// assert_eq!(ReadPool::try_new(0).unwrap_err(), RingError::ZeroCapacity);
     /// ```
     pub fn try_new(budget: usize) -> Result<ReadPool, RingError> {
-        let ring = Ring::builder()
-            .capacity(budget)
-            .when_full(WhenFull::Fail)
-            .build()?;
+        ReadPool::with_shards(budget, shard_count(budget))
+    }
+
+    /// A pool of `budget` bytes in `shards` rings of equal length (at least one).
+    ///
+    /// Each thread that claims from a pool starts at a shard of its own and keeps it, so
+    /// threads polling many readers seldom take each other's locks and cache lines; a
+    /// thread moves to another shard when its own is busy or has no room. A region (a
+    /// read, a frame) is at most a shard: a frame larger than a shard is
+    /// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), a budget's
+    /// share that no one reader can take. [`new`](Self::new) makes twice the
+    /// parallelism, with at least 1 MiB a shard.
+    ///
+    /// # Errors
+    /// As [`Ring::try_new`], for a shard of `budget / shards` bytes.
+    ///
+    /// ```
+    /// let pool = ringmem::io::ReadPool::with_shards(4 << 20, 4).unwrap();
+    /// assert_eq!((pool.budget(), pool.shards()), (4 << 20, 4));
+    /// ```
+    pub fn with_shards(budget: usize, shards: usize) -> Result<ReadPool, RingError> {
+        let count = shards.max(1);
+        let shards = (0..count)
+            .map(|_| {
+                let ring = Ring::builder()
+                    .capacity(budget / count)
+                    .when_full(WhenFull::Fail)
+                    .build()?;
+                Ok(Shard {
+                    span: ring.span(),
+                    ring: Mutex::new(ring),
+                })
+            })
+            .collect::<Result<Box<[Shard]>, RingError>>()?;
+        let (block_len, fit) = {
+            let first = lock(&shards[0]);
+            (first.block_len(), first.largest_fit())
+        };
         Ok(ReadPool {
             shared: Arc::new(Shared {
-                span: ring.span(),
-                block_len: ring.block_len(),
-                fit: ring.largest_fit(),
-                ring: Mutex::new(ring),
+                span: (shards.iter()).fold(Span::NONE, |s, shard| s.hull(shard.span)),
+                block_len,
+                fit,
+                shards,
             }),
         })
     }
 
-    /// The budget: the bytes of the pool's ring, headers included.
+    /// The budget: the bytes of the pool's rings, headers included.
     ///
     /// ```
     /// assert_eq!(ringmem::io::ReadPool::new(100).budget(), 104);
     /// ```
     pub fn budget(&self) -> usize {
-        self.shared.block_len
+        self.shared.block_len * self.shared.shards.len()
     }
 
-    /// The pool's ring's [`RingStats`]: the regions that readers are reading into and
-    /// the frames (or frozen regions) still held, and the bytes they take. It walks the
-    /// region headers under the pool's lock: for tuning and tests, not a hot loop.
+    /// How many rings the budget is split into (see [`with_shards`](Self::with_shards)).
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::ReadPool::new(1 << 20).shards(), 1);
+    /// ```
+    pub fn shards(&self) -> usize {
+        self.shared.shards.len()
+    }
+
+    /// The pool's [`RingStats`], summed over its rings: the regions that readers are
+    /// reading into and the frames (or frozen regions) still held, and the bytes they
+    /// take. It walks the region headers under each ring's lock: for tuning and tests,
+    /// not a hot loop.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
@@ -156,19 +253,72 @@ impl ReadPool {
     /// assert_eq!(stats.capacity, 1 << 20);
     /// ```
     pub fn stats(&self) -> RingStats {
-        self.with(Ring::stats)
+        let mut sum = RingStats::default();
+        for shard in self.shared.shards.iter() {
+            let s = lock(shard).stats();
+            sum.live_buffers += s.live_buffers;
+            sum.bytes_in_use += s.bytes_in_use;
+            sum.capacity += s.capacity;
+            sum.blocks += s.blocks;
+            sum.heap_fallbacks += s.heap_fallbacks;
+        }
+        sum
     }
 
-    /// Runs `f` on the pool's ring, under the lock.
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
-        f(&self.lock())
+    /// What `f` claims from a shard: the thread's own shard if its lock is free, then
+    /// the others whose locks are free, then every shard, waiting for its lock. The
+    /// shard that serves becomes the thread's own.
+    fn claim<T>(&self, mut f: impl FnMut(&Ring) -> Option<T>) -> Option<T> {
+        let shards = &self.shared.shards;
+        let n = shards.len();
+        if n == 1 {
+            return f(&lock(&shards[0]));
+        }
+        let first = home() % n;
+        let order = || (0..n).map(move |i| (first + i) % n);
+        for k in order() {
+            let ring = match shards[k].ring.try_lock() {
+                Ok(ring) => ring,
+                // As in `lock`.
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            if let Some(t) = f(&ring) {
+                drop(ring);
+                HOME.with(|h| h.set(k));
+                return Some(t);
+            }
+        }
+        for k in order() {
+            if let Some(t) = f(&lock(&shards[k])) {
+                HOME.with(|h| h.set(k));
+                return Some(t);
+            }
+        }
+        None
     }
 
-    fn lock(&self) -> MutexGuard<'_, Ring> {
-        // A panic under the lock came from the ring's own code, which leaves its headers
-        // tiled at every point it can panic (allocation failures are `None`): go on.
-        self.shared.ring.lock().unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on the ring that holds the byte at `addr` (a region's), under its lock.
+    fn with_ring_of<T>(&self, addr: usize, f: impl FnOnce(&Ring) -> T) -> T {
+        let shards = &self.shared.shards;
+        let shard = (shards.iter())
+            .find(|s| s.span.holds(addr))
+            .expect("a region of a pool lies in one of its rings");
+        f(&lock(shard))
     }
+
+    /// Runs `f` on the first shard's ring, under its lock: for tests of a pool of one.
+    #[cfg(test)]
+    fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
+        f(&lock(&self.shared.shards[0]))
+    }
+}
+
+/// `shard`'s ring, locked.
+fn lock(shard: &Shard) -> MutexGuard<'_, Ring> {
+    // A panic under the lock came from the ring's own code, which leaves its headers
+    // tiled at every point it can panic (allocation failures are `None`): go on.
+    shard.ring.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl fmt::Debug for ReadPool {
@@ -186,19 +336,6 @@ pub(crate) enum Memory {
 }
 
 impl Memory {
-    /// Runs `f` on the ring: the reader's own, or the pool's under its lock, held for
-    /// `f` only: `f` must not read from a socket, wait, or release a buffer (its
-    /// release would be under the lock for nothing). Room `f` gives back wakes the
-    /// pool's waiters under the lock (`orphan::after_room`): an executor's `wake`
-    /// must not poll the woken task in place (tokio's does not).
-    #[inline]
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
-        match self {
-            Memory::Own(ring) => f(ring),
-            Memory::Pool(pool) => pool.with(f),
-        }
-    }
-
     /// A region of `n` bytes if the ring has room now: the first try of a claim.
     ///
     /// Without room for `n`, a region of [`FAIR_READ`] bytes, then of `least` (see
@@ -214,7 +351,7 @@ impl Memory {
                 .fixed(n)
                 .or_else(|| claim_or_least(ring, n, least, false)),
             Memory::Pool(pool) => {
-                pool.with(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
+                pool.claim(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
             }
         }
     }
@@ -222,13 +359,20 @@ impl Memory {
     /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`); of
     /// less than `n` bytes, down to `least`, if `n` do not fit.
     pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
-        self.with(|r| claim_or_least(r, n, least, walk))
+        match self {
+            Memory::Own(ring) => claim_or_least(ring, n, least, walk),
+            Memory::Pool(pool) => pool.claim(|r| claim_or_least(r, n, least, walk)),
+        }
     }
 
     /// What a claim of `least` bytes comes to at once, before any waiting: `Some` when
     /// no release can make room (see `hopeless`).
     pub(crate) fn hopeless(&self, least: usize) -> Option<WaitError> {
-        self.with(|r| hopeless(r, Some(least)))
+        match self {
+            Memory::Own(ring) => hopeless(ring, Some(least)),
+            // The shards are alike, and a `Fail` ring's answer is its size's.
+            Memory::Pool(pool) => hopeless(&lock(&pool.shared.shards[0]), Some(least)),
+        }
     }
 
     /// A region of `n` bytes (or less, down to `least`), blocking the thread until
@@ -247,7 +391,11 @@ impl Memory {
     /// claims again). Never a wait: the frame's view serves instead.
     #[inline]
     pub(crate) fn claim_now(&self, n: usize) -> Option<FixedBufMut> {
-        self.with(|r| r.fixed(n).or_else(|| claim_or_least(r, n, n, true)))
+        let claim = |r: &Ring| r.fixed(n).or_else(|| claim_or_least(r, n, n, true));
+        match self {
+            Memory::Own(ring) => claim(ring),
+            Memory::Pool(pool) => pool.claim(claim),
+        }
     }
 
     /// The addresses a release that makes room for this reader lies in.
@@ -278,13 +426,21 @@ impl Memory {
 
     /// Gives `buf`'s unused capacity back to the ring (see `FixedBufMut::shrink_in`).
     pub(crate) fn shrink(&self, buf: &mut FixedBufMut) {
-        self.with(|r| buf.shrink_in(r));
+        match self {
+            Memory::Own(ring) => buf.shrink_in(ring),
+            Memory::Pool(pool) => pool.with_ring_of(buf.as_ptr() as usize, |r| buf.shrink_in(r)),
+        }
     }
 
     /// Gives `buf`'s capacity beyond `cap` bytes back to the ring.
     #[cfg(feature = "tokio")]
     pub(crate) fn shrink_to(&self, buf: &mut FixedBufMut, cap: usize) {
-        self.with(|r| buf.shrink_to_in(cap, r));
+        match self {
+            Memory::Own(ring) => buf.shrink_to_in(cap, ring),
+            Memory::Pool(pool) => {
+                pool.with_ring_of(buf.as_ptr() as usize, |r| buf.shrink_to_in(cap, r))
+            }
+        }
     }
 
     /// The reader's own ring; `None` on a pool.
@@ -375,11 +531,11 @@ mod tests {
         let pool = ReadPool::new(64 << 10);
         let own = Memory::Own(Ring::new(64 << 10));
         for mem in [Memory::Pool(pool.clone()), own] {
-            let held = mem.with(|r| r.fixed(50 << 10)).unwrap();
+            let held = mem.claim_now(50 << 10).unwrap();
             let fair = mem.first_try(20 << 10, 100).expect("no fair region");
             assert_eq!(fair.capacity(), FAIR_READ);
             // What is left: under 10 KiB in all, less after the fair region.
-            let rest = mem.with(|r| r.fixed(7 << 10));
+            let rest = mem.claim_now(7 << 10);
             let least = mem.first_try(20 << 10, 100).expect("no least region");
             assert_eq!(least.capacity(), 104); // rounded up to words
             assert!(mem.try_claim(20 << 10, 100, true).is_some());

@@ -134,7 +134,7 @@ impl Span {
         self.start <= other.start && other.end <= self.end
     }
 
-    fn holds(self, addr: usize) -> bool {
+    pub(crate) fn holds(self, addr: usize) -> bool {
         self.start <= addr && addr < self.end
     }
 
