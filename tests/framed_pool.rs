@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{faulty, holds, pattern, scaled};
 use futures_core::Stream;
 use ringmem::io::{AsyncFramedReader, Decoder, FramedReader, LengthDelimited, Lines, ReadPool};
-use ringmem::FixedBuf;
+use ringmem::{FixedBuf, Ring};
 use tokio::io::{AsyncRead, AsyncWriteExt, DuplexStream, ReadBuf};
 
 #[global_allocator]
@@ -317,7 +317,8 @@ async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
 fn an_idle_reader_on_its_own_ring_holds_nothing() {
     current_thread().block_on(async {
         let (mut client, server) = tokio::io::duplex(64 << 10);
-        let mut r = AsyncFramedReader::new(server, LengthDelimited::new());
+        let mut r =
+            AsyncFramedReader::with_ring(server, LengthDelimited::new(), Ring::new(1 << 20));
         client.write_all(&wire(0, 0)).await.unwrap();
         let f = next(&mut r).await.unwrap().unwrap();
         assert!(poll_once(&mut r).await.is_pending());
@@ -805,11 +806,13 @@ fn keeping_one_frame_in_a_thousand_holds_its_own_bytes() {
             Some(pool) => pool.stats(),
             None => reader.ring().stats(),
         };
-        // The kept frames, each in a region of its own: its bytes and a header.
-        assert_eq!(stats.live_buffers, kept.len(), "{name}: {stats:?}");
+        // The kept frames, each in a region of its own (its bytes and a header), but a
+        // few in a probe's region of 4 KiB (see `FramedReader`): within 4 times the
+        // kept bytes (about 1.5 times in this stream).
+        assert!(stats.live_buffers <= kept.len(), "{name}: {stats:?}");
         let kept_bytes: usize = kept.iter().map(|f| f.len()).sum();
         assert!(
-            stats.bytes_in_use <= kept_bytes + kept.len() * HDR,
+            stats.bytes_in_use <= 4 * kept_bytes,
             "{name}: {stats:?} for {kept_bytes} bytes kept"
         );
         drop(kept);

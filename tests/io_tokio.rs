@@ -61,7 +61,8 @@ async fn frames_over_loopback_tcp() {
     let sent = frames(600);
     for chunk in [1 << 16, 4093, 100] {
         let conn = serve(encode(&sent), chunk).await;
-        let mut reader = AsyncFramedReader::new(conn, LengthDelimited::new());
+        let mut reader =
+            AsyncFramedReader::with_ring(conn, LengthDelimited::new(), Ring::new(1 << 20));
         let mut got = Vec::new();
         while let Some(f) = next(&mut reader).await {
             got.push(f.unwrap().to_vec());
@@ -99,7 +100,7 @@ async fn a_full_ring_waits_for_the_consumer() {
 async fn bad_input_is_an_error_then_skipped_or_the_end() {
     // A line over the maximum (skipped), then a frame cut by the peer's close (the end).
     let conn = serve(b"short\nmuch too long for this\nnext\n".to_vec(), 7).await;
-    let mut r = AsyncFramedReader::new(conn, Lines::with_max_length(10));
+    let mut r = AsyncFramedReader::with_ring(conn, Lines::with_max_length(10), Ring::new(1 << 20));
     assert_eq!(&next(&mut r).await.unwrap().unwrap()[..], b"short");
     let e = next(&mut r).await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidData);
@@ -110,7 +111,7 @@ async fn bad_input_is_an_error_then_skipped_or_the_end() {
     let mut wire = encode(&[vec![1; 10], vec![2; 500]]);
     wire.truncate(wire.len() - 1);
     let conn = serve(wire, 64).await;
-    let mut r = AsyncFramedReader::new(conn, LengthDelimited::new());
+    let mut r = AsyncFramedReader::with_ring(conn, LengthDelimited::new(), Ring::new(1 << 20));
     assert_eq!(next(&mut r).await.unwrap().unwrap().len(), 10);
     let e = next(&mut r).await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
@@ -464,7 +465,7 @@ async fn frames_go_out_through_tokio_util_framed_write() {
     use tokio_util::codec::{FramedWrite, LengthDelimitedCodec};
     let sent = frames(40);
     let conn = serve(encode(&sent), 4096).await;
-    let mut r = AsyncFramedReader::new(conn, LengthDelimited::new());
+    let mut r = AsyncFramedReader::with_ring(conn, LengthDelimited::new(), Ring::new(1 << 20));
     let mut out = FramedWrite::new(Vec::new(), LengthDelimitedCodec::new());
     while let Some(frame) = next(&mut r).await {
         let frame = frame.unwrap();
@@ -675,14 +676,14 @@ async fn frames_round_trip_through_the_async_writer() {
     let addr = listener.local_addr().unwrap();
     let back = tokio::spawn(async move {
         let (s, _) = listener.accept().await.unwrap();
-        let mut r = AsyncFramedReader::new(s, LengthDelimited::new());
+        let mut r = AsyncFramedReader::with_ring(s, LengthDelimited::new(), Ring::new(1 << 20));
         let mut got = Vec::new();
         while let Some(f) = next(&mut r).await {
             got.push(f.unwrap().to_vec());
         }
         got
     });
-    let mut r = AsyncFramedReader::new(conn, LengthDelimited::new());
+    let mut r = AsyncFramedReader::with_ring(conn, LengthDelimited::new(), Ring::new(1 << 20));
     let mut w = AsyncFramedWriter::new(
         TcpStream::connect(addr).await.unwrap(),
         LengthDelimited::new(),
@@ -886,7 +887,11 @@ fn a_replaced_read_buf_is_an_error_not_bytes() {
     }
     // An empty one is not the end of the stream either.
     let src = Swapper::new(b"a\nb".to_vec(), 1 << 20, 0, &[]);
-    let got = frames_then_the_bug(AsyncFramedReader::new(src, Lines::new()));
+    let got = frames_then_the_bug(AsyncFramedReader::with_ring(
+        src,
+        Lines::new(),
+        Ring::new(1 << 20),
+    ));
     assert!(got.is_empty());
 }
 

@@ -64,6 +64,17 @@ impl FixedBuf {
         ring::region_span(self.hdr)
     }
 
+    /// Drops this handle; `true` if it was the region's last (no other handle of it,
+    /// a slice or a clone, is alive on any thread).
+    #[cfg(real_std)]
+    #[inline]
+    pub(crate) fn release_was_last(self) -> bool {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: as in `drop`: this handle's count goes away, and the handle with it
+        // (`ManuallyDrop`: no second release).
+        unsafe { ring::release_shared(this.hdr, WORD) }
+    }
+
     /// Bytes in view.
     ///
     /// ```
@@ -233,7 +244,7 @@ impl Drop for FixedBuf {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: this handle's count goes away with it; byte buffers use WORD alignment.
-        unsafe { ring::release_shared(self.hdr, WORD) }
+        unsafe { ring::release_shared(self.hdr, WORD) };
     }
 }
 

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
 use super::pool::{Memory, ReadPool};
-use super::reader::{clamp_read_size, DEFAULT_READ, DEFAULT_RING};
+use super::reader::{clamp_read_size, DEFAULT_READ};
 use crate::ring::wait::{poll_until, TaskSlot};
 use crate::{FixedBuf, Ring};
 
@@ -84,15 +84,18 @@ const COOP_BYTES: usize = 8 << 10;
 const FRAME_COST: usize = 8;
 
 impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
-    /// A reader on a ring of its own of 1 MiB, reading up to 64 KiB at a time.
+    /// A reader on the process's [`ReadPool`] ([`ReadPool::global`]: 64 MiB for all
+    /// the readers made so, unless set), reading up to 64 KiB at a time: what a server
+    /// with many connections wants. For a reader on a ring of its own, see
+    /// [`with_ring`](Self::with_ring).
     ///
     /// ```
-    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// use ringmem::io::{AsyncFramedReader, Lines, ReadPool};
     /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new());
-    /// assert_eq!(r.ring().capacity(), 1 << 20);
+    /// assert_eq!(r.pool().unwrap().budget(), ReadPool::global().budget());
     /// ```
     pub fn new(reader: R, decoder: D) -> Self {
-        Self::with_ring(reader, decoder, Ring::new(DEFAULT_RING))
+        Self::with_pool(reader, decoder, ReadPool::global())
     }
 
     /// A reader on `ring`, reading up to 64 KiB at a time (or a quarter of the ring).
@@ -176,15 +179,16 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         self.core.read_size
     }
 
-    /// The ring the frames live in.
+    /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring).
     ///
     /// # Panics
-    /// On a reader made by [`with_pool`](Self::with_pool), whose frames live in the
-    /// pool's ring, behind its lock: see [`pool`](Self::pool).
+    /// On a reader of a [`ReadPool`] ([`new`](Self::new), [`with_pool`](Self::with_pool)),
+    /// whose frames live in the pool's rings, behind their locks: see
+    /// [`pool`](Self::pool).
     ///
     /// ```
-    /// use ringmem::io::{AsyncFramedReader, Lines};
-    /// let r = AsyncFramedReader::new(tokio::io::empty(), Lines::new());
+    /// use ringmem::{io::{AsyncFramedReader, Lines}, Ring};
+    /// let r = AsyncFramedReader::with_ring(tokio::io::empty(), Lines::new(), Ring::new(1 << 16));
     /// assert_eq!(r.ring().stats().live_buffers, 0);
     /// ```
     pub fn ring(&self) -> &Ring {
@@ -196,15 +200,17 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         }
     }
 
-    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool);
-    /// `None` for a reader on a ring of its own ([`ring`](Self::ring)).
+    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool)
+    /// (or [`new`](Self::new): the process's pool); `None` for a reader on a ring of
+    /// its own ([`ring`](Self::ring)).
     ///
     /// ```
     /// use ringmem::io::{AsyncFramedReader, Lines, ReadPool};
     /// let pool = ReadPool::new(1 << 16);
     /// let r = AsyncFramedReader::with_pool(tokio::io::empty(), Lines::new(), &pool);
     /// assert_eq!(r.pool().unwrap().budget(), 1 << 16);
-    /// assert!(AsyncFramedReader::new(tokio::io::empty(), Lines::new()).pool().is_none());
+    /// let own = AsyncFramedReader::with_ring(tokio::io::empty(), Lines::new(), ringmem::Ring::new(1 << 16));
+    /// assert!(own.pool().is_none());
     /// ```
     pub fn pool(&self) -> Option<&ReadPool> {
         self.mem.pool()

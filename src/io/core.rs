@@ -39,7 +39,31 @@ pub(crate) enum Step {
 }
 
 /// Frames decoded ahead at most: the queue's bound whatever the frames' sizes.
-const QUEUE: usize = 128;
+const QUEUE: usize = 32;
+
+/// Bytes a region read without copies holds at most until the reader knows that frames
+/// are dropped before the reader is done with their region (see [`Core::retire`]): what
+/// a frame kept from it holds.
+const PROBE_READ: usize = 4 << 10;
+
+/// Regions of copies after a region found held, at first (see [`Core::retire`]).
+const PROBE_MIN: u32 = 4;
+
+/// Regions of copies after a region found held, at most: a frame kept from a region read
+/// without copies holds that region, once in this many regions read.
+const PROBE_MAX: u32 = 1024;
+
+/// Frames of probes in a row found free after which a reader whose frames were found
+/// held reads without copies again: evidence enough that no more than about one frame
+/// in this many is kept.
+const TRUST_FRAMES: u32 = 4096;
+
+/// Frames whose copies (see [`frame_of`]) a reader on a pool claims at once, at most:
+/// one lock for them all.
+const BATCH: usize = 16;
+
+/// Bytes of the copies claimed at once, at most.
+const BATCH_BYTES: usize = 16 << 10;
 
 /// Bytes of a partial frame from which completing it in place (one more read) is
 /// preferred to copying them into the next region: about what a read call costs in
@@ -84,6 +108,30 @@ pub(crate) struct Core<D> {
     queue: VecDeque<Frame>,
     /// What follows the queued frames.
     after: After,
+    /// Regions claimed for copies of the first queued frames, one entry per frame from
+    /// the first (`None`: the frame is yielded as a slice of `ready`), claimed at once
+    /// ([`plan_copies`](Self::plan_copies)).
+    copies: VecDeque<Option<FixedBufMut>>,
+    /// Regions left whose short frames are copied (see [`frame_of`]); 0: frames are
+    /// slices of their region. See [`retire`](Self::retire).
+    copy_left: u32,
+    /// Regions of copies after the next region found still held when the reader is
+    /// done with it: from [`PROBE_MIN`], doubling to [`PROBE_MAX`].
+    probe_gap: u32,
+    /// The last region read without copies was found free: frames are slices, in
+    /// regions of a bulk read. Else, out of copy mode, the next region is a probe: at
+    /// most [`PROBE_READ`] bytes.
+    trusted: bool,
+    /// The region the last frame was yielded from, when it was its last: retired at the
+    /// next step, once the consumer had the chance to drop that frame.
+    retiring: Option<FixedBuf>,
+    /// Frames yielded from the region being read, counted for [`retire`](Self::retire).
+    yielded: u32,
+    /// Frames of probes found free since a region was last found held.
+    free_frames: u32,
+    /// `free_frames` a reader needs to read without copies again: 0 until a region was
+    /// found held, then [`TRUST_FRAMES`].
+    trust_after: u32,
     /// Bytes of `pending` the queued frames take (0 unless `topping`).
     walked: usize,
     /// `pending` is kept open after frames were decoded in it, to complete its last
@@ -139,8 +187,18 @@ impl<D: Decoder> Core<D> {
             decoder,
             read_size,
             top_up,
-            queue: VecDeque::with_capacity(QUEUE),
+            // Allocated by the first walk (`reserve_queue`): a reader that never gets a
+            // byte holds no heap.
+            queue: VecDeque::new(),
             after: After::Unwalked,
+            copies: VecDeque::new(),
+            copy_left: 0,
+            probe_gap: PROBE_MIN,
+            trusted: false,
+            retiring: None,
+            yielded: 0,
+            free_frames: 0,
+            trust_after: 0,
             walked: 0,
             topping: false,
             at_eof: false,
@@ -182,8 +240,13 @@ impl<D: Decoder> Core<D> {
             let need = need.saturating_mul(2).min(self.fit).max(need);
             return Step::Alloc { need, least: need };
         }
-        let slack = if self.top_up { self.read_size / 4 } else { 0 };
-        let bulk = need.max(self.read_size + slack);
+        let read_size = if self.copy_left == 0 && !self.trusted {
+            self.read_size.min(PROBE_READ)
+        } else {
+            self.read_size
+        };
+        let slack = if self.top_up { read_size / 4 } else { 0 };
+        let bulk = need.max(read_size + slack);
         // A line doubles, as above, so that its copies stay in proportion to it.
         let least = if self.open_ended {
             need.saturating_mul(2)
@@ -202,6 +265,14 @@ impl<D: Decoder> Core<D> {
         self.open_ended && self.need > self.read_size
     }
 
+    /// The queue's room for [`QUEUE`] frames, allocated once in a reader's life.
+    #[inline]
+    fn reserve_queue(&mut self) {
+        if self.queue.capacity() == 0 {
+            self.queue.reserve_exact(QUEUE);
+        }
+    }
+
     /// Decodes frames of `buf` from `from` into the queue; returns where they end and
     /// what follows.
     fn walk(&mut self, buf: &[u8], mut from: usize) -> (usize, After) {
@@ -209,6 +280,7 @@ impl<D: Decoder> Core<D> {
         // top-ups, or when the bytes are a whole number of frames of a long run of like
         // frames (reads are sized for that: no partial frame is expected); the rest
         // are then decoded as they are taken.
+        self.reserve_queue();
         let stride = self.stride;
         let aligned = self.run >= RUN && (buf.len() - from) % stride == 0;
         let most = if self.top_up && !aligned { QUEUE } else { 1 };
@@ -229,13 +301,109 @@ impl<D: Decoder> Core<D> {
         (from, After::Unwalked)
     }
 
+    /// The reader is done with `region` (its frames yielded, its partial frame copied
+    /// on): whether frames of it are still held elsewhere decides whether the next
+    /// regions' short frames are copied ([`frame_of`]).
+    ///
+    /// A copy per frame is what a frame the application keeps must cost to hold its own
+    /// bytes rather than its region and the frames read with it; it is wasted on frames
+    /// dropped before the next is taken, the loop most readers run. So frames are slices
+    /// of bulk reads until a region is found held when the reader is done with it (a
+    /// frame of it kept, or queued for another task). From then on the reader copies the
+    /// short frames of [`probe_gap`](Self::probe_gap) regions, then reads a probe: a
+    /// region of at most [`PROBE_READ`] bytes, without copies. A probe found held
+    /// doubles the gap (to [`PROBE_MAX`]); found free, it halves it (to [`PROBE_MIN`]),
+    /// and once probes in a row have shown [`TRUST_FRAMES`] frames free, the reader
+    /// reads without copies again. A reader starts with a probe, and one found free
+    /// is enough then.
+    ///
+    /// So a frame kept for good holds its own bytes and a header, or a probe's 4 KiB
+    /// (about one frame in `TRUST_FRAMES` read, once frames were found kept), or, once
+    /// for each time a consumer that drops its frames in place for thousands of frames
+    /// starts keeping them, the region it was read into.
+    fn retire(&mut self, region: FixedBuf) {
+        let free = region.release_was_last();
+        let frames = core::mem::take(&mut self.yielded);
+        if self.copy_left > 0 {
+            self.copy_left -= 1;
+        } else if !free {
+            self.trusted = false;
+            self.free_frames = 0;
+            self.trust_after = TRUST_FRAMES;
+            self.copy_left = self.probe_gap;
+            self.probe_gap = self.probe_gap.saturating_mul(2).min(PROBE_MAX);
+        } else if !self.trusted {
+            self.probe_gap = (self.probe_gap / 2).max(PROBE_MIN);
+            self.free_frames = self.free_frames.saturating_add(frames);
+            if self.free_frames >= self.trust_after {
+                self.trusted = true;
+            } else {
+                self.copy_left = self.probe_gap;
+            }
+        }
+    }
+
+    /// On a pool: decodes up to [`BATCH`] frames of `ready` ahead (into the queue, as
+    /// the walk does) and claims the copies of the short ones among them (see
+    /// [`frame_of`]) at once, up to [`BATCH_BYTES`]: one lock for them all, where a
+    /// claim per frame had the threads polling readers take each other's locks and
+    /// cache lines at every frame. Frames past the ones planned get a plan of their own
+    /// when they come up. (On a reader's own ring, where a claim takes no lock, the
+    /// plan's bookkeeping cost more than it saved: a copy is claimed as its frame is
+    /// yielded, [`frame_of`].)
+    fn plan_copies(&mut self, mem: &Memory) {
+        self.reserve_queue();
+        let Some(ready) = &self.ready else { return };
+        debug_assert!(self.copies.is_empty());
+        let mut off: usize = self.queue.iter().map(|f| f.consumed).sum();
+        while self.queue.len() < BATCH && off < ready.len() {
+            if !matches!(self.after, After::Unwalked) {
+                break;
+            }
+            match self.decoder.decode(&ready[off..]) {
+                Ok(Decode::Frame(f)) => {
+                    check(f, ready.len() - off);
+                    off += f.consumed;
+                    self.queue.push_back(f);
+                }
+                Ok(Decode::Need(n)) => self.after = After::Need(n),
+                Err(e) => self.after = After::Error(e),
+            }
+        }
+        let region = ready.region_span();
+        let (mut plan, mut planned, mut bytes) = ([None; BATCH], 0, 0);
+        for f in self.queue.iter().take(BATCH) {
+            let len = f.end - f.start;
+            if short(len, region) {
+                bytes += len;
+                if bytes > BATCH_BYTES && bytes > len {
+                    break;
+                }
+                plan[planned] = Some(len);
+            }
+            planned += 1;
+        }
+        if self.copies.capacity() == 0 {
+            // Once in a reader's life.
+            self.copies.reserve_exact(BATCH);
+        }
+        mem.claim_copies(plan[..planned].iter().copied(), &mut self.copies);
+    }
+
     pub(crate) fn step(&mut self, mem: &Memory) -> io::Result<Step> {
+        if let Some(done) = self.retiring.take() {
+            self.retire(done);
+        }
         loop {
             if self.done {
                 return Ok(Step::End);
             }
             if self.topping {
                 return Ok(Step::TopUp);
+            }
+            let copying = self.copy_left > 0;
+            if copying && self.ready.is_some() && self.copies.is_empty() && mem.pool().is_some() {
+                self.plan_copies(mem);
             }
             let Some(ready) = &mut self.ready else { break };
             let f = match self.queue.pop_front() {
@@ -281,11 +449,24 @@ impl<D: Decoder> Core<D> {
                 self.run = 1;
             }
             self.last = f.consumed;
-            let frame = frame_of(ready, f.start..f.end, mem);
+            self.yielded = self.yielded.wrapping_add(1);
+            let frame = if !copying {
+                ready.slice(f.start..f.end)
+            } else {
+                match self.copies.pop_front() {
+                    Some(Some(mut copy)) => {
+                        let copied = copy.try_extend_from_slice(&ready[f.start..f.end]);
+                        debug_assert!(copied.is_ok(), "{f:?} copied into {copy:?}");
+                        copy.freeze()
+                    }
+                    Some(None) => ready.slice(f.start..f.end),
+                    None => frame_of(ready, f.start..f.end, mem),
+                }
+            };
             ready.skip(f.consumed);
             if ready.is_empty() {
                 debug_assert!(self.queue.is_empty(), "frames past {ready:?}");
-                self.ready = None;
+                self.retiring = self.ready.take();
                 self.need = 1;
                 self.open_ended = false;
                 self.after = After::Unwalked;
@@ -350,6 +531,7 @@ impl<D: Decoder> Core<D> {
             self.spill.clear();
             self.spill.extend_from_slice(&carry);
             self.spilled = true;
+            self.retire(carry);
         }
     }
 
@@ -420,7 +602,9 @@ impl<D: Decoder> Core<D> {
         // The one copy of a partial frame: `need > ` its length, and the region was
         // sized for `need`.
         let fits = if let Some(carry) = self.carry.take() {
-            region.try_extend_from_slice(&carry)
+            let fits = region.try_extend_from_slice(&carry);
+            self.retire(carry);
+            fits
         } else if self.spilled {
             self.spilled = false;
             let fits = region.try_extend_from_slice(&self.spill);
@@ -653,7 +837,11 @@ impl<D: Decoder> Core<D> {
         match self.decoder.decode_eof(&tail) {
             Ok(f) => {
                 check(f, tail.len());
-                Ok(Some(frame_of(&tail, f.start..f.end, mem)))
+                Ok(Some(if self.copy_left > 0 {
+                    frame_of(&tail, f.start..f.end, mem)
+                } else {
+                    tail.slice(f.start..f.end)
+                }))
             }
             Err(e) => Err(self.fail(e)),
         }
@@ -684,6 +872,7 @@ impl<D: Decoder> Core<D> {
         self.spill = Vec::new();
         self.spilled = false;
         self.queue.clear();
+        self.copies.clear();
         self.after = After::Unwalked;
         self.topping = false;
         self.deferred = None;
@@ -730,14 +919,22 @@ const PIN_MAX: usize = 4;
 /// a read or more) is not copied.
 fn frame_of(region: &FixedBuf, range: Range<usize>, mem: &Memory) -> FixedBuf {
     let len = range.len();
-    if len.saturating_mul(PIN_MAX) < region.region_span() {
-        if let Some(mut own) = mem.claim_now(len) {
+    if short(len, region.region_span()) {
+        if let Some(mut own) = mem.claim_now(len.max(1)) {
             let copied = own.try_extend_from_slice(&region[range.clone()]);
             debug_assert!(copied.is_ok(), "a copy of {len} bytes into {own:?}");
             return own.freeze();
         }
     }
     region.slice(range)
+}
+
+/// Whether a frame of `len` bytes is copied out of a region of `span` bytes (header
+/// included) rather than held as a slice of it: when it is less than a [`PIN_MAX`]th of
+/// the region.
+#[inline]
+fn short(len: usize, span: usize) -> bool {
+    len.saturating_mul(PIN_MAX) < span
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.

@@ -26,6 +26,7 @@
 
 use core::cell::Cell;
 use core::fmt;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError};
 
@@ -110,6 +111,9 @@ struct Shard {
     span: Span,
 }
 
+/// The process's pool.
+static GLOBAL: OnceLock<ReadPool> = OnceLock::new();
+
 /// Bytes of a shard at least: a pool of less than twice this has one shard.
 const MIN_SHARD: usize = 1 << 20;
 
@@ -145,6 +149,14 @@ fn home() -> usize {
 }
 
 impl ReadPool {
+    /// The budget of the process's pool ([`global`](Self::global)) unless set: 64 MiB
+    /// of address space, its pages touched as readers need them.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::io::ReadPool::GLOBAL_BUDGET, 64 << 20);
+    /// ```
+    pub const GLOBAL_BUDGET: usize = 64 << 20;
+
     /// A pool of `budget` bytes (headers included; a pool of 2 MiB or more is split into
     /// rings, each rounded up to a multiple of 8 bytes: see
     /// [`with_shards`](Self::with_shards)).
@@ -221,6 +233,38 @@ impl ReadPool {
                 shards,
             }),
         })
+    }
+
+    /// The process's pool, which [`FramedReader::new`](super::FramedReader::new) and
+    /// `AsyncFramedReader::new` read into: made on first use, of
+    /// [`GLOBAL_BUDGET`](Self::GLOBAL_BUDGET) bytes, unless [`set_global`](Self::set_global) gave it first. Its address space
+    /// is reserved when it is made; its pages are touched as readers need them.
+    ///
+    /// ```
+    /// use ringmem::io::ReadPool;
+    /// let pool = ReadPool::global();
+    /// assert_eq!(pool.budget(), ReadPool::global().budget()); // one pool
+    /// ```
+    pub fn global() -> &'static ReadPool {
+        GLOBAL.get_or_init(|| ReadPool::new(ReadPool::GLOBAL_BUDGET))
+    }
+
+    /// Makes `pool` the process's pool ([`global`](Self::global)), if none was made
+    /// yet: a server sets its budget once, before its first reader. Gives `pool` back
+    /// if the process's pool exists already.
+    ///
+    /// # Errors
+    /// `Err(pool)` when [`global`](Self::global) has made or been given one.
+    ///
+    /// ```
+    /// use ringmem::io::ReadPool;
+    /// // In this doc test's process no reader has been made yet:
+    /// ReadPool::set_global(ReadPool::new(256 << 20)).unwrap();
+    /// assert_eq!(ReadPool::global().budget(), 256 << 20);
+    /// assert!(ReadPool::set_global(ReadPool::new(1 << 20)).is_err());
+    /// ```
+    pub fn set_global(pool: ReadPool) -> Result<(), ReadPool> {
+        GLOBAL.set(pool)
     }
 
     /// The budget: the bytes of the pool's rings, headers included.
@@ -395,6 +439,50 @@ impl Memory {
         match self {
             Memory::Own(ring) => claim(ring),
             Memory::Pool(pool) => pool.claim(claim),
+        }
+    }
+
+    /// Regions for the copies `planned` asks for, one entry of `out` per entry of
+    /// `planned` (`None` for a `None`, and for a copy without room), claimed at once:
+    /// on a pool, from one shard under one lock (the first whose lock is free and that
+    /// has room for the first copy). A plain claim each, and one walk of the ring at the
+    /// first that fails; the rest then go without.
+    pub(crate) fn claim_copies(
+        &self,
+        planned: impl Iterator<Item = Option<usize>> + Clone,
+        out: &mut VecDeque<Option<FixedBufMut>>,
+    ) {
+        let wanted = planned.clone().any(|n| n.is_some());
+        let mut claim = |r: &Ring| {
+            let start = out.len();
+            let mut walked = false;
+            for n in planned.clone() {
+                let copy = n.and_then(|n| {
+                    let n = n.max(1); // `fixed(0)` is `None`
+                    r.fixed(n).or_else(|| {
+                        if walked {
+                            return None;
+                        }
+                        walked = true;
+                        claim_or_least(r, n, n, true)
+                    })
+                });
+                out.push_back(copy);
+            }
+            if (out.range(start..)).any(Option::is_some) {
+                Some(())
+            } else {
+                out.truncate(start);
+                None
+            }
+        };
+        let served = match self {
+            _ if !wanted => None,
+            Memory::Own(ring) => claim(ring),
+            Memory::Pool(pool) => pool.claim(claim),
+        };
+        if served.is_none() {
+            out.extend(planned.map(|_| None));
         }
     }
 

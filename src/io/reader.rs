@@ -64,23 +64,26 @@ pub struct FramedReader<R, D = LengthDelimited> {
     reader_failed: bool,
 }
 
-/// The ring of [`FramedReader::new`]: 1 MiB.
-pub(crate) const DEFAULT_RING: usize = 1 << 20;
-
 /// A region's bytes at most: `read_size` clamped so that four regions fit a block.
 pub(crate) fn clamp_read_size(mem: &Memory, read_size: usize) -> usize {
     read_size.min(mem.block_len() / 4).max(64)
 }
 
 impl<R: Read, D: Decoder> FramedReader<R, D> {
-    /// A reader on a ring of its own of 1 MiB, reading up to 64 KiB at a time.
+    /// A reader on the process's [`ReadPool`] ([`ReadPool::global`]: 64 MiB for all
+    /// the readers made so, unless set), reading up to 64 KiB at a time: what a server
+    /// with many connections wants. For a reader on a ring of its own, see
+    /// [`with_ring`](Self::with_ring).
     ///
     /// ```
-    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new());
-    /// assert_eq!(r.ring().capacity(), 1 << 20);
+    /// use ringmem::io::{FramedReader, Lines, ReadPool};
+    /// let mut r = FramedReader::new(&b"hi\n"[..], Lines::new());
+    /// assert_eq!(r.pool().unwrap().budget(), ReadPool::global().budget());
+    /// assert_eq!(&r.next_frame()?.unwrap()[..], b"hi");
+    /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn new(reader: R, decoder: D) -> Self {
-        Self::with_ring(reader, decoder, Ring::new(DEFAULT_RING))
+        Self::with_pool(reader, decoder, ReadPool::global())
     }
 
     /// A reader on `ring`, reading up to 64 KiB at a time (or a quarter of the ring, if
@@ -229,14 +232,16 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         }
     }
 
-    /// The ring the frames live in.
+    /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring).
     ///
     /// # Panics
-    /// On a reader made by [`with_pool`](Self::with_pool), whose frames live in the
-    /// pool's ring, behind its lock: see [`pool`](Self::pool).
+    /// On a reader of a [`ReadPool`] ([`new`](Self::new), [`with_pool`](Self::with_pool)),
+    /// whose frames live in the pool's rings, behind their locks: see
+    /// [`pool`](Self::pool).
     ///
     /// ```
-    /// let r = ringmem::io::FramedReader::new(&b""[..], ringmem::io::Lines::new());
+    /// use ringmem::{io::{FramedReader, Lines}, Ring};
+    /// let r = FramedReader::with_ring(&b""[..], Lines::new(), Ring::new(1 << 16));
     /// assert_eq!(r.ring().stats().live_buffers, 0);
     /// ```
     pub fn ring(&self) -> &Ring {
@@ -246,15 +251,17 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         }
     }
 
-    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool);
-    /// `None` for a reader on a ring of its own ([`ring`](Self::ring)).
+    /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool)
+    /// (or [`new`](Self::new): the process's pool); `None` for a reader on a ring of
+    /// its own ([`ring`](Self::ring)).
     ///
     /// ```
     /// use ringmem::io::{FramedReader, Lines, ReadPool};
     /// let pool = ReadPool::new(1 << 16);
     /// let r = FramedReader::with_pool(&b""[..], Lines::new(), &pool);
     /// assert_eq!(r.pool().unwrap().budget(), 1 << 16);
-    /// assert!(FramedReader::new(&b""[..], Lines::new()).pool().is_none());
+    /// let own = FramedReader::with_ring(&b""[..], Lines::new(), ringmem::Ring::new(1 << 16));
+    /// assert!(own.pool().is_none());
     /// ```
     pub fn pool(&self) -> Option<&ReadPool> {
         self.mem.pool()

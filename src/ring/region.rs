@@ -366,14 +366,14 @@ pub(crate) unsafe fn retain_shared(hdr: NonNull<Header>) {
     }
 }
 
-/// Drops one handle of a shared (frozen) region.
+/// Drops one handle of a shared (frozen) region; `true` if it was the last.
 ///
 /// # Safety
 /// - `hdr` leads a region with at least one handle, the caller's, which touches neither
 ///   the region nor `hdr` afterwards;
 /// - `align` is the alignment the region was claimed with.
 #[inline]
-pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
+pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) -> bool {
     // SAFETY: the region is alive until our decrement (contract).
     let header = unsafe { hdr.as_ref() };
     // Release: every handle's reads happen before the region is reused; the decrements
@@ -390,6 +390,7 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) {
             unsafe { heap::free(hdr, prev & !COUNT_MASK, align) };
         }
     }
+    count(prev) == 1
 }
 
 /// The span of the region led by `hdr` (held by the caller).
