@@ -386,7 +386,9 @@ fn a_frame_in_many_pieces_holds_about_its_own_bytes() {
 #[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
 fn a_full_pool_makes_readers_wait_not_fail() {
     const CONNS: usize = 8;
-    let frames = scaled(64);
+    // Not scaled down for the sanitizers (`common::scaled`): fewer frames would not
+    // fill the pool.
+    let frames = 64;
     let budget = 256 << 10;
     let pool = ReadPool::new(budget);
     let rt = multi_thread();
@@ -565,7 +567,8 @@ fn blocking_readers_share_a_pool() {
 
 fn blocking_readers_share_a_pool_on(pool: ReadPool) {
     const THREADS: usize = 4;
-    let frames = scaled(48);
+    // Not scaled down for the sanitizers: fewer frames would not fill the pool.
+    let frames = 48;
     let budget = pool.budget();
     let (tx, rx) = crossbeam_channel::unbounded::<io::Result<FixedBuf>>();
     let readers: Vec<_> = (0..THREADS)
@@ -744,7 +747,7 @@ fn pool_handles_share_one_budget() {
 /// Keeps one frame in `every` of `count` frames of `size` bytes read by `reader` (a
 /// consumer thread behind a bounded channel, as a worker that caches some messages);
 /// returns the frames kept, or panics when no frame arrives for 10 s (a stall).
-type Reader = FramedReader<&'static [u8], LengthDelimited>;
+type Reader = FramedReader<io::Cursor<Arc<[u8]>>, LengthDelimited>;
 
 fn keep_one_in(mut reader: Reader, count: usize, every: usize) -> (Vec<FixedBuf>, Reader) {
     let (tx, rx) = std::sync::mpsc::sync_channel::<FixedBuf>(64);
@@ -768,14 +771,14 @@ fn keep_one_in(mut reader: Reader, count: usize, every: usize) -> (Vec<FixedBuf>
 }
 
 /// `count` frames of `size` bytes, each starting with its index.
-fn numbered(count: usize, size: usize) -> &'static [u8] {
+fn numbered(count: usize, size: usize) -> Arc<[u8]> {
     let mut wire = Vec::with_capacity(count * (size + 4));
     for i in 0..count {
         wire.extend_from_slice(&(size as u32).to_be_bytes());
         wire.extend_from_slice(&(i as u32).to_be_bytes());
         wire.resize(wire.len() + size - 4, i as u8);
     }
-    Vec::leak(wire)
+    wire.into()
 }
 
 /// (e) A consumer that keeps one short frame in 1,000 never stalls the reader, and
@@ -784,19 +787,23 @@ fn numbered(count: usize, size: usize) -> &'static [u8] {
 /// and on a small ring of the reader's own (where the kept frames soon cut the ring
 /// into gaps shorter than a read region, and reads get shorter instead of waiting).
 #[test]
+#[cfg_attr(miri, ignore = "200,000 frames: too slow under Miri")]
 fn keeping_one_frame_in_a_thousand_holds_its_own_bytes() {
-    let count = scaled(200_000);
+    // Not scaled down for the sanitizers: the bound is for a stream long enough that
+    // the kept frames outweigh a probe's region.
+    let count = 200_000;
     let wire = numbered(count, 100);
+    let src = |wire: &Arc<[u8]>| io::Cursor::new(wire.clone());
     let pool = ReadPool::new(1 << 20);
     let readers = [
-        ("new", FramedReader::new(wire, LengthDelimited::new())),
+        ("new", FramedReader::new(src(&wire), LengthDelimited::new())),
         (
             "pool",
-            FramedReader::with_pool(wire, LengthDelimited::new(), &pool),
+            FramedReader::with_pool(src(&wire), LengthDelimited::new(), &pool),
         ),
         (
             "small ring",
-            FramedReader::with_ring(wire, LengthDelimited::new(), ringmem::Ring::new(256 << 10)),
+            FramedReader::with_ring(src(&wire), LengthDelimited::new(), Ring::new(256 << 10)),
         ),
     ];
     for (name, reader) in readers {
@@ -817,5 +824,56 @@ fn keeping_one_frame_in_a_thousand_holds_its_own_bytes() {
         );
         drop(kept);
     }
+    assert_eq!(pool.stats().live_buffers, 0);
+}
+
+/// Blocking readers on two threads claim from a pool of two shards, and send their
+/// frames to a third that keeps them all and drops them at the end: the shards serve
+/// both threads, regions are trimmed on the shard that holds them, the frames kept are
+/// copied into regions of their own in batches under one lock (after the first
+/// probe), and every region goes back. Small enough for Miri (`miri-io` in CI).
+#[test]
+fn blocking_readers_on_two_shards_across_threads() {
+    let pool = ReadPool::with_shards(128 << 10, 2).unwrap();
+    assert_eq!(pool.shards(), 2);
+    let frames: Vec<Vec<u8>> = (0..120u32)
+        .map(|i| vec![i as u8; if i % 40 == 39 { 5000 } else { 100 }])
+        .collect();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, FixedBuf)>();
+    let readers: Vec<_> = (0..2)
+        .map(|t| {
+            let mut wire = Vec::new();
+            for f in &frames {
+                wire.extend_from_slice(&(f.len() as u32).to_be_bytes());
+                wire.extend_from_slice(f);
+            }
+            let (pool, tx) = (pool.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let mut r = FramedReader::with_pool(&wire[..], LengthDelimited::new(), &pool);
+                let mut n = 0;
+                while let Some(f) = r.next_frame().unwrap() {
+                    tx.send((t, f)).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut kept: [Vec<FixedBuf>; 2] = [Vec::new(), Vec::new()];
+    for (t, f) in rx {
+        kept[t].push(f);
+    }
+    for r in readers {
+        assert_eq!(r.join().unwrap(), frames.len());
+    }
+    for got in &kept {
+        for (f, want) in got.iter().zip(&frames) {
+            assert_eq!(&f[..], &want[..]);
+        }
+    }
+    let held = pool.stats();
+    assert!(held.live_buffers > 2 * 40, "few frames copied: {held:?}");
+    drop(kept);
     assert_eq!(pool.stats().live_buffers, 0);
 }

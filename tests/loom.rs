@@ -1,6 +1,7 @@
 //! Every interleaving (to the preemption bound) of the ring's cross-thread protocols:
-//! release vs reuse of a region, the frozen count, dropping the ring while buffers live,
-//! `ExtBuf` growth over a neighbour another thread releases, and waiting for room: one,
+//! release vs reuse of a region (also of a ring behind a lock, a `ReadPool` shard), the
+//! frozen count, dropping the ring while buffers live, `ExtBuf` growth over a
+//! neighbour another thread releases, and waiting for room: one,
 //! two and three waited rings (more waiters than the waiters' table has entries, two
 //! under loom), blocked threads and tasks, and room made on the ring's own thread
 //! without a release store. The models of crate
@@ -23,7 +24,8 @@
 //! the one loom build, by the environment variable `RINGMEM_LOOM` (`src/sync.rs`,
 //! `switch`), e.g. `RINGMEM_LOOM=mutant_late_arm cargo test --release --test loom
 //! waiter_woken_by_its_own_ring_only`. The mutant `mutant_relaxed_release` weakens the
-//! unique release to `Relaxed`; `release_then_reuse_unique` then fails. The mutant
+//! unique release to `Relaxed`; `release_then_reuse_unique` and
+//! `ring_behind_a_lock_claimed_on_two_threads` then fail. The mutant
 //! `mutant_no_barrier` drops the release's side of the store-load barrier
 //! (`src/sync.rs`); a waiter then misses its wake-up (`waiter_woken_by_a_release_elsewhere`
 //! deadlocks) and a dropped ring's block leaks (`drop_ring_while_buffers_live_elsewhere`).
@@ -159,6 +161,52 @@ fn release_then_reuse_unique() {
         t.join().unwrap();
         if !early {
             assert!(reuse(&ring, first, &shadow, 7), "released after the join");
+        }
+        assert_eq!(ring.stats().live_buffers, 0);
+    });
+}
+
+/// A `ReadPool` shard (`src/io/pool.rs`): a ring behind a lock, claimed from by
+/// whichever thread holds the lock. A region claimed under the lock on one thread,
+/// written and released on a second (no lock: one `Release` store), is reused under
+/// the lock by a third, which sees the writes. The lock hands the ring's state from
+/// claim to claim; the release store and the reusing claim's `Acquire` load order the
+/// bytes. (The pool itself is behind `std`, which loom builds leave out: this is its
+/// protocol, with loom's lock.)
+#[test]
+fn ring_behind_a_lock_claimed_on_two_threads() {
+    run_model("ring_behind_a_lock_claimed_on_two_threads", || {
+        let shard = Arc::new(loom::sync::Mutex::new(Ring::new(RING)));
+        let shadow = Shadow::new();
+        let claimer = {
+            let shard = shard.clone();
+            thread::spawn(move || shard.lock().unwrap().fixed(LEN).expect("room"))
+        };
+        let buf = claimer.join().unwrap();
+        let first = buf.as_ptr() as usize;
+        let releaser = {
+            let shadow = shadow.clone();
+            thread::spawn(move || {
+                let mut buf = buf;
+                buf.try_extend_from_slice(&pattern(9)).unwrap();
+                shadow.write(9);
+                drop(buf);
+            })
+        };
+        let reuser = {
+            let (shard, shadow) = (shard.clone(), shadow.clone());
+            thread::spawn(move || {
+                // As in `release_then_reuse_unique`: lets loom run the release first.
+                thread::yield_now();
+                let ring = shard.lock().unwrap();
+                reuse(&ring, first, &shadow, 9)
+            })
+        };
+        releaser.join().unwrap();
+        let early = reuser.join().unwrap();
+        let ring = shard.lock().unwrap();
+        if !early {
+            assert!(reuse(&ring, first, &shadow, 9), "released after the join");
         }
         assert_eq!(ring.stats().live_buffers, 0);
     });
