@@ -233,6 +233,13 @@ fn per_conn(r: &Record, key: &str, base_key: &str) -> Option<f64> {
     Some((r.get(key)? - r.get(base_key)?) / reached)
 }
 
+/// KiB per connection of the whole process's address space (`VmSize`, no baseline
+/// subtracted).
+fn whole_vm(r: &Record) -> Option<f64> {
+    let reached = r.get("reached").filter(|&n| n > 0.0)?;
+    Some(r.get("vm_kib")? / reached)
+}
+
 /// The idle table: per connection count, a server per reader.
 fn idle_table(idle: &[(usize, Runs)]) -> Table {
     let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
@@ -264,6 +271,10 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
         t.rows.push(row("address space per connection (KiB)", &|r| {
             per_conn(r, "vm_kib", "base_vm_kib")
         }));
+        t.rows.push(row(
+            "address space per connection, whole process (KiB)",
+            &whole_vm,
+        ));
         t.rows
             .push(row("resident set over the baseline (MiB)", &|r| {
                 Some((r.get("rss_kib")? - r.get("base_rss_kib")?) / 1024.0)
@@ -293,9 +304,10 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
         t.notes.extend(failures(runs));
         parts.push(format!(
             "at {conns} connections, resident set per connection: {}; address space per \
-             connection (KiB): {}",
+             connection (KiB): {}; whole-process address space per connection: {}",
             ratios(runs, |r| per_conn(r, "rss_kib", "base_rss_kib")),
             ratios(runs, |r| per_conn(r, "vm_kib", "base_vm_kib")),
+            ratios(runs, whole_vm),
         ));
     }
     verdict.push_str(&parts.join("; "));
@@ -323,8 +335,10 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
          read, less the same read just before the clients connected (the runtime running, \
          the process's pool not yet made: its budget counts as the connections' address \
          space), divided by the connections. The kernel's socket buffers are in neither. \
-         glibc reserves its heaps 64 MiB at a time, so heap growth inside a reserved heap \
-         adds no address space."
+         glibc reserves its heaps 64 MiB at a time, before the baseline, so heap growth \
+         inside a reserved heap adds no address space (FramedRead's can come out 0): the \
+         whole-process row is `VmSize` divided by the connections, no baseline subtracted, \
+         for a ratio that counts those heaps too."
             .into(),
     );
     t.notes.push(verdict);
@@ -612,9 +626,23 @@ mod tests {
         let verdict = t.notes.last().unwrap();
         assert!(
             verdict
-                .contains("(KiB): FramedRead 0, ringmem (new) 65.536, ringmem (ring each) 1024."),
+                .contains("(KiB): FramedRead 0, ringmem (new) 65.536, ringmem (ring each) 1024;"),
             "{verdict}"
         );
+        // 265536 / 200000, 1224000 / 200000: the whole process's, with no baseline.
+        assert!(
+            verdict.contains(
+                "whole-process address space per connection: ringmem (new) 1.33× \
+                 FramedRead's, ringmem (ring each) 6.12×."
+            ),
+            "{verdict}"
+        );
+        let whole = &t.rows[2];
+        assert_eq!(
+            whole.params[1],
+            "address space per connection, whole process (KiB)"
+        );
+        assert_eq!(whole.cells[0].unwrap().median, 200.0);
     }
 
     #[test]
