@@ -498,7 +498,15 @@ fn keep_table(runs: &Runs, secs: f64) -> Table {
     );
     if let Some(Ok(pool)) = runs.get(NEW) {
         if let (Some(p), Some(k)) = (held_pool(pool), kept(pool)) {
-            verdict.push_str(&format!("; the pool holds {:.0}× the kept bytes", p / k));
+            // Frames that outlive their read are copied out, so the ratio can be near 1:
+            // a decimal there, none for the hundreds a pool of regions would hold.
+            let x = p / k;
+            let x = if x < 10.0 {
+                format!("{x:.1}")
+            } else {
+                format!("{x:.0}")
+            };
+            verdict.push_str(&format!("; the pool holds {x}× the kept bytes"));
         }
     }
     if stalled.is_empty() {
@@ -679,5 +687,14 @@ mod tests {
         );
         let sent = &t.rows[0];
         assert!(sent.cells.iter().all(Option::is_none));
+        // 590 / 500: a ratio near 1 keeps its decimal.
+        let near = lines.map(|l| l.replace("pool_in_use=50000", "pool_in_use=590"));
+        let refs: Vec<&str> = near.iter().map(String::as_str).collect();
+        let t = keep_table(&runs(&refs), 2.0);
+        let verdict = t.notes.last().unwrap();
+        assert!(
+            verdict.contains("the pool holds 1.2× the kept bytes"),
+            "{verdict}"
+        );
     }
 }
