@@ -1,6 +1,9 @@
 //! A server's memory (issue 44), as the `ringmem-bench-conns` child measures it: many
-//! loopback TCP connections read by one of three framed readers, the server in a
-//! process of its own (its memory figures are the reader's), the clients in another.
+//! loopback TCP connections read by one of three framed readers (tokio_util's
+//! `FramedRead`; ringmem's `AsyncFramedReader::new`, which reads into the process's
+//! pool, `ReadPool::global()`; `AsyncFramedReader::with_ring` on a 1 MiB ring per
+//! connection), the server in a process of its own (its memory figures are the
+//! reader's), the clients in another.
 //!
 //! - `idle`: every client sends a 1 KiB and a 16 KiB frame, then stays open and idle;
 //!   the server's resident set and address space over its baseline, per connection.
@@ -29,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::BytesMut;
 use futures_core::Stream;
 use ringmem::io::{AsyncFramedReader, LengthDelimited, ReadPool};
-use ringmem::FixedBuf;
+use ringmem::{FixedBuf, Ring};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
@@ -59,22 +62,24 @@ const CONNECTING: usize = 256;
 pub enum Reader {
     /// `FramedRead<TcpStream, LengthDelimitedCodec>`.
     FramedRead,
-    /// `AsyncFramedReader::new`: a ring of its own per connection.
+    /// `AsyncFramedReader::new`: the process's pool, `ReadPool::global()`, for all
+    /// connections.
     New,
-    /// `AsyncFramedReader::with_pool`: one `ReadPool` for all connections.
-    Pool,
+    /// `AsyncFramedReader::with_ring` on a 1 MiB `Ring` of its own per connection (what
+    /// `new` did before it read into the process's pool).
+    RingEach,
 }
 
 impl Reader {
     /// All readers, in column order.
-    pub const ALL: [Reader; 3] = [Reader::FramedRead, Reader::New, Reader::Pool];
+    pub const ALL: [Reader; 3] = [Reader::FramedRead, Reader::New, Reader::RingEach];
 
     /// The column name, also the name on the command line and in the records.
     pub fn name(self) -> &'static str {
         match self {
             Reader::FramedRead => "FramedRead",
             Reader::New => "ringmem (new)",
-            Reader::Pool => "ringmem (pool)",
+            Reader::RingEach => "ringmem (ring each)",
         }
     }
 
@@ -322,7 +327,8 @@ pub struct Server {
     pub secs: f64,
     /// Most frames a streaming connection sends (`keep`).
     pub max_frames: u64,
-    /// The pool's budget in bytes.
+    /// The budget in bytes of the process's pool (`ReadPool::set_global`), which
+    /// `ringmem (new)` reads into.
     pub budget: usize,
 }
 
@@ -499,12 +505,19 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
         .map_err(|e| format!("cannot listen: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     // The baseline: the runtime's workers have allocated (glibc gives each thread that
-    // does an arena of address space of its own), the pool is not made yet (its budget
-    // is part of what serving these connections costs).
+    // does an arena of address space of its own), the process's pool is not made yet
+    // (its budget is part of what serving these connections costs).
     warm(rt);
     let line_thread = LineThread::start();
     let (base_rss, base_vm) = (status_kib("VmRSS"), status_kib("VmSize"));
-    let pool = (s.reader == Reader::Pool).then(|| ReadPool::new(s.budget));
+    // Nothing in this process has used the global pool yet: setting it must succeed.
+    let pool = if s.reader == Reader::New {
+        ReadPool::set_global(ReadPool::new(s.budget))
+            .map_err(|_| "the process's pool was made before the baseline".to_string())?;
+        Some(ReadPool::global())
+    } else {
+        None
+    };
     let keep = (s.row == Row::Keep).then(|| {
         let (tx, rx) = mpsc::channel(1024);
         rt.spawn(keeper(rx, counts.clone()));
@@ -512,7 +525,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     });
     let reader = s.reader;
     let accept = {
-        let (counts, pool, keep) = (counts.clone(), pool.clone(), keep.clone());
+        let (counts, keep) = (counts.clone(), keep.clone());
         async move {
             let mut said = false;
             loop {
@@ -538,9 +551,9 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                         let r = AsyncFramedReader::new(conn, LengthDelimited::new());
                         tokio::spawn(handle(r, counts, keep));
                     }
-                    Reader::Pool => {
-                        let pool = pool.as_ref().expect("a pool for this reader");
-                        let r = AsyncFramedReader::with_pool(conn, LengthDelimited::new(), pool);
+                    Reader::RingEach => {
+                        let ring = Ring::new(1 << 20);
+                        let r = AsyncFramedReader::with_ring(conn, LengthDelimited::new(), ring);
                         tokio::spawn(handle(r, counts, keep));
                     }
                 }
@@ -614,9 +627,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                     "kept_bytes",
                     counts.kept_bytes.load(Ordering::Relaxed) as f64,
                 );
-                let in_use = pool
-                    .as_ref()
-                    .map_or(-1.0, |p| p.stats().bytes_in_use as f64);
+                let in_use = pool.map_or(-1.0, |p| p.stats().bytes_in_use as f64);
                 field("pool_in_use", in_use);
                 field("base_rss_kib", base_rss as f64);
                 field("rss_kib", status_kib("VmRSS") as f64);

@@ -1,11 +1,12 @@
 //! The `conns` scenario (issue 44, "a server's memory"): what a server pays per
 //! connection with tokio_util's `FramedRead<_, LengthDelimitedCodec>`, with ringmem's
-//! `AsyncFramedReader::new` (a ring per connection) and with
-//! `AsyncFramedReader::with_pool` (one `ReadPool` for all), on loopback TCP. The
-//! measuring is done by the `ringmem-bench-conns` child (`conns.rs`, feature `framed`):
-//! one server process per row and reader, which starts its clients as a process of
-//! their own. This side runs it, reads its records and makes the tables: idle
-//! connections after a burst, active connections among idle ones, and frames kept.
+//! `AsyncFramedReader::new` (the process's pool, `ReadPool::global()`, for all) and
+//! with `AsyncFramedReader::with_ring` (a 1 MiB ring per connection, what `new` did
+//! before), on loopback TCP. The measuring is done by the `ringmem-bench-conns` child
+//! (`conns.rs`, feature `framed`): one server process per row and reader, which starts
+//! its clients as a process of their own. This side runs it, reads its records and
+//! makes the tables: idle connections after a burst, active connections among idle
+//! ones, and frames kept.
 
 use std::io::Read as _;
 use std::process::{Command, Stdio};
@@ -18,7 +19,10 @@ use crate::harness::{mib_stats, Config, Row, Table, Unit};
 const CHILD: &str = "ringmem-bench-conns";
 
 /// The child's reader names, in column order (the baseline first).
-const READERS: [&str; 3] = ["FramedRead", "ringmem (new)", "ringmem (pool)"];
+const READERS: [&str; 3] = ["FramedRead", "ringmem (new)", "ringmem (ring each)"];
+
+/// The column of `ringmem (new)`, the reader of the process's pool.
+const NEW: usize = 1;
 
 /// The idle row's connection counts.
 const IDLE_CONNS: [usize; 2] = [1_000, 10_000];
@@ -30,7 +34,8 @@ const ACTIVE_CONNS: usize = 1_000;
 const KEEP_CONNS: usize = 4;
 const KEEP_FRAMES: u64 = 200_000;
 
-/// The pool's budget, MiB (the child's `--budget-mib`).
+/// The budget of the process's pool, MiB (the child's `--budget-mib`), which
+/// `ringmem (new)` reads into.
 const POOL_MIB: usize = 64;
 
 /// A child that has not ended after this long is killed (a stall is reported by the
@@ -181,10 +186,10 @@ fn figures_with(params: Vec<String>, runs: &Runs, f: impl Fn(&Record) -> Option<
     }
 }
 
-/// The ratio of each ringmem column's `f` to FramedRead's, as `ringmem (new) 4.10×
-/// FramedRead's, ringmem (pool) 0.80×`; `–` for a figure not measured. When
+/// The ratio of each ringmem column's `f` to FramedRead's, as `ringmem (new) 0.80×
+/// FramedRead's, ringmem (ring each) 4.10×`; `–` for a figure not measured. When
 /// FramedRead's is 0 there is no ratio: the figures themselves, as `FramedRead 0,
-/// ringmem (new) 1024, ringmem (pool) 6.55`.
+/// ringmem (new) 6.55, ringmem (ring each) 1024`.
 fn ratios(runs: &Runs, f: impl Fn(&Record) -> Option<f64>) -> String {
     let fig: Vec<Option<f64>> = runs.iter().map(|r| r.as_ref().ok().and_then(&f)).collect();
     if fig[0] == Some(0.0) {
@@ -228,6 +233,13 @@ fn per_conn(r: &Record, key: &str, base_key: &str) -> Option<f64> {
     Some((r.get(key)? - r.get(base_key)?) / reached)
 }
 
+/// KiB per connection of the whole process's address space (`VmSize`, no baseline
+/// subtracted).
+fn whole_vm(r: &Record) -> Option<f64> {
+    let reached = r.get("reached").filter(|&n| n > 0.0)?;
+    Some(r.get("vm_kib")? / reached)
+}
+
 /// The idle table: per connection count, a server per reader.
 fn idle_table(idle: &[(usize, Runs)]) -> Table {
     let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
@@ -259,6 +271,10 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
         t.rows.push(row("address space per connection (KiB)", &|r| {
             per_conn(r, "vm_kib", "base_vm_kib")
         }));
+        t.rows.push(row(
+            "address space per connection, whole process (KiB)",
+            &whole_vm,
+        ));
         t.rows
             .push(row("resident set over the baseline (MiB)", &|r| {
                 Some((r.get("rss_kib")? - r.get("base_rss_kib")?) / 1024.0)
@@ -288,9 +304,10 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
         t.notes.extend(failures(runs));
         parts.push(format!(
             "at {conns} connections, resident set per connection: {}; address space per \
-             connection (KiB): {}",
+             connection (KiB): {}; whole-process address space per connection: {}",
             ratios(runs, |r| per_conn(r, "rss_kib", "base_rss_kib")),
             ratios(runs, |r| per_conn(r, "vm_kib", "base_vm_kib")),
+            ratios(runs, whole_vm),
         ));
     }
     verdict.push_str(&parts.join("; "));
@@ -303,19 +320,25 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
              over loopback TCP and sends one 1 KiB and one 16 KiB length-delimited frame (4-byte \
              big-endian length), then stays open and idle; the server reads every connection in a \
              task of its own, drops the frames and goes on waiting for more. Readers: \
-             `FramedRead::new(conn, LengthDelimitedCodec::new())`; `AsyncFramedReader::new(conn, \
-             LengthDelimited::new())`; `AsyncFramedReader::with_pool(conn, LengthDelimited::new(), \
-             &pool)` with one `ReadPool::new({POOL_MIB} MiB)` for all connections."
+             FramedRead: `FramedRead::new(conn, LengthDelimitedCodec::new())`; ringmem (new): \
+             `AsyncFramedReader::new(conn, LengthDelimited::new())`, which reads into the \
+             process's pool, `ReadPool::global()`, shared by all connections (set to \
+             `ReadPool::new({POOL_MIB} MiB)` by `ReadPool::set_global` before the first \
+             reader); ringmem (ring each): `AsyncFramedReader::with_ring(conn, \
+             LengthDelimited::new(), Ring::new(1 MiB))`, a ring of its own per connection (what \
+             `new` did before it read into the pool)."
         ),
     );
     t.notes.insert(
         1,
         "Figures: `VmRSS` and `VmSize` of `/proc/self/status` 200 ms after the last burst was \
          read, less the same read just before the clients connected (the runtime running, \
-         the pool not yet made: its budget counts as the connections' address space), \
-         divided by the connections. The kernel's socket buffers are in neither. glibc \
-         reserves its heaps 64 MiB at a time, so heap growth inside a reserved heap adds no \
-         address space."
+         the process's pool not yet made: its budget counts as the connections' address \
+         space), divided by the connections. The kernel's socket buffers are in neither. \
+         glibc reserves its heaps 64 MiB at a time, before the baseline, so heap growth \
+         inside a reserved heap adds no address space (FramedRead's can come out 0): the \
+         whole-process row is `VmSize` divided by the connections, no baseline subtracted, \
+         for a ratio that counts those heaps too."
             .into(),
     );
     t.notes.push(verdict);
@@ -396,7 +419,7 @@ fn held_rss(r: &Record) -> Option<f64> {
     Some((r.get("rss_kib")? - r.get("base_rss_kib")?) * 1024.0)
 }
 
-/// The pool's bytes in use at the end of a keep run (a pooled reader only).
+/// The process pool's bytes in use at the end of a keep run (`ringmem (new)` only).
 fn held_pool(r: &Record) -> Option<f64> {
     r.get("pool_in_use").filter(|&b| b >= 0.0)
 }
@@ -447,11 +470,11 @@ fn keep_table(runs: &Runs, secs: f64) -> Table {
          100-byte frames for up to {secs} s or {KEEP_FRAMES} frames each; the server's task per \
          connection sends every frame over a bounded `tokio::sync::mpsc` channel (1,024) to one \
          worker task, which keeps every 1,000th frame in a `Vec` to the end of the run and drops \
-         the others. Memory held: 200 ms after the last frame, the pool's \
-         `stats().bytes_in_use` (the pooled reader only) and `VmRSS` less its value before the \
-         clients connected; each over the kept frames' payload bytes. A run in which no frame \
-         arrives for 5 s before the clients' last is read is STALLED: its figures are where it \
-         stopped (frames sent: `–` when the clients' count never came)."
+         the others. Memory held: 200 ms after the last frame, the process pool's \
+         `ReadPool::global().stats().bytes_in_use` (ringmem (new) only) and `VmRSS` less its \
+         value before the clients connected; each over the kept frames' payload bytes. A run in \
+         which no frame arrives for 5 s before the clients' last is read is STALLED: its \
+         figures are where it stopped (frames sent: `–` when the clients' count never came)."
     )];
     t.notes.extend(failures(runs));
     let mut stalled = Vec::new();
@@ -473,9 +496,17 @@ fn keep_table(runs: &Runs, secs: f64) -> Table {
         "**Keep 1 in 1,000:** resident set held per kept byte: {}",
         ratios(runs, |r| Some(held_rss(r)? / kept(r)?)),
     );
-    if let Some(Ok(pool)) = runs.get(2) {
+    if let Some(Ok(pool)) = runs.get(NEW) {
         if let (Some(p), Some(k)) = (held_pool(pool), kept(pool)) {
-            verdict.push_str(&format!("; the pool holds {:.0}× the kept bytes", p / k));
+            // Frames that outlive their read are copied out, so the ratio can be near 1:
+            // a decimal there, none for the hundreds a pool of regions would hold.
+            let x = p / k;
+            let x = if x < 10.0 {
+                format!("{x:.1}")
+            } else {
+                format!("{x:.0}")
+            };
+            verdict.push_str(&format!("; the pool holds {x}× the kept bytes"));
         }
     }
     if stalled.is_empty() {
@@ -535,7 +566,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
 mod tests {
     use super::*;
 
-    const IDLE: &str = "idle\tringmem (pool)\tconns=1000\tnofile=20000\tconnected=1000\t\
+    const IDLE: &str = "idle\tringmem (ring each)\tconns=1000\tnofile=20000\tconnected=1000\t\
                         reached=1000\tbase_rss_kib=3000\tbase_vm_kib=200000\trss_kib=8000\t\
                         vm_kib=266000\tstalled=0";
 
@@ -570,22 +601,21 @@ mod tests {
     fn the_idle_verdict_gives_ratios_against_framed_read() {
         let lines: Vec<String> = READERS
             .iter()
-            .zip([10000, 36000, 8000])
+            .zip([10000, 8000, 36000])
             .map(|(r, rss)| {
-                IDLE.replace("ringmem (pool)", r)
+                IDLE.replace("ringmem (ring each)", r)
                     .replace("\trss_kib=8000", &format!("\trss_kib={rss}"))
             })
             .collect();
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let t = idle_table(&[(1000, runs(&refs))]);
         let verdict = t.notes.last().unwrap();
-        // (36000 - 3000) / (10000 - 3000), (8000 - 3000) / (10000 - 3000).
+        // (8000 - 3000) / (10000 - 3000), (36000 - 3000) / (10000 - 3000).
         assert!(
-            verdict.contains("ringmem (new) 4.71× FramedRead's"),
+            verdict.contains("ringmem (new) 0.71× FramedRead's, ringmem (ring each) 4.71×"),
             "{verdict}"
         );
-        assert!(verdict.contains("ringmem (pool) 0.71×"), "{verdict}");
-        assert_eq!(t.rows[0].cells[2].unwrap().median, 5.0);
+        assert_eq!(t.rows[0].cells[1].unwrap().median, 5.0);
         assert!(t.render_plain().contains("resident set per connection"));
     }
 
@@ -593,9 +623,9 @@ mod tests {
     fn a_figure_of_zero_for_framed_read_gives_the_figures() {
         let lines: Vec<String> = READERS
             .iter()
-            .zip([200000, 1224000, 265536])
+            .zip([200000, 265536, 1224000])
             .map(|(r, vm)| {
-                IDLE.replace("ringmem (pool)", r)
+                IDLE.replace("ringmem (ring each)", r)
                     .replace("\tvm_kib=266000", &format!("\tvm_kib={vm}"))
             })
             .collect();
@@ -603,9 +633,24 @@ mod tests {
         let t = idle_table(&[(1000, runs(&refs))]);
         let verdict = t.notes.last().unwrap();
         assert!(
-            verdict.contains("(KiB): FramedRead 0, ringmem (new) 1024, ringmem (pool) 65.536."),
+            verdict
+                .contains("(KiB): FramedRead 0, ringmem (new) 65.536, ringmem (ring each) 1024;"),
             "{verdict}"
         );
+        // 265536 / 200000, 1224000 / 200000: the whole process's, with no baseline.
+        assert!(
+            verdict.contains(
+                "whole-process address space per connection: ringmem (new) 1.33× \
+                 FramedRead's, ringmem (ring each) 6.12×."
+            ),
+            "{verdict}"
+        );
+        let whole = &t.rows[2];
+        assert_eq!(
+            whole.params[1],
+            "address space per connection, whole process (KiB)"
+        );
+        assert_eq!(whole.cells[0].unwrap().median, 200.0);
     }
 
     #[test]
@@ -626,14 +671,14 @@ mod tests {
         };
         let lines = [
             keep(READERS[0], 0, -1),
-            keep(READERS[1], 1, -1),
-            keep(READERS[2], 0, 50_000),
+            keep(READERS[1], 0, 50_000),
+            keep(READERS[2], 1, -1),
         ];
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let t = keep_table(&runs(&refs), 2.0);
         let verdict = t.notes.last().unwrap();
         assert!(
-            verdict.contains("ringmem (new) STALLED after 5000 of ? frames"),
+            verdict.contains("ringmem (ring each) STALLED after 5000 of ? frames"),
             "{verdict}"
         );
         assert!(
@@ -642,5 +687,14 @@ mod tests {
         );
         let sent = &t.rows[0];
         assert!(sent.cells.iter().all(Option::is_none));
+        // 590 / 500: a ratio near 1 keeps its decimal.
+        let near = lines.map(|l| l.replace("pool_in_use=50000", "pool_in_use=590"));
+        let refs: Vec<&str> = near.iter().map(String::as_str).collect();
+        let t = keep_table(&runs(&refs), 2.0);
+        let verdict = t.notes.last().unwrap();
+        assert!(
+            verdict.contains("the pool holds 1.2× the kept bytes"),
+            "{verdict}"
+        );
     }
 }

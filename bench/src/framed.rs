@@ -1,7 +1,8 @@
 //! The framed-reader comparison (issue 23), as the `ringmem-bench-framed` child runs it:
 //! the same sender and receiver on loopback TCP, the receiver reading length-delimited
 //! frames with tokio_util's `FramedRead<_, LengthDelimitedCodec>` (over a `BytesMut`)
-//! or with ringmem's `AsyncFramedReader` (over its ring).
+//! or with ringmem's `AsyncFramedReader` (`new`: over the process's pool,
+//! `ReadPool::global()`; the spike's receivers: over a ring of their own).
 //!
 //! - [`run`]: frames of 64 B, 1 KiB, 16 KiB and a mix, over 1 and 4 connections;
 //!   frames per second, heap allocations per frame (the child's counting global
@@ -126,7 +127,8 @@ pub struct Wire {
 pub enum Reader {
     /// `FramedRead<_, LengthDelimitedCodec>`.
     TokioUtil,
-    /// `AsyncFramedReader<_, LengthDelimited>` on its default ring.
+    /// `AsyncFramedReader::new(_, LengthDelimited::new())`: reads into the process's
+    /// pool, `ReadPool::global()` (64 MiB shared by every reader), 64 KiB at a time.
     Ringmem,
 }
 
@@ -320,7 +322,8 @@ pub const SPIKE_FRAME: usize = 16 << 20;
 /// Payload bytes of a small frame after the spike.
 const SMALL_FRAME: usize = 1024;
 
-/// The ring of the `Grow` columns: the ringmem reader's default size.
+/// The ring of the `Grow` columns: the size of the ring `AsyncFramedReader::new` made
+/// per reader before it read into the process's pool.
 pub const GROW_RING: usize = 1 << 20;
 
 /// The fixed ring: room for one spike frame, its header and a read region beside it.

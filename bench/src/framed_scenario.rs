@@ -202,8 +202,9 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
             "Both readers run in the `{CHILD}` child process (built with the bench's `framed` feature). Per connection, a tokio \
              task sends {mib} MiB of length-delimited frames (4-byte big-endian headers) over loopback TCP in 64 KiB writes, \
              and a task receives them with the column's reader in its default configuration: `FramedRead::new(conn, \
-             LengthDelimitedCodec::new())`; `AsyncFramedReader::new(conn, LengthDelimited::new())` (a 1 MiB ring, 64 KiB \
-             reads). The runtime has 2 worker threads. `mixed`: 70 % 64 B, 25 % 1 KiB, 5 % 16 KiB frames."
+             LengthDelimitedCodec::new())`; `AsyncFramedReader::new(conn, LengthDelimited::new())` (it reads into the \
+             process's pool, `ReadPool::global()`: 64 MiB shared by every reader; 64 KiB reads). The runtime has 2 worker \
+             threads. `mixed`: 70 % 64 B, 25 % 1 KiB, 5 % 16 KiB frames."
         ),
         format!(
             "Frames per second: all connections' frames over the time from the first write to the last frame received; \
@@ -301,9 +302,10 @@ fn spike_table(cfg: &Config) -> Result<Table, String> {
              alive; the process's own baseline (runtime, binary) is the first row. Both readers accept 16 MiB frames \
              (`max_frame_length(16 MiB)`; the default is 8 MiB)."
         ),
-        "ringmem: `Ring::builder().capacity(1 MiB).when_full(WhenFull::Grow)` (the reader's default size; a frame larger \
-         than a block gets a block of its own size), `spare_blocks` at its default (1); `then trim()`: the same, with \
-         `Ring::trim()` called after the small frames; fixed: `Ring::new(20 MiB)`, room for one 16 MiB frame and its reads."
+        "ringmem: `Ring::builder().capacity(1 MiB).when_full(WhenFull::Grow)` (the size of the ring \
+         `AsyncFramedReader::new` made per reader before it read into the process's pool; a frame larger than a block \
+         gets a block of its own size), `spare_blocks` at its default (1); `then trim()`: the same, with `Ring::trim()` \
+         called after the small frames; fixed: `Ring::new(20 MiB)`, room for one 16 MiB frame and its reads."
             .into(),
     ];
     for (k, o) in outs.iter().enumerate() {

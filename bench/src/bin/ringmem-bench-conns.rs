@@ -1,6 +1,7 @@
 //! The child process behind `ringmem-bench`'s `conns` scenario (issue 44, "a server's
 //! memory"): many loopback connections read by tokio_util's `FramedRead`, by ringmem's
-//! `AsyncFramedReader::new` or by `AsyncFramedReader::with_pool` (see `../conns.rs`).
+//! `AsyncFramedReader::new` (the process's pool, `ReadPool::global()`) or by
+//! `AsyncFramedReader::with_ring` (a 1 MiB ring per connection; see `../conns.rs`).
 //! It has a counting global allocator of its own, which the main job must not have.
 //! `ringmem-bench` builds it (feature `framed`) and runs one server per row and reader;
 //! the server starts its clients as a second process of this binary. By hand:
@@ -8,13 +9,13 @@
 //! ```text
 //! cargo run --release -p ringmem-bench -- --only conns        # the tables
 //! cargo build --release -p ringmem-bench --features framed --bin ringmem-bench-conns
-//! target/release/ringmem-bench-conns --server 'ringmem (pool)' --row idle --conns 1000
+//! target/release/ringmem-bench-conns --server 'ringmem (new)' --row idle --conns 1000
 //! target/release/ringmem-bench-conns --server FramedRead --row active --conns 1000 --active 100
-//! target/release/ringmem-bench-conns --server 'ringmem (new)' --row keep --conns 4 --max-frames 200000
+//! target/release/ringmem-bench-conns --server 'ringmem (ring each)' --row keep --conns 4 --max-frames 200000
 //! ```
 //!
-//! Flags: `--secs S` (streaming time, default 2), `--budget-mib M` (the pool's budget,
-//! default 64). The server prints one record, `row`, reader, then tab-separated
+//! Flags: `--secs S` (streaming time, default 2), `--budget-mib M` (the budget of the
+//! process's pool, which `ringmem (new)` reads into; default 64). The server prints one record, `row`, reader, then tab-separated
 //! `key=value` fields.
 
 // The dependency is renamed (see Cargo.toml); the code says `tokio`.
