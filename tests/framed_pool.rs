@@ -877,3 +877,72 @@ fn blocking_readers_on_two_shards_across_threads() {
     drop(kept);
     assert_eq!(pool.stats().live_buffers, 0);
 }
+
+/// (f) The pool's fairness between connections: a consumer that stops taking frames
+/// stops its own reader, which holds at most one read region of the pool while it is
+/// not polled (and its connection's bytes wait in the socket: TCP's backpressure), so
+/// the other connections go on within the budget that leaves them. Here 16 stalled
+/// connections, each stopped after three frames with a stream of frames still queued
+/// behind it, and 4 others that must each deliver all of theirs, on a pool of 2 MiB.
+#[test]
+#[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
+fn stalled_consumers_hold_a_region_each_and_the_others_go_on() {
+    const STALLED: usize = 16;
+    const LIVE: usize = 4;
+    let frames = 40;
+    let pool = ReadPool::new(2 << 20);
+    let rt = multi_thread();
+    rt.block_on(async {
+        let mut stalled = Vec::new();
+        for conn in 0..STALLED {
+            let (mut client, server) = tokio::io::duplex(256 << 10);
+            let mut r = AsyncFramedReader::with_pool(server, LengthDelimited::new(), &pool);
+            let mut wire_all = Vec::new();
+            for idx in indexes(frames, true) {
+                wire_all.extend_from_slice(&wire(conn, idx));
+            }
+            // As much as the pipe takes; the rest waits, as in a socket.
+            let writer = tokio::spawn(async move {
+                let _ = client.write_all(&wire_all).await;
+                client
+            });
+            // Past the reader's first region (a probe of 4 KiB), into a bulk one.
+            for idx in 0..3 {
+                assert_eq!(check(&next(&mut r).await.unwrap().unwrap()), (conn, idx));
+            }
+            // The consumer keeps its reader, and polls it no more.
+            stalled.push((r, writer));
+        }
+        let held = pool.stats();
+        let region = (64 << 10) + (16 << 10) + 64; // a read region and its slack
+        assert!(
+            held.bytes_in_use <= STALLED * region,
+            "{STALLED} stalled readers hold {held:?}"
+        );
+        let live: Vec<_> = (STALLED..STALLED + LIVE)
+            .map(|conn| {
+                let (client, server) = tokio::io::duplex(8 << 10);
+                let idxs = indexes(frames, false);
+                let n = idxs.len();
+                tokio::spawn(send(client, conn, idxs));
+                let mut r = AsyncFramedReader::with_pool(server, LengthDelimited::new(), &pool);
+                tokio::spawn(async move {
+                    let mut got = 0;
+                    while let Some(f) = next(&mut r).await {
+                        assert_eq!(check(&f.unwrap()), (conn, got));
+                        got += 1;
+                    }
+                    assert_eq!(got, n);
+                })
+            })
+            .collect();
+        for t in live {
+            tokio::time::timeout(Duration::from_secs(30), t)
+                .await
+                .expect("a live connection stopped behind the stalled ones")
+                .unwrap();
+        }
+        drop(stalled);
+    });
+    assert_eq!(pool.stats().live_buffers, 0);
+}

@@ -48,10 +48,10 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 ///
 /// When the frames held and the regions being read into fill the budget, readers wait
 /// for a release instead of failing: the budget bounds memory, it does not drop
-/// connections. A frame the application keeps costs its own bytes: one under a quarter
-/// of the region it was read into is copied into a region of its own as it is yielded
-/// (see [`FramedReader`](super::FramedReader)), so it never pins the frames read with
-/// it. Short of room for a whole read region (64 KiB by default), a reader takes a
+/// connections. A frame the application keeps costs its own bytes: once a reader finds
+/// frames outliving their read, it copies short ones into regions of their own as it
+/// yields them (see [`FramedReader`](super::FramedReader)), so a kept frame does not pin
+/// the frames read with it. Short of room for a whole read region (64 KiB by default), a reader takes a
 /// read's worth (4 KiB), and short of that the least region that serves (what its
 /// frame needs): frames kept for long leave gaps between them, and reads get shorter
 /// rather than wait while the application holds less than the budget. An async reader
@@ -60,6 +60,18 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 /// own bytes while it waits for the rest (a part under 4 KiB moves to the heap
 /// instead). A blocking reader blocks inside `read` and cannot tell idleness: it keeps
 /// its region while it reads.
+///
+/// **Sharing.** Between two polls a reader holds at most one read region of the pool
+/// (its read size and a quarter more, 80 KiB by default), or while idle a partial
+/// frame's own bytes; the frames it yields count against the budget until the
+/// application drops them. So a connection whose consumer stops taking frames costs
+/// the pool one region, and its peer waits on TCP's backpressure; a consumer that takes
+/// frames and keeps them keeps their bytes. The budget is shared, not split per
+/// connection: no reader is refused a region while the budget has room for it, and when
+/// the frames held and the regions being read fill it, every reader waits for a
+/// release. A region is at most a shard: a frame larger than a shard is
+/// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), the one path for
+/// a frame that no share of the budget can hold.
 ///
 /// The budget is split into a few rings (shards, see [`with_shards`](Self::with_shards)),
 /// each behind a lock, taken once per read region (to claim it, and to give back what

@@ -11,15 +11,20 @@ use crate::{FixedBuf, Ring};
 /// Bytes of a region by default.
 pub(crate) const DEFAULT_READ: usize = 64 << 10;
 
-/// Reads a byte stream straight into regions of its own [`Ring`] (or of a [`ReadPool`]
-/// shared with other readers, [`with_pool`](Self::with_pool)) and yields each
-/// complete frame as a [`FixedBuf`], with no heap allocation per frame. A frame of at
-/// least a quarter of the region it arrived in is a slice of that region, not copied;
-/// a shorter one is copied into a region of its own as it is yielded (a claim and its
-/// bytes; without room for the copy, the slice), so that a frame the application keeps
-/// holds its own bytes and a header, never the region it was read with and the frames
-/// in it (which, held by a few kept frames, would fill the ring and stall the reader).
-/// A frame cut by the end of a read is copied once, into the
+/// Reads a byte stream straight into regions of a [`ReadPool`] shared with other
+/// readers (the process's, [`new`](Self::new), or another, [`with_pool`](Self::with_pool))
+/// or of a [`Ring`] of its own ([`with_ring`](Self::with_ring)), and yields each
+/// complete frame as a [`FixedBuf`], with no heap allocation per frame: a slice of the
+/// region it arrived in, not copied, while the consumer drops each frame before it takes
+/// the next. When the reader is done with a region and finds frames of it still held
+/// (kept, or queued for another task), it copies the short frames of the next regions
+/// (under a quarter of their region) into regions of their own as it yields them (a
+/// claim and the frame's bytes; without room for the copy, the slice), so that a frame
+/// the application keeps holds its own bytes and a header, never the region it was read
+/// with and the frames in it (which, held by a few kept frames, would fill the memory
+/// and stall the reader). Small probe regions (4 KiB) read without copies now and then
+/// tell it when frames are dropped in place again. A frame cut by the end of a read is
+/// copied once, into the
 /// next region (sized for the whole frame when the decoder knows its length). A frame
 /// whose end the decoder cannot know (a [`Lines`](super::Lines) line) and that outgrows
 /// its region is carried into one at least twice its size (or the largest region the
