@@ -907,3 +907,16 @@ fn a_read_past_its_buffer_is_an_error_and_the_end() {
     assert!(r.next_frame().unwrap().is_none());
     assert_eq!(r.ring().stats().live_buffers, 0);
 }
+
+/// The default reader (the process's pool, split into shards) takes a frame as long as
+/// the default decoder allows, 8 MiB: a shard holds it whatever the parallelism.
+#[test]
+#[cfg_attr(miri, ignore = "8 MiB: too slow under Miri")]
+fn the_default_reader_takes_the_largest_default_frame() {
+    let max = LengthDelimited::new().max_len();
+    assert_eq!(max, 8 << 20);
+    let frames = vec![vec![7u8; max], vec![1, 2, 3]];
+    let wire = encode(&frames, LengthDelimited::new());
+    let got = collect(FramedReader::new(&wire[..], LengthDelimited::new())).unwrap();
+    assert_eq!(got, frames);
+}

@@ -126,19 +126,27 @@ struct Shard {
 /// The process's pool.
 static GLOBAL: OnceLock<ReadPool> = OnceLock::new();
 
-/// Bytes of a shard at least: a pool of less than twice this has one shard.
-const MIN_SHARD: usize = 1 << 20;
+/// Bytes of a shard at least, when [`ReadPool::new`] splits a budget: twice the default
+/// largest frame (`LengthDelimited`'s 8 MiB), so that a frame the default decoder
+/// accepts fits a shard. A pool of less than twice this has one shard.
+const MIN_SHARD: usize = 16 << 20;
 
 /// Shards at most.
 const MAX_SHARDS: usize = 64;
 
 /// The shards of a pool of `budget` bytes: twice the parallelism (so two threads seldom
-/// start at one shard), as far as each keeps [`MIN_SHARD`] bytes.
+/// start at one shard), as far as each keeps [`MIN_SHARD`] bytes (the process's pool of
+/// 64 MiB: four at most).
 fn shard_count(budget: usize) -> usize {
     // `available_parallelism` reads cgroup files: asked once per process.
     static PARALLELISM: OnceLock<usize> = OnceLock::new();
     let threads =
         *PARALLELISM.get_or_init(|| std::thread::available_parallelism().map_or(4, |n| n.get()));
+    shards_for(budget, threads)
+}
+
+/// [`shard_count`] on a machine of `threads` hardware threads.
+fn shards_for(budget: usize, threads: usize) -> usize {
     (2 * threads).min(MAX_SHARDS).min(budget / MIN_SHARD).max(1)
 }
 
@@ -169,7 +177,7 @@ impl ReadPool {
     /// ```
     pub const GLOBAL_BUDGET: usize = 64 << 20;
 
-    /// A pool of `budget` bytes (headers included; a pool of 2 MiB or more is split into
+    /// A pool of `budget` bytes (headers included; a pool of 32 MiB or more is split into
     /// rings, each rounded up to a multiple of 8 bytes: see
     /// [`with_shards`](Self::with_shards)).
     ///
@@ -210,7 +218,8 @@ impl ReadPool {
     /// read, a frame) is at most a shard: a frame larger than a shard is
     /// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), a budget's
     /// share that no one reader can take. [`new`](Self::new) makes twice the
-    /// parallelism, with at least 1 MiB a shard.
+    /// parallelism, with at least 16 MiB a shard (a frame of the default decoder's 8 MiB
+    /// limit fits one).
     ///
     /// # Errors
     /// As [`Ring::try_new`], for a shard of `budget / shards` bytes.
@@ -621,6 +630,20 @@ mod tests {
         );
         let got = mem.first_try(6000, 6000).expect("the walk missed it");
         assert_eq!(got.capacity(), 6000);
+    }
+
+    /// A split budget keeps shards of 16 MiB or more whatever the parallelism, so the
+    /// default decoder's largest frame (8 MiB) fits the process's pool on any machine.
+    #[test]
+    fn shards_hold_the_default_largest_frame() {
+        for threads in [1, 2, 8, 64, 1024] {
+            for budget in [1 << 20, 31 << 20, ReadPool::GLOBAL_BUDGET, 1 << 30] {
+                let n = shards_for(budget, threads);
+                assert!(n >= 1 && n <= 2 * threads && n <= MAX_SHARDS, "{n}");
+                assert!(n == 1 || budget / n >= 16 << 20, "{budget} in {n}");
+            }
+        }
+        assert_eq!(shards_for(ReadPool::GLOBAL_BUDGET, 64), 4);
     }
 
     /// Without room for a read region, a claim takes a read's worth ([`FAIR_READ`]),
