@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 /// Heap allocations made in the process so far (the binary's allocator counts them).
-pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+pub use crate::counting::ALLOCATIONS;
 
 /// Bytes of the length header on the wire (both readers' default: 4, big-endian).
 const HEADER: usize = 4;

@@ -16,7 +16,7 @@
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 /// Heap allocations made in the process so far (the binary's allocator counts them).
-pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+pub use crate::counting::ALLOCATIONS;
 
 /// Bytes the sender hands to the socket per `write_all`.
 const CHUNK: usize = 64 << 10;

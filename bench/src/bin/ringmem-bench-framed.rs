@@ -23,42 +23,15 @@
 // The dependency is renamed (see Cargo.toml); the code says `tokio`.
 extern crate tokio_rt as tokio;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::Ordering;
-
+#[path = "../counting.rs"]
+mod counting;
 #[path = "../framed.rs"]
 mod framed;
 
-use framed::{Reader, ALLOCATIONS};
-
-/// The system allocator, counting allocations (not frees) process-wide.
-struct Counting;
-
-// SAFETY: every call is forwarded unchanged to `System`.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract, forwarded.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use framed::Reader;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 fn arg(args: &[String], name: &str, default: usize) -> usize {
     args.iter()
