@@ -278,6 +278,24 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         (self.reader, self.core.into_buffered())
     }
 
+    /// Spends tokio's budget on the frames yielded since the last read, a unit per
+    /// [`COOP_BYTES`] (outside a tokio runtime, always ready): called before a read,
+    /// once the frames read before are out, so that the task never leaves its turn
+    /// with frames read and not yet yielded. `Pending`: the turn is over (the task is
+    /// woken for the next), and what is left to spend is spent then.
+    fn spend(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        while self.owed >= COOP_BYTES {
+            match tokio::task::coop::poll_proceed(cx) {
+                Poll::Ready(coop) => {
+                    coop.made_progress();
+                    self.owed -= COOP_BYTES;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(())
+    }
+
     /// A region of `n` bytes, waiting for room.
     fn poll_region(
         &mut self,
@@ -335,17 +353,6 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.owed >= COOP_BYTES {
-            // Tokio's budget for this task's turn, spent on frames as `FramedRead`'s
-            // reads spend it (outside a tokio runtime, always ready).
-            match tokio::task::coop::poll_proceed(cx) {
-                Poll::Ready(coop) => {
-                    coop.made_progress();
-                    this.owed = 0;
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
         loop {
             let step = match this.core.step(&this.mem) {
                 Ok(step) => step,
@@ -389,6 +396,9 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     if let Err(e) = unsafe { this.core.filled(n, &this.mem) } {
                         return Poll::Ready(Some(Err(e)));
                     }
+                }
+                Step::Alloc { .. } | Step::Read if this.spend(cx).is_pending() => {
+                    return Poll::Pending;
                 }
                 Step::Alloc { need, least } => match this.poll_region(cx, need, least) {
                     Poll::Ready(Ok(())) => {}
