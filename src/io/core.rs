@@ -454,11 +454,7 @@ impl<D: Decoder> Core<D> {
                 ready.slice(f.start..f.end)
             } else {
                 match self.copies.pop_front() {
-                    Some(Some(mut copy)) => {
-                        let copied = copy.try_extend_from_slice(&ready[f.start..f.end]);
-                        debug_assert!(copied.is_ok(), "{f:?} copied into {copy:?}");
-                        copy.freeze()
-                    }
+                    Some(Some(copy)) => filled(copy, &ready[f.start..f.end]),
                     Some(None) => ready.slice(f.start..f.end),
                     None => frame_of(ready, f.start..f.end, mem),
                 }
@@ -920,13 +916,18 @@ const PIN_MAX: usize = 4;
 fn frame_of(region: &FixedBuf, range: Range<usize>, mem: &Memory) -> FixedBuf {
     let len = range.len();
     if short(len, region.region_span()) {
-        if let Some(mut own) = mem.claim_now(len.max(1)) {
-            let copied = own.try_extend_from_slice(&region[range.clone()]);
-            debug_assert!(copied.is_ok(), "a copy of {len} bytes into {own:?}");
-            return own.freeze();
+        if let Some(own) = mem.claim_now(len) {
+            return filled(own, &region[range]);
         }
     }
     region.slice(range)
+}
+
+/// `copy`, a region claimed for `bytes` (at least as long), holding them, frozen.
+fn filled(mut copy: FixedBufMut, bytes: &[u8]) -> FixedBuf {
+    let copied = copy.try_extend_from_slice(bytes);
+    debug_assert!(copied.is_ok(), "{} bytes copied into {copy:?}", bytes.len());
+    copy.freeze()
 }
 
 /// Whether a frame of `len` bytes is copied out of a region of `span` bytes (header

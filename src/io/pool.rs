@@ -412,6 +412,10 @@ impl Memory {
     /// wait; the tries of a wait stay cheap.
     pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
         match self {
+            // The read region's own try first: a failed plain try takes the next one's
+            // bounded scan a step on, and on a ring with kept frames in it the second
+            // try of `n` finds room that a jump to a shorter region would miss
+            // (`keeping_one_frame_in_a_thousand_holds_its_own_bytes`, small ring).
             Memory::Own(ring) => ring
                 .fixed(n)
                 .or_else(|| claim_or_least(ring, n, least, false)),
@@ -456,7 +460,7 @@ impl Memory {
     /// claims again). Never a wait: the frame's view serves instead.
     #[inline]
     pub(crate) fn claim_now(&self, n: usize) -> Option<FixedBufMut> {
-        let claim = |r: &Ring| r.fixed(n).or_else(|| claim_or_least(r, n, n, true));
+        let claim = |r: &Ring| claim_copy(r, n, &mut false);
         match self {
             Memory::Own(ring) => claim(ring),
             Memory::Pool(pool) => pool.claim(claim),
@@ -478,17 +482,7 @@ impl Memory {
             let start = out.len();
             let mut walked = false;
             for n in planned.clone() {
-                let copy = n.and_then(|n| {
-                    let n = n.max(1); // `fixed(0)` is `None`
-                    r.fixed(n).or_else(|| {
-                        if walked {
-                            return None;
-                        }
-                        walked = true;
-                        claim_or_least(r, n, n, true)
-                    })
-                });
-                out.push_back(copy);
+                out.push_back(n.and_then(|n| claim_copy(r, n, &mut walked)));
             }
             if (out.range(start..)).any(Option::is_some) {
                 Some(())
@@ -597,6 +591,19 @@ fn claim_or_least(r: &Ring, n: usize, least: usize, walk: bool) -> Option<FixedB
         return r.fixed(least);
     }
     None
+}
+
+/// A region for a copy of `n` bytes (an empty frame's too: `fixed(0)` is `None`): a
+/// plain claim, then a walk of the ring unless `walked` says one failed already (then
+/// it is set).
+fn claim_copy(r: &Ring, n: usize, walked: &mut bool) -> Option<FixedBufMut> {
+    let n = n.max(1);
+    r.fixed(n).or_else(|| {
+        if core::mem::replace(walked, true) {
+            return None;
+        }
+        claim_or_least(r, n, n, true)
+    })
 }
 
 impl fmt::Debug for Memory {
