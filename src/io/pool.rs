@@ -1,7 +1,8 @@
 //! `ReadPool`: ring memory shared by many framed readers under one budget, and
 //! `Memory`, what a reader reads into (a ring of its own, or a pool).
 //!
-//! A pool is a few rings, its shards, each behind a lock, and nothing more: a reader
+//! A pool is a few shards, each one or two rings behind a lock (read regions in one,
+//! copies of short frames in the other: see `Rings`), and nothing more: a reader
 //! takes a shard's lock to claim a region (once per read region, and once per batch of
 //! short frames' copies) and to give back the unused tail of one it froze or keeps
 //! while idle (on the shard the region is in, found by its address), and never holds a
@@ -16,11 +17,11 @@
 //! Shards keep the threads that poll readers off each other's locks and cache lines:
 //! each thread claims from the shard it last claimed from, and moves to the next when
 //! that one's lock is held or it has no room (see `ReadPool::claim`). The budget is the
-//! shards' sum; a region is at most a shard.
+//! rings' sum; a region is at most a read ring.
 //!
 //! A reader waiting for room on a pool waits as one on its own ring does, through the
-//! waiters' table (`ring/wait.rs`), with the hull of the shards' spans (a `Fail` ring
-//! has one block: its span never changes, so it is read once; a release into any shard
+//! waiters' table (`ring/wait.rs`), with the hull of the rings' spans (a `Fail` ring
+//! has one block: its span never changes, so it is read once; a release into any ring
 //! may make room, and one elsewhere inside the hull wakes it for nothing), each try
 //! taking a shard's lock to claim and letting it go at once.
 
@@ -69,14 +70,20 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 /// frames and keeps them keeps their bytes. The budget is shared, not split per
 /// connection: no reader is refused a region while the budget has room for it, and when
 /// the frames held and the regions being read fill it, every reader waits for a
-/// release. A region is at most a shard: a frame larger than a shard is
+/// release. A region is at most a shard's read ring: a frame larger than that is
 /// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), the one path for
 /// a frame that no share of the budget can hold.
 ///
-/// The budget is split into a few rings (shards, see [`with_shards`](Self::with_shards)),
-/// each behind a lock, taken once per read region (to claim it, and to give back what
-/// the read did not fill) and once per short frame (to claim its copy), never while a
-/// reader reads or waits; each thread keeps to a shard of its own while it can.
+/// The budget is split into a few shards (see [`with_shards`](Self::with_shards)), each
+/// behind a lock, taken once per read region (to claim it, and to give back what the
+/// read did not fill) and once per batch of short frames (to claim their copies), never
+/// while a reader reads or waits; each thread keeps to a shard of its own while it can.
+/// A shard of 1 MiB or more keeps the copies of short frames in a ring of their own, a
+/// quarter of it, apart from the read regions: kept copies then do not leave the read
+/// regions only short gaps, and the pages a pool touches stay near what is live in it
+/// (in the keep row of the bench's `conns` scenario, 78 KiB of kept frames: 1.1-6.4 MiB
+/// resident over the baseline against 32 MiB in one ring a shard). A read region goes
+/// to the copy ring, and a copy to the read ring, when its own has no room.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -106,29 +113,68 @@ pub struct ReadPool {
 
 /// What the handles share.
 struct Shared {
-    /// The budget, split: `Fail` rings of one block each, all of one length.
+    /// The budget, split: shards of one size, their rings `Fail` rings of one block each.
     shards: Box<[Shard]>,
-    /// The hull of the shards' spans, fixed: a waiter's.
+    /// The hull of the rings' spans, fixed: a waiter's.
     span: Span,
-    /// A shard's block length, fixed.
+    /// The bytes of all the rings.
+    budget: usize,
+    /// A read ring's block length, fixed.
     block_len: usize,
-    /// The most bytes one region can have (`Ring::largest_fit` of a shard), fixed.
+    /// The most bytes one region can have (`Ring::largest_fit` of a read ring), fixed.
     fit: usize,
 }
 
-/// One ring of a pool.
+/// One part of a pool: its rings, behind one lock.
 struct Shard {
-    ring: Mutex<Ring>,
-    /// The ring's span, fixed (one block for life).
-    span: Span,
+    rings: Mutex<Rings>,
+    /// The spans of its read ring and of its copy ring (`Span::NONE` without one),
+    /// fixed (one block each for life).
+    spans: [Span; 2],
 }
+
+/// A shard's memory: read regions in one ring, the copies of short frames (see
+/// `FramedReader`, "Frames kept past their read") in another, when the shard is large
+/// enough to split ([`COPIES_FROM`]). Apart, the two kinds of region do not fragment
+/// each other: the copies an application keeps gather in the copy ring, and read
+/// regions, released in about the order they were claimed, lap the front of theirs,
+/// so neither ring's resident memory grows past what is live in it (mixed, kept copies
+/// a few dozen KiB apart left no gap for a read region, and each lap touched new pages:
+/// 32 MiB resident for 78 KiB kept, in the conns scenario's keep row).
+struct Rings {
+    /// Read regions, and copies while the copy ring has no room.
+    reads: Ring,
+    /// Copies of short frames.
+    copies: Option<Ring>,
+}
+
+impl Rings {
+    /// The rings a copy may go to, in the order it tries them.
+    fn for_copies(&self) -> impl Iterator<Item = &Ring> {
+        self.copies.iter().chain(core::iter::once(&self.reads))
+    }
+
+    /// The rings a read region may go to, in the order it tries them: the copy ring
+    /// too, so that a reader waits only when neither has room (frames kept whole, not
+    /// copied, may fill the read ring alone).
+    fn for_reads(&self) -> impl Iterator<Item = &Ring> {
+        core::iter::once(&self.reads).chain(&self.copies)
+    }
+}
+
+/// The least shard split into a read ring and a copy ring (see [`Rings`]); a smaller
+/// one is a read ring alone.
+const COPIES_FROM: usize = 1 << 20;
+
+/// The part of a split shard that is its copy ring: a quarter.
+const COPY_SHARE: usize = 4;
 
 /// The process's pool.
 static GLOBAL: OnceLock<ReadPool> = OnceLock::new();
 
 /// Bytes of a shard at least, when [`ReadPool::new`] splits a budget: twice the default
 /// largest frame (`LengthDelimited`'s 8 MiB), so that a frame the default decoder
-/// accepts fits a shard. A pool of less than twice this has one shard.
+/// accepts fits a shard's read ring (three quarters of it). A pool of less than twice this has one shard.
 const MIN_SHARD: usize = 16 << 20;
 
 /// Shards at most.
@@ -178,8 +224,8 @@ impl ReadPool {
     pub const GLOBAL_BUDGET: usize = 64 << 20;
 
     /// A pool of `budget` bytes (headers included; a pool of 32 MiB or more is split into
-    /// rings, each rounded up to a multiple of 8 bytes: see
-    /// [`with_shards`](Self::with_shards)).
+    /// shards, and a shard of 1 MiB or more into two rings, each rounded up to a multiple
+    /// of 8 bytes: see [`with_shards`](Self::with_shards)).
     ///
     /// # Panics
     /// When `budget` is 0, larger than a ring's block can address (16 GiB a shard), or
@@ -210,19 +256,22 @@ impl ReadPool {
         ReadPool::with_shards(budget, shard_count(budget))
     }
 
-    /// A pool of `budget` bytes in `shards` rings of equal length (at least one).
+    /// A pool of `budget` bytes in `shards` shards of equal length (at least one), each
+    /// behind its own lock; a shard of 1 MiB or more is a read ring of three quarters of
+    /// it and a ring for the copies of short frames of the rest (see
+    /// [`ReadPool`], "Sharing").
     ///
     /// Each thread that claims from a pool starts at a shard of its own and keeps it, so
     /// threads polling many readers seldom take each other's locks and cache lines; a
     /// thread moves to another shard when its own is busy or has no room. A region (a
-    /// read, a frame) is at most a shard: a frame larger than a shard is
+    /// read, a frame) is at most a shard's read ring: a frame larger than that is
     /// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), a budget's
     /// share that no one reader can take. [`new`](Self::new) makes twice the
     /// parallelism, with at least 16 MiB a shard (a frame of the default decoder's 8 MiB
-    /// limit fits one).
+    /// limit fits its read ring of 12 MiB).
     ///
     /// # Errors
-    /// As [`Ring::try_new`], for a shard of `budget / shards` bytes.
+    /// As [`Ring::try_new`], for a ring of a shard of `budget / shards` bytes.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::with_shards(4 << 20, 4).unwrap();
@@ -230,25 +279,44 @@ impl ReadPool {
     /// ```
     pub fn with_shards(budget: usize, shards: usize) -> Result<ReadPool, RingError> {
         let count = shards.max(1);
+        let shard = budget / count;
+        let copies = if shard >= COPIES_FROM {
+            shard / COPY_SHARE
+        } else {
+            0
+        };
+        let ring = |capacity| {
+            Ring::builder()
+                .capacity(capacity)
+                .when_full(WhenFull::Fail)
+                .build()
+        };
         let shards = (0..count)
             .map(|_| {
-                let ring = Ring::builder()
-                    .capacity(budget / count)
-                    .when_full(WhenFull::Fail)
-                    .build()?;
+                let reads = ring(shard - copies)?;
+                let copies = (copies != 0).then(|| ring(copies)).transpose()?;
+                let spans = [reads.span(), copies.as_ref().map_or(Span::NONE, Ring::span)];
                 Ok(Shard {
-                    span: ring.span(),
-                    ring: Mutex::new(ring),
+                    rings: Mutex::new(Rings { reads, copies }),
+                    spans,
                 })
             })
             .collect::<Result<Box<[Shard]>, RingError>>()?;
-        let (block_len, fit) = {
+        let (block_len, fit, budget) = {
             let first = lock(&shards[0]);
-            (first.block_len(), first.largest_fit())
+            let copies = first.copies.as_ref().map_or(0, Ring::block_len);
+            let reads = &first.reads;
+            (
+                reads.block_len(),
+                reads.largest_fit(),
+                (reads.block_len() + copies) * count,
+            )
         };
+        let span = (shards.iter().flat_map(|s| s.spans)).fold(Span::NONE, Span::hull);
         Ok(ReadPool {
             shared: Arc::new(Shared {
-                span: (shards.iter()).fold(Span::NONE, |s, shard| s.hull(shard.span)),
+                span,
+                budget,
                 block_len,
                 fit,
                 shards,
@@ -294,10 +362,10 @@ impl ReadPool {
     /// assert_eq!(ringmem::io::ReadPool::new(100).budget(), 104);
     /// ```
     pub fn budget(&self) -> usize {
-        self.shared.block_len * self.shared.shards.len()
+        self.shared.budget
     }
 
-    /// How many rings the budget is split into (see [`with_shards`](Self::with_shards)).
+    /// How many shards the budget is split into (see [`with_shards`](Self::with_shards)).
     ///
     /// ```
     /// assert_eq!(ringmem::io::ReadPool::new(1 << 20).shards(), 1);
@@ -320,12 +388,14 @@ impl ReadPool {
     pub fn stats(&self) -> RingStats {
         let mut sum = RingStats::default();
         for shard in self.shared.shards.iter() {
-            let s = lock(shard).stats();
-            sum.live_buffers += s.live_buffers;
-            sum.bytes_in_use += s.bytes_in_use;
-            sum.capacity += s.capacity;
-            sum.blocks += s.blocks;
-            sum.heap_fallbacks += s.heap_fallbacks;
+            let rings = lock(shard);
+            for s in rings.for_copies().map(Ring::stats) {
+                sum.live_buffers += s.live_buffers;
+                sum.bytes_in_use += s.bytes_in_use;
+                sum.capacity += s.capacity;
+                sum.blocks += s.blocks;
+                sum.heap_fallbacks += s.heap_fallbacks;
+            }
         }
         sum
     }
@@ -333,7 +403,7 @@ impl ReadPool {
     /// What `f` claims from a shard: the thread's own shard if its lock is free, then
     /// the others whose locks are free, then every shard, waiting for its lock. The
     /// shard that serves becomes the thread's own.
-    fn claim<T>(&self, mut f: impl FnMut(&Ring) -> Option<T>) -> Option<T> {
+    fn claim<T>(&self, mut f: impl FnMut(&Rings) -> Option<T>) -> Option<T> {
         let shards = &self.shared.shards;
         let n = shards.len();
         if n == 1 {
@@ -342,7 +412,7 @@ impl ReadPool {
         let first = home() % n;
         let order = || (0..n).map(move |i| (first + i) % n);
         for k in order() {
-            let ring = match shards[k].ring.try_lock() {
+            let ring = match shards[k].rings.try_lock() {
                 Ok(ring) => ring,
                 // As in `lock`.
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -363,27 +433,33 @@ impl ReadPool {
         None
     }
 
-    /// Runs `f` on the ring that holds the byte at `addr` (a region's), under its lock.
+    /// Runs `f` on the ring that holds the byte at `addr` (a region's), under its
+    /// shard's lock.
     fn with_ring_of<T>(&self, addr: usize, f: impl FnOnce(&Ring) -> T) -> T {
         let shards = &self.shared.shards;
-        let shard = (shards.iter())
-            .find(|s| s.span.holds(addr))
+        let (shard, copies) = (shards.iter())
+            .find_map(|s| Some((s, s.spans.iter().position(|r| r.holds(addr))?)))
             .expect("a region of a pool lies in one of its rings");
-        f(&lock(shard))
+        let rings = lock(shard);
+        match (copies, &rings.copies) {
+            (1, Some(ring)) => f(ring),
+            _ => f(&rings.reads),
+        }
     }
 
-    /// Runs `f` on the first shard's ring, under its lock: for tests of a pool of one.
+    /// Runs `f` on the first shard's read ring, under its lock: for tests of a pool of
+    /// one.
     #[cfg(test)]
     fn with<T>(&self, f: impl FnOnce(&Ring) -> T) -> T {
-        f(&lock(&self.shared.shards[0]))
+        f(&lock(&self.shared.shards[0]).reads)
     }
 }
 
-/// `shard`'s ring, locked.
-fn lock(shard: &Shard) -> MutexGuard<'_, Ring> {
+/// `shard`'s rings, locked.
+fn lock(shard: &Shard) -> MutexGuard<'_, Rings> {
     // A panic under the lock came from the ring's own code, which leaves its headers
     // tiled at every point it can panic (allocation failures are `None`): go on.
-    shard.ring.lock().unwrap_or_else(|e| e.into_inner())
+    shard.rings.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl fmt::Debug for ReadPool {
@@ -419,9 +495,10 @@ impl Memory {
             Memory::Own(ring) => ring
                 .fixed(n)
                 .or_else(|| claim_or_least(ring, n, least, false)),
-            Memory::Pool(pool) => {
-                pool.claim(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
-            }
+            Memory::Pool(pool) => pool.claim(|r| {
+                (r.for_reads())
+                    .find_map(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
+            }),
         }
     }
 
@@ -430,7 +507,9 @@ impl Memory {
     pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
         match self {
             Memory::Own(ring) => claim_or_least(ring, n, least, walk),
-            Memory::Pool(pool) => pool.claim(|r| claim_or_least(r, n, least, walk)),
+            Memory::Pool(pool) => {
+                pool.claim(|r| (r.for_reads()).find_map(|r| claim_or_least(r, n, least, walk)))
+            }
         }
     }
 
@@ -440,7 +519,7 @@ impl Memory {
         match self {
             Memory::Own(ring) => hopeless(ring, Some(least)),
             // The shards are alike, and a `Fail` ring's answer is its size's.
-            Memory::Pool(pool) => hopeless(&lock(&pool.shared.shards[0]), Some(least)),
+            Memory::Pool(pool) => hopeless(&lock(&pool.shared.shards[0]).reads, Some(least)),
         }
     }
 
@@ -460,10 +539,11 @@ impl Memory {
     /// claims again). Never a wait: the frame's view serves instead.
     #[inline]
     pub(crate) fn claim_now(&self, n: usize) -> Option<FixedBufMut> {
-        let claim = |r: &Ring| claim_copy(r, n, &mut false);
         match self {
-            Memory::Own(ring) => claim(ring),
-            Memory::Pool(pool) => pool.claim(claim),
+            Memory::Own(ring) => claim_copy(ring, n, &mut false),
+            Memory::Pool(pool) => {
+                pool.claim(|r| (r.for_copies()).find_map(|ring| claim_copy(ring, n, &mut false)))
+            }
         }
     }
 
@@ -478,11 +558,14 @@ impl Memory {
         out: &mut VecDeque<Option<FixedBufMut>>,
     ) {
         let wanted = planned.clone().any(|n| n.is_some());
-        let mut claim = |r: &Ring| {
+        // The rings to try, in order (see `Rings::for_copies`).
+        let mut claim = |rings: [Option<&Ring>; 2]| {
             let start = out.len();
-            let mut walked = false;
+            let mut walked = [false; 2];
             for n in planned.clone() {
-                out.push_back(n.and_then(|n| claim_copy(r, n, &mut walked)));
+                out.push_back(n.and_then(|n| {
+                    (rings.iter().zip(&mut walked)).find_map(|(r, w)| claim_copy((*r)?, n, w))
+                }));
             }
             if (out.range(start..)).any(Option::is_some) {
                 Some(())
@@ -493,8 +576,8 @@ impl Memory {
         };
         let served = match self {
             _ if !wanted => None,
-            Memory::Own(ring) => claim(ring),
-            Memory::Pool(pool) => pool.claim(claim),
+            Memory::Own(ring) => claim([Some(ring), None]),
+            Memory::Pool(pool) => pool.claim(|r| claim([r.copies.as_ref(), Some(&r.reads)])),
         };
         if served.is_none() {
             out.extend(planned.map(|_| None));
@@ -651,6 +734,55 @@ mod tests {
             }
         }
         assert_eq!(shards_for(ReadPool::GLOBAL_BUDGET, 64), 4);
+    }
+
+    /// A shard of 1 MiB or more keeps copies apart from read regions: copies kept while
+    /// many read regions come and go are all in the copy ring, and leave the read ring
+    /// empty; each kind goes to the other ring when its own has no room.
+    #[test]
+    fn copies_and_read_regions_keep_to_their_rings() {
+        let pool = ReadPool::new(1 << 20);
+        let mem = Memory::Pool(pool.clone());
+        let in_ring = |buf: &FixedBufMut, which: usize| {
+            pool.shared.shards[0].spans[which].holds(buf.as_ptr() as usize)
+        };
+        let mut kept = Vec::new();
+        for lap in 0..20 {
+            let read = mem.first_try(64 << 10, 64).unwrap();
+            assert!(
+                in_ring(&read, 0),
+                "lap {lap}: a read region in the copy ring"
+            );
+            let copies: Vec<_> = (0..250).map(|_| mem.claim_now(100).unwrap()).collect();
+            assert!(copies.iter().all(|c| in_ring(c, 1)), "lap {lap}");
+            kept.extend(copies.into_iter().step_by(50));
+        }
+        let reads = pool.with(|r| r.stats());
+        assert_eq!(
+            (reads.live_buffers, pool.stats().live_buffers),
+            (0, kept.len())
+        );
+        // The copy ring full: copies go to the read ring.
+        let until_in = |ring: usize, mut claim: Box<dyn FnMut() -> Option<FixedBufMut> + '_>| {
+            let mut held = Vec::new();
+            loop {
+                let buf = claim().expect("no room in either ring");
+                if in_ring(&buf, ring) {
+                    return (held, buf);
+                }
+                held.push(buf);
+            }
+        };
+        let (copies, spill) = until_in(0, Box::new(|| mem.claim_now(100)));
+        // The copy ring is a quarter of the budget, a copy takes 112 bytes.
+        assert!(copies.len() * 112 > pool.budget() / 8, "{}", copies.len());
+        drop(copies);
+        // And the read ring full: read regions go to the copy ring.
+        let (reads, read) = until_in(1, Box::new(|| mem.first_try(64 << 10, 64)));
+        let read_bytes: usize = reads.iter().map(FixedBufMut::capacity).sum();
+        assert!(read_bytes > pool.budget() / 2, "{read_bytes}");
+        drop((kept, spill, reads, read));
+        assert_eq!(pool.stats().live_buffers, 0);
     }
 
     /// Without room for a read region, a claim takes a read's worth ([`FAIR_READ`]),
