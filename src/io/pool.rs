@@ -81,7 +81,7 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 /// A shard of 1 MiB or more keeps the copies of short frames in a ring of their own, a
 /// quarter of it, apart from the read regions: kept copies then do not leave the read
 /// regions only short gaps, and the pages a pool touches stay near what is live in it
-/// (in the keep row of the bench's `conns` scenario, 78 KiB of kept frames: 1.1-6.4 MiB
+/// (in the keep row of the bench's `conns` scenario, 78 KiB of kept frames: 1.3-1.7 MiB
 /// resident over the baseline against 32 MiB in one ring a shard). A read region goes
 /// to the copy ring, and a copy to the read ring, when its own has no room.
 ///
@@ -174,7 +174,8 @@ static GLOBAL: OnceLock<ReadPool> = OnceLock::new();
 
 /// Bytes of a shard at least, when [`ReadPool::new`] splits a budget: twice the default
 /// largest frame (`LengthDelimited`'s 8 MiB), so that a frame the default decoder
-/// accepts fits a shard's read ring (three quarters of it). A pool of less than twice this has one shard.
+/// accepts fits a shard's read ring (three quarters of it). A pool of less than twice
+/// this has one shard.
 const MIN_SHARD: usize = 16 << 20;
 
 /// Shards at most.
