@@ -149,9 +149,14 @@ struct Rings {
 }
 
 impl Rings {
-    /// The rings a copy may go to, in the order it tries them.
+    /// The rings a copy may go to, in the order it tries them (`None`: no copy ring).
+    fn copy_rings(&self) -> [Option<&Ring>; 2] {
+        [self.copies.as_ref(), Some(&self.reads)]
+    }
+
+    /// [`copy_rings`](Self::copy_rings), those there are.
     fn for_copies(&self) -> impl Iterator<Item = &Ring> {
-        self.copies.iter().chain(core::iter::once(&self.reads))
+        self.copy_rings().into_iter().flatten()
     }
 
     /// The rings a read region may go to, in the order it tries them: the copy ring
@@ -559,7 +564,7 @@ impl Memory {
         out: &mut VecDeque<Option<FixedBufMut>>,
     ) {
         let wanted = planned.clone().any(|n| n.is_some());
-        // The rings to try, in order (see `Rings::for_copies`).
+        // The rings to try, in order (see `Rings::copy_rings`).
         let mut claim = |rings: [Option<&Ring>; 2]| {
             let start = out.len();
             let mut walked = [false; 2];
@@ -578,7 +583,7 @@ impl Memory {
         let served = match self {
             _ if !wanted => None,
             Memory::Own(ring) => claim([Some(ring), None]),
-            Memory::Pool(pool) => pool.claim(|r| claim([r.copies.as_ref(), Some(&r.reads)])),
+            Memory::Pool(pool) => pool.claim(|r| claim(r.copy_rings())),
         };
         if served.is_none() {
             out.extend(planned.map(|_| None));
