@@ -54,8 +54,9 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 /// yields them (see [`FramedReader`](super::FramedReader)), so a kept frame does not pin
 /// the frames read with it. Short of room for a whole read region (64 KiB by default), a reader takes a
 /// read's worth (4 KiB), and short of that the least region that serves (what its
-/// frame needs): frames kept for long leave gaps between them, and reads get shorter
-/// rather than wait while the application holds less than the budget. An async reader
+/// frame needs): frames kept for long leave gaps between them, and reads get shorter;
+/// a reader waits only when no gap holds its next frame (the longest gap is
+/// [`RingStats::largest_free`] of [`stats`](Self::stats)). An async reader
 /// whose socket has nothing to read holds no region of the pool (see
 /// `AsyncFramedReader`); a frame cut by the end of a read holds at most about twice its
 /// own bytes while it waits for the rest (a part under 4 KiB moves to the heap
@@ -382,7 +383,8 @@ impl ReadPool {
 
     /// The pool's [`RingStats`], summed over its rings: the regions that readers are
     /// reading into and the frames (or frozen regions) still held, and the bytes they
-    /// take. It walks the region headers under each ring's lock: for tuning and tests,
+    /// take; `largest_free` is the largest of any ring's (the longest region a reader
+    /// could claim now: a reader whose next frame needs more waits). It walks the region headers under each ring's lock: for tuning and tests,
     /// not a hot loop.
     ///
     /// ```
@@ -401,6 +403,7 @@ impl ReadPool {
                 sum.capacity += s.capacity;
                 sum.blocks += s.blocks;
                 sum.heap_fallbacks += s.heap_fallbacks;
+                sum.largest_free = sum.largest_free.max(s.largest_free);
             }
         }
         sum

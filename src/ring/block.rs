@@ -1185,12 +1185,20 @@ impl BlockCtl {
         }
     }
 
-    /// Counts live regions and their bytes (for `Ring::stats`).
-    pub(crate) fn usage(&self) -> (usize, usize) {
+    /// Counts live regions and their bytes, and the bytes of the longest run of free
+    /// regions, headers included (for `Ring::stats`).
+    pub(crate) fn usage(&self) -> (usize, usize, usize) {
         self.close();
-        self.regions_from(0)
-            .filter(|&(_, h)| count(h) != 0)
-            .fold((0, 0), |(live, bytes), (_, h)| (live + 1, bytes + span(h)))
+        let (mut live, mut bytes, mut run, mut longest) = (0, 0, 0, 0);
+        for (_, h) in self.regions_from(0) {
+            if count(h) == 0 {
+                run += span(h);
+                longest = longest.max(run);
+            } else {
+                (live, bytes, run) = (live + 1, bytes + span(h), 0);
+            }
+        }
+        (live, bytes, longest)
     }
 
     /// Whether no region of this block is live: [`usage`](Self::usage) that stops at

@@ -262,6 +262,24 @@ pub struct RingStats {
     /// # }
     /// ```
     pub heap_fallbacks: u64,
+    /// Bytes of the largest buffer a block has room for now, in one run of free memory
+    /// (a claim may get less: its alignment, and the regions it looks at, see
+    /// `DESIGN.md`). Much less than `capacity - bytes_in_use` tells that the buffers
+    /// still held are scattered through the ring and leave only short gaps between
+    /// them: a claim longer than this waits (or fails, or grows the ring) even though
+    /// the ring is far from full.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// let mut bufs: Vec<_> = (0..4).map(|_| ring.fixed(1000).unwrap()).collect();
+    /// drop(bufs.remove(2));
+    /// drop(bufs.remove(0)); // two kept, with a gap of 1,000 bytes before each
+    /// let stats = ring.stats();
+    /// assert_eq!(stats.capacity - stats.bytes_in_use, 4096 - 2 * (8 + 1000));
+    /// assert_eq!(stats.largest_free, 1000);
+    /// assert!(ring.fixed(1500).is_none());
+    /// ```
+    pub largest_free: usize,
 }
 
 /// The bytes the global allocator holds for the adapter's allocation at `ptr` (its
@@ -445,9 +463,10 @@ impl Ring {
         for b in self.blocks() {
             // SAFETY: the ring's blocks stay alive while the ring does.
             let b = unsafe { b.as_ref() };
-            let (live, bytes) = b.usage();
+            let (live, bytes, free_run) = b.usage();
             stats.live_buffers += live;
             stats.bytes_in_use += bytes;
+            stats.largest_free = stats.largest_free.max(free_run.saturating_sub(HDR));
             stats.capacity += b.len();
         }
         stats
