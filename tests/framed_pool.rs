@@ -69,6 +69,15 @@ fn wire(conn: usize, idx: usize) -> Vec<u8> {
     w
 }
 
+/// The longest `wire` of `conns` connections' `indexes(frames, true)`.
+fn longest_wire(conns: usize, frames: usize) -> usize {
+    (0..conns)
+        .flat_map(|c| indexes(frames, true).into_iter().map(move |i| wire(c, i)))
+        .map(|w| w.len())
+        .max()
+        .unwrap()
+}
+
 fn multi_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -380,8 +389,8 @@ fn a_frame_in_many_pieces_holds_about_its_own_bytes() {
     });
 }
 
-/// (c) A consumer keeps every frame: once they fill the pool the readers stop (no
-/// error, no frame), and once it drops them every frame arrives.
+/// (c) A consumer keeps every frame: once no gap between them holds a frame the
+/// readers stop (no error, no frame), and once it drops them every frame arrives.
 #[test]
 #[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
 fn a_full_pool_makes_readers_wait_not_fail() {
@@ -411,9 +420,9 @@ fn a_full_pool_makes_readers_wait_not_fail() {
         }
         drop(tx);
         assert!(sent_bytes > 4 * budget, "the test sends too little");
+        let longest = longest_wire(CONNS, frames);
         let mut held = Vec::new();
         let mut kept = 0;
-        // As in `blocking_readers_share_a_pool`.
         let start = std::time::Instant::now();
         loop {
             match tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
@@ -422,7 +431,12 @@ fn a_full_pool_makes_readers_wait_not_fail() {
                     kept += f.len();
                     held.push(f);
                 }
-                Err(_) if kept >= budget / 2 => break,
+                // The readers wait only when no gap between the frames kept holds a
+                // whole frame (the longest: 16 KiB and its prefix); a wake-up lost, or
+                // a claim that misses the room there is, leaves them waiting beside
+                // such a gap. How much of the budget the kept frames fill first
+                // depends on where they fall (46-80% in CI's and local runs).
+                Err(_) if pool.stats().largest_free < longest => break,
                 Err(_) => assert!(
                     start.elapsed().as_secs() < 60,
                     "stuck at {kept} bytes in {} frames: {:?}",
@@ -433,6 +447,10 @@ fn a_full_pool_makes_readers_wait_not_fail() {
         }
         let total = CONNS * frames;
         assert!(held.len() < total, "every frame fit the budget");
+        assert!(
+            kept >= budget / 4,
+            "the readers stopped at {kept} bytes kept"
+        );
         assert!(
             readers.iter().all(|r| !r.is_finished()),
             "a reader ended while the pool was full"
@@ -598,9 +616,10 @@ fn blocking_readers_share_a_pool_on(pool: ReadPool) {
     drop(tx);
     let mut held = Vec::new();
     let mut kept = 0;
-    // Frames until none comes for a while once they fill half the budget: the readers
-    // wait for room. (Had the budget not stopped them, they would end: the channel
-    // closes.)
+    // Frames until none comes for a while and no gap holds the longest frame: the
+    // readers wait for room (see `a_full_pool_makes_readers_wait_not_fail`). Had the
+    // budget not stopped them, they would end: the channel closes.
+    let longest = longest_wire(THREADS, frames);
     let start = std::time::Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_millis(300)) {
@@ -609,7 +628,11 @@ fn blocking_readers_share_a_pool_on(pool: ReadPool) {
                 kept += f.len();
                 held.push(f);
             }
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) if kept >= budget / 2 => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout)
+                if pool.stats().largest_free < longest =>
+            {
+                break
+            }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => assert!(
                 start.elapsed().as_secs() < 60,
                 "stuck at {kept} bytes in {} frames: {:?}",
@@ -621,6 +644,10 @@ fn blocking_readers_share_a_pool_on(pool: ReadPool) {
     }
     let total = THREADS * frames;
     assert!(held.len() < total, "every frame fit the budget");
+    assert!(
+        kept >= budget / 4,
+        "the readers stopped at {kept} bytes kept"
+    );
     let mut n = held.len();
     drop(held);
     for f in rx {
