@@ -410,6 +410,9 @@ fn wanted(addr: usize) -> bool {
 /// idle 2-core VM; more on a busy machine, where each of their 8 yields may last a time
 /// slice): a wait with a timeout then costs what one without does while it spins, with
 /// no clock read (a producer on a full ring mostly gets its room there).
+// Under loom there are no yields (`YIELDS` is 0), and clippy takes the loop over
+// none of them for a mistake.
+#[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
 pub(crate) fn block_until<T>(
     span: Span,
     mut try_claim: impl FnMut(bool) -> Option<T>,
@@ -542,6 +545,8 @@ impl Drop for TaskSlot {
 /// Without the yields, every wait paid a registration and the waiter's barrier, and a
 /// release the wake-up: on a 2-worker tokio runtime, a producer task whose ring was full
 /// once per batch of its consumer took 2.3× as long as one that yielded by hand.
+// As on `block_until`.
+#[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))]
 pub(crate) fn poll_until<T>(
     slot: &mut TaskSlot,
     cx: &mut Context<'_>,
