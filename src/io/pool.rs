@@ -384,8 +384,8 @@ impl ReadPool {
     /// The pool's [`RingStats`], summed over its rings: the regions that readers are
     /// reading into and the frames (or frozen regions) still held, and the bytes they
     /// take; `largest_free` is the largest of any ring's (the longest region a reader
-    /// could claim now: a reader whose next frame needs more waits). It walks the region headers under each ring's lock: for tuning and tests,
-    /// not a hot loop.
+    /// could claim now: a reader whose next frame needs more waits). It walks the
+    /// region headers under each ring's lock: for tuning and tests, not a hot loop.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);

@@ -263,8 +263,8 @@ pub struct RingStats {
     /// ```
     pub heap_fallbacks: u64,
     /// Bytes of the largest buffer a block has room for now, in one run of free memory
-    /// (a claim may get less: its alignment, and the regions it looks at, see
-    /// `DESIGN.md`). Much less than `capacity - bytes_in_use` tells that the buffers
+    /// (a claim may get less: its alignment takes some, and a plain claim looks at a
+    /// few regions only, a claim that waits at them all). Much less than `capacity - bytes_in_use` tells that the buffers
     /// still held are scattered through the ring and leave only short gaps between
     /// them: a claim longer than this waits (or fails, or grows the ring) even though
     /// the ring is far from full.
@@ -273,7 +273,7 @@ pub struct RingStats {
     /// let ring = ringmem::Ring::new(4096);
     /// let mut bufs: Vec<_> = (0..4).map(|_| ring.fixed(1000).unwrap()).collect();
     /// drop(bufs.remove(2));
-    /// drop(bufs.remove(0)); // two kept, with a gap of 1,000 bytes before each
+    /// drop(bufs.remove(0)); // two kept, each after room for 1,000 bytes
     /// let stats = ring.stats();
     /// assert_eq!(stats.capacity - stats.bytes_in_use, 4096 - 2 * (8 + 1000));
     /// assert_eq!(stats.largest_free, 1000);
