@@ -31,7 +31,10 @@ run_stage() { # lane, stage command line
   local log=$CI_LOGS/$name.log
   # In the background and then waited for: a subshell tested by `||` would run with
   # `set -e` off, so a stage's first failing command would not end it.
-  (set -euo pipefail; eval "$cmd") >"$log" 2>&1 </dev/null &
+  # CI_LANE: a stage that must not share a target directory with the other lane
+  # (cargo holds a target directory's lock while `cargo test` runs its tests, not
+  # only while it builds) keys the directory by it.
+  (set -euo pipefail; export CI_LANE=$lane; eval "$cmd") >"$log" 2>&1 </dev/null &
   wait $! || rc=$?
   local took=$((SECONDS - t0))
   echo "$name $took $lane $rc" >>"$CI_LOGS/times"
