@@ -16,8 +16,8 @@
 //!   blocks may cross threads, on a worker thread that receives the pointers.
 //!
 //! ```text
-//! cargo bench --bench alloc_api                      # everything
-//! cargo bench --bench alloc_api -- 'vec/.*17453'     # a filter
+//! cargo bench -p ringmem-micro --bench alloc_api                   # everything
+//! cargo bench -p ringmem-micro --bench alloc_api -- 'vec/.*17453'  # a filter
 //! ```
 //!
 //! The peers themselves (ring-alloc, bumpalo, blink-alloc) run in `bench/`; compare

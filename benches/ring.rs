@@ -1,8 +1,8 @@
 //! Criterion micro-benchmarks of the ring's hot paths, each run through one small trait
 //! so the ring and the system allocator execute the same loop code.
 //!
-//! `cargo bench --bench ring` (the peers are compared in `bench/`, the only crate that
-//! depends on them).
+//! `cargo bench -p ringmem-micro --bench ring` (the peers are compared in `bench/`, the
+//! only crate that depends on them).
 
 use std::hint::black_box;
 use std::io::Write;

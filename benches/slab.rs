@@ -1,7 +1,7 @@
 //! Typed pools against `Box` on the system allocator.
 //!
 //! ```text
-//! cargo bench --bench slab
+//! cargo bench -p ringmem-micro --bench slab
 //! ```
 //!
 //! - `alloc_drop`: allocate one object and drop it at once (the handle's release is
