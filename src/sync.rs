@@ -5,14 +5,14 @@
 //! of the waiters, the cell that a lock guards ([`CheckedCell`]), process-wide statics
 //! ([`global!`](crate::sync::global)), thread-locals
 //! ([`thread_local!`](crate::sync::thread_local), with loom's thread ends), a yield
-//! inside spin loops ([`model_yield`]) and the tracked heap ([`heap`]). `Cell` and `UnsafeCell` are re-exported from here too:
+//! inside spin loops ([`model_yield`]) and the tracked heap ([`heap`]). `Cell`, `RefCell` and `UnsafeCell` are re-exported from here too:
 //! they only ever hold state of the thread that owns a ring or a pool, so loom has
 //! nothing to check in them, but every cell still enters through this door. No other
 //! module names `loom`. The raw system call lives here too: `membarrier` for the
 //! asymmetric barrier ([`barrier`]).
 #![allow(unused_imports)]
 
-pub(crate) use core::cell::{Cell, UnsafeCell};
+pub(crate) use core::cell::{Cell, RefCell, UnsafeCell};
 
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{

@@ -13,6 +13,10 @@
 //! the lock, so every claim sees what the claims before it did, and room given back
 //! under the lock wakes waiters as room made on a ring's own thread does
 //! (`orphan::after_room`: a waiter arms before it tries, and tries under the lock).
+//! Those wake-ups, and those of releases under the lock, run once the lock is let go
+//! (`Locked`, through `wait::hold_wakes`): a waker is the executor's code, and one that
+//! touches the pool (its stats, a claim; an executor that polls the woken task inline)
+//! would otherwise take the lock its thread holds.
 //!
 //! Shards keep the threads that poll readers off each other's locks and cache lines:
 //! each thread claims from the shard it last claimed from, and moves to the next when
@@ -27,12 +31,13 @@
 
 use core::cell::Cell;
 use core::fmt;
+use core::ops::Deref;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError};
 
 use crate::buf::hopeless;
-use crate::ring::wait::{block_until, Span};
+use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
 use crate::sync::{Mutex, MutexGuard};
 use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 
@@ -421,11 +426,8 @@ impl ReadPool {
         let first = home() % n;
         let order = || (0..n).map(move |i| (first + i) % n);
         for k in order() {
-            let ring = match shards[k].rings.try_lock() {
-                Ok(ring) => ring,
-                // As in `lock`.
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => continue,
+            let Some(ring) = try_lock(&shards[k]) else {
+                continue;
             };
             if let Some(t) = f(&ring) {
                 drop(ring);
@@ -464,11 +466,45 @@ impl ReadPool {
     }
 }
 
+/// A shard's rings, locked: the wake-ups that releases and room given back under the
+/// lock owe run once it is let go (see the module docs).
+struct Locked<'a> {
+    /// Dropped first (fields drop in order): the lock is let go before the wake-ups.
+    rings: MutexGuard<'a, Rings>,
+    _wakes: HeldWakes,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Rings;
+
+    fn deref(&self) -> &Rings {
+        &self.rings
+    }
+}
+
 /// `shard`'s rings, locked.
-fn lock(shard: &Shard) -> MutexGuard<'_, Rings> {
+fn lock(shard: &Shard) -> Locked<'_> {
     // A panic under the lock came from the ring's own code, which leaves its headers
     // tiled at every point it can panic (allocation failures are `None`): go on.
-    shard.rings.lock().unwrap_or_else(|e| e.into_inner())
+    let rings = shard.rings.lock().unwrap_or_else(|e| e.into_inner());
+    Locked {
+        rings,
+        _wakes: hold_wakes(),
+    }
+}
+
+/// `shard`'s rings, locked, if no other thread holds the lock.
+fn try_lock(shard: &Shard) -> Option<Locked<'_>> {
+    let rings = match shard.rings.try_lock() {
+        Ok(rings) => rings,
+        // As in `lock`.
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::WouldBlock) => return None,
+    };
+    Some(Locked {
+        rings,
+        _wakes: hold_wakes(),
+    })
 }
 
 impl fmt::Debug for ReadPool {
@@ -729,6 +765,88 @@ mod tests {
         );
         let got = mem.first_try(6000, 6000).expect("the walk missed it");
         assert_eq!(got.capacity(), 6000);
+    }
+
+    /// A waker may touch the pool it waits on: room given back under a shard's lock (a
+    /// read region trimmed to what its read brought) wakes the waiting task once the
+    /// lock is let go, and its waker reads the pool's stats and claims from it (under
+    /// the lock, both waited for the lock their own thread held).
+    #[test]
+    fn a_waker_may_touch_the_pool_that_woke_it() {
+        use crate::ring::wait::{poll_until, TaskSlot};
+        use std::sync::Mutex;
+        use std::task::{Context, Wake, Waker};
+        use std::time::Duration;
+
+        /// A task's waker that reads its pool's stats and claims from it, as it wakes.
+        struct TouchesThePool {
+            pool: ReadPool,
+            wakes: AtomicUsize,
+            /// At the latest wake-up: the pool's live buffers, and whether a claim
+            /// from it served.
+            seen: Mutex<Option<(usize, bool)>>,
+        }
+
+        impl Wake for TouchesThePool {
+            fn wake(self: Arc<Self>) {
+                self.wake_by_ref();
+            }
+            fn wake_by_ref(self: &Arc<Self>) {
+                let live = self.pool.stats().live_buffers;
+                let claimed = Memory::Pool(self.pool.clone()).claim_now(8).is_some();
+                *self.seen.lock().unwrap() = Some((live, claimed));
+                // Relaxed: read on this thread.
+                self.wakes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+
+        // It shares the waiters' table with the other waiting tests.
+        let _one = crate::ring::orphan::one_test();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // On a thread of its own: without the fix it never returns.
+        std::thread::spawn(move || {
+            let pool = ReadPool::new(64 << 10);
+            let mem = Memory::Pool(pool.clone());
+            // The whole pool, in one read region that a read has filled a little of.
+            let fit = pool.shared.fit;
+            let mut region = mem.first_try(fit, fit).expect("an empty pool");
+            region.try_extend_from_slice(b"a frame").unwrap();
+            let touch = Arc::new(TouchesThePool {
+                pool: pool.clone(),
+                wakes: AtomicUsize::new(0),
+                seen: Mutex::new(None),
+            });
+            let waker = Waker::from(touch.clone());
+            let mut cx = Context::from_waker(&waker);
+            let mut slot = TaskSlot::default();
+            let mut poll = |cx: &mut Context<'_>| {
+                poll_until(&mut slot, cx, mem.span(), |walk| {
+                    mem.try_claim(4 << 10, 4 << 10, walk)
+                })
+            };
+            // Polled until it registers: its first polls yield (they wake it at once).
+            loop {
+                let yields = touch.wakes.load(Ordering::Relaxed);
+                assert!(poll(&mut cx).is_pending(), "the pool is full");
+                if touch.wakes.load(Ordering::Relaxed) == yields {
+                    break;
+                }
+            }
+            let registered = touch.wakes.load(Ordering::Relaxed);
+            // Under the shard's lock: the room given back wakes the task.
+            mem.shrink(&mut region);
+            assert_eq!(touch.wakes.load(Ordering::Relaxed), registered + 1);
+            let seen = touch.seen.lock().unwrap().take();
+            let got = poll(&mut cx).is_ready();
+            tx.send((seen, got)).unwrap();
+        });
+        let timeout = Duration::from_secs(20);
+        let (seen, got) = rx.recv_timeout(timeout).unwrap_or_else(|e| {
+            panic!("the wake-up under the shard's lock never returned ({e}): its waker waits for the lock its own thread holds")
+        });
+        // The region, trimmed; and the claim's region, released at once.
+        assert_eq!(seen, Some((1, true)), "what the waker saw");
+        assert!(got, "woken, yet no room");
     }
 
     /// A split budget keeps shards of 16 MiB or more whatever the parallelism, so the

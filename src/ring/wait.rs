@@ -45,14 +45,22 @@
 //!
 //! A waiter that tries again must walk its whole ring (`Ring::unstick_if`): a plain
 //! claim may look only at the oldest region for a while after a full lap.
+//!
+//! No waker runs under the waiters' own lock, nor under a lock that a waker may take:
+//! a thread that holds one (a `ReadPool` shard's, which `ReadPool::stats` and every
+//! claim on the pool take) says so with [`hold_wakes`], and until it lets go, the
+//! wake-ups it owes wait in a list of its own; they run once its last such lock is let
+//! go. A waker, or an executor that polls the woken task inline, may then touch the
+//! same pool.
 
+use core::marker::PhantomData;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
 use super::header::Header;
 use super::orphan;
-use crate::sync::{barrier, park, switch, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::sync::{barrier, park, switch, AtomicUsize, Cell, Mutex, MutexGuard, Ordering, RefCell};
 
 /// Tries before a waiter registers: a release on another core is often this close.
 /// One under loom, which models every try.
@@ -150,6 +158,16 @@ enum Wake {
     Thread(park::Thread),
     /// A task waiting in [`poll_until`]; its record goes when it is woken.
     Task(Waker),
+}
+
+impl Wake {
+    /// Wakes the waiter: the executor's code, for a task. Never under a lock of ours.
+    fn wake(self) {
+        match self {
+            Wake::Thread(t) => t.unpark(),
+            Wake::Task(waker) => waker.wake(),
+        }
+    }
 }
 
 /// One producer waiting for room in one ring.
@@ -251,9 +269,10 @@ impl Waiters {
     }
 
     /// Wakes the armed waiters whose span holds `addr`: disarms them, sets their flag,
-    /// takes woken tasks out, and returns how to wake each (after the lock).
-    fn wake_at(&mut self, addr: usize) -> Vec<Wake> {
-        let mut woken = Vec::new();
+    /// takes woken tasks out, and pushes how to wake each on `woken` (for after the
+    /// lock). Returns how many it pushed.
+    fn wake_at(&mut self, addr: usize, woken: &mut Vec<Wake>) -> usize {
+        let before = woken.len();
         let mut i = 0;
         while i < self.list.len() {
             let w = &mut self.list[i];
@@ -271,10 +290,11 @@ impl Waiters {
                 Wake::Task(_) => woken.push(self.list.swap_remove(i).wake),
             }
         }
-        if !woken.is_empty() {
+        let pushed = woken.len() - before;
+        if pushed != 0 {
             self.publish();
         }
-        woken
+        pushed
     }
 
     /// Stores in [`ARMED`] what the armed waiters make of it, where it changed, and
@@ -381,15 +401,81 @@ pub(crate) fn wake_if_wanted(hdr: *const Header) {
     if !wanted(addr) {
         return;
     }
-    let woken = lock().wake_at(addr);
-    #[cfg(all(test, not(loom)))]
-    WAKES.fetch_add(woken.len(), Ordering::Relaxed);
-    for w in woken {
-        match w {
-            Wake::Thread(t) => t.unpark(),
-            Wake::Task(waker) => waker.wake(),
+    // Under a lock that a waker may take: woken when the thread lets go of it (see
+    // `hold_wakes`). Outside its thread-locals' lifetime, a thread holds no such lock.
+    if HOLDING.try_with(Cell::get).unwrap_or(0) != 0 {
+        let held = DEFERRED.try_with(|d| lock().wake_at(addr, &mut d.borrow_mut()));
+        if let Ok(_n) = held {
+            #[cfg(all(test, not(loom)))]
+            WAKES.fetch_add(_n, Ordering::Relaxed);
+            return;
         }
     }
+    let mut woken = Vec::new();
+    let _n = lock().wake_at(addr, &mut woken);
+    #[cfg(all(test, not(loom)))]
+    WAKES.fetch_add(_n, Ordering::Relaxed);
+    woken.into_iter().for_each(Wake::wake);
+}
+
+crate::sync::thread_local! {
+    /// How many locks that a waker may take this thread holds ([`hold_wakes`]).
+    static HOLDING: Cell<usize> = const { Cell::new(0) };
+    /// The wake-ups this thread owes while [`HOLDING`] is not zero, in the order they
+    /// came. It keeps its capacity: no heap allocation once warm.
+    static DEFERRED: RefCell<Vec<Wake>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Says that this thread holds a lock that a waker may take, until the guard is
+/// dropped: the wake-ups its releases and the room it gives back owe wait until then,
+/// and run when the last such guard of the thread goes. Take it with the lock and drop
+/// it after the lock is let go (a `ReadPool` shard's lock, in `io/pool.rs`).
+// The pool, its one user, is left out of loom builds; the model below checks it.
+#[cfg_attr(loom, allow(dead_code))]
+#[must_use = "wake-ups are held back only while the guard lives"]
+pub(crate) fn hold_wakes() -> HeldWakes {
+    HOLDING.with(|n| n.set(n.get() + 1));
+    HeldWakes {
+        _thread: PhantomData,
+    }
+}
+
+/// See [`hold_wakes`]. Not `Send`: it counts on its thread's [`HOLDING`].
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) struct HeldWakes {
+    _thread: PhantomData<*const ()>,
+}
+
+impl Drop for HeldWakes {
+    fn drop(&mut self) {
+        let left = HOLDING.with(|n| {
+            let left = n.get() - 1;
+            n.set(left);
+            left
+        });
+        if left == 0 {
+            wake_held();
+        }
+    }
+}
+
+/// Runs the wake-ups this thread held back. One at a time, the list not borrowed while
+/// one runs: a waker may take the lock again and hold back more, which its own guard
+/// then wakes (nested, through this function); a waker that panics leaves the rest
+/// for this thread's next guard.
+fn wake_held() {
+    while let Some(w) = DEFERRED
+        .try_with(|d| pop_first(&mut d.borrow_mut()))
+        .ok()
+        .flatten()
+    {
+        w.wake();
+    }
+}
+
+/// The first of `woken`, the rest moved up (the list is a few entries at most).
+fn pop_first(woken: &mut Vec<Wake>) -> Option<Wake> {
+    (!woken.is_empty()).then(|| woken.remove(0))
 }
 
 /// Whether a release of the region whose header is at `addr` may make room for a
@@ -754,5 +840,88 @@ mod tests {
             parked_wakes <= 3,
             "parked on an idle ring, woken {parked_wakes} times"
         );
+    }
+}
+
+/// The pool's protocol with loom's lock (the pool itself is left out of loom builds):
+/// a ring behind a lock, full, and two waiters for room in it, a task on this thread
+/// whose waker takes the lock (as one that reads a pool's stats does) and a blocked
+/// thread. The region that fills the ring is released under the lock, with the
+/// wake-ups held back as a pool's shard guard holds them: the task is woken only once
+/// the lock is let go (woken under it, its waker would wait for the lock its own thread
+/// holds, which loom reports as a deadlock), and the thread's wake-up, held back, still
+/// comes (a lost one leaves it parked: a deadlock too).
+#[cfg(all(test, loom))]
+mod models {
+    use super::*;
+    use crate::sync::model::{run_model, thread};
+    use crate::sync::AtomicBool;
+    use crate::Ring;
+    use std::sync::Arc;
+
+    /// Bytes of the ring: one region fills it, and once it is released, each waiter's
+    /// region of a word fits.
+    const RING: usize = 64;
+
+    /// A task's waker that takes the lock of the ring it waits on, as it wakes.
+    struct TakesTheLock {
+        shard: Arc<Mutex<Ring>>,
+        woken: AtomicBool,
+    }
+
+    impl std::task::Wake for TakesTheLock {
+        fn wake(self: Arc<Self>) {
+            drop(self.shard.lock().unwrap());
+            // Relaxed: read on this thread.
+            self.woken.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A claim of a word under the lock, as a pool's waiting reader makes it.
+    fn try_claim(shard: &Mutex<Ring>, walk: bool) -> Option<crate::FixedBufMut> {
+        let ring = shard.lock().unwrap();
+        ring.unstick_if(walk);
+        ring.fixed(8)
+    }
+
+    #[test]
+    fn wakes_held_under_a_lock_run_after_it() {
+        run_model("wakes_held_under_a_lock_run_after_it", || {
+            let ring = Ring::new(RING);
+            let full = ring.fixed(RING - 8).unwrap();
+            let span = ring.span();
+            let shard = Arc::new(Mutex::new(ring));
+            let t = {
+                let shard = shard.clone();
+                thread::spawn(move || {
+                    let got = block_until(span, |walk| try_claim(&shard, walk), None);
+                    drop(got.expect("no deadline"));
+                })
+            };
+            let task = Arc::new(TakesTheLock {
+                shard: shard.clone(),
+                woken: AtomicBool::new(false),
+            });
+            let waker = Waker::from(task.clone());
+            let mut cx = Context::from_waker(&waker);
+            let mut slot = TaskSlot::default();
+            let mut poll = |cx: &mut Context<'_>| {
+                poll_until(&mut slot, cx, span, |walk| try_claim(&shard, walk))
+            };
+            assert!(poll(&mut cx).is_pending(), "the ring is full");
+            let held = hold_wakes();
+            let ring = shard.lock().unwrap();
+            drop(full);
+            // Relaxed: written on this thread.
+            assert!(!task.woken.load(Ordering::Relaxed), "woken under the lock");
+            drop(ring);
+            drop(held);
+            assert!(task.woken.load(Ordering::Relaxed), "never woken");
+            let Poll::Ready(got) = poll(&mut cx) else {
+                panic!("woken, yet no room");
+            };
+            drop(got);
+            t.join().unwrap();
+        });
     }
 }
