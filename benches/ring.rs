@@ -190,7 +190,36 @@ fn beside_other_rings(c: &mut Criterion) {
     g.finish();
 }
 
+/// A waiting future on a full ring of 16,384 live buffers, polled by hand: its first
+/// poll (a try, then a yield), against a poll of it once registered that no wake-up
+/// caused (as a `select!` sibling's wake-up polls it).
+fn spurious_poll(c: &mut Criterion) {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let mut g = c.benchmark_group("waiting future poll, 16,384 live buffers");
+    let mut ring = Ring::new(16_384 * 16);
+    let live: Vec<_> = std::iter::from_fn(|| ring.fixed(8)).collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    g.bench_function("first poll", |b| {
+        b.iter(|| {
+            let mut wait = std::pin::pin!(ring.fixed_async(8));
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+        })
+    });
+    let mut wait = std::pin::pin!(ring.fixed_async(8));
+    // Past its yields: registered.
+    for _ in 0..64 {
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+    }
+    g.bench_function("registered, no wake-up", |b| {
+        b.iter(|| assert!(wait.as_mut().poll(&mut cx).is_pending()))
+    });
+    g.finish();
+    drop(live);
+}
+
 fn benches(c: &mut Criterion) {
+    spurious_poll(c);
     beside_other_rings(c);
     let ring = RingBytes(Ring::new(1 << 20));
     alloc_write_drop(c, &ring);

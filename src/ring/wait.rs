@@ -246,6 +246,15 @@ impl Waiters {
         self.list.iter_mut().find(|w| w.id == id)
     }
 
+    /// Whether task `id` still waits, armed, to be woken by `waker`: no release has
+    /// woken it (which takes its record out) since it registered and tried.
+    fn still_waits(&mut self, id: u64, waker: &Waker) -> bool {
+        self.find(id).is_some_and(|w| match &w.wake {
+            Wake::Task(registered) => w.armed && registered.will_wake(waker),
+            Wake::Thread(_) => false,
+        })
+    }
+
     /// Arms waiter `id` and publishes it: from the caller's barrier on, a release into
     /// its span wakes it.
     fn arm(&mut self, id: u64) {
@@ -639,6 +648,15 @@ pub(crate) fn poll_until<T>(
     span: Span,
     mut try_claim: impl FnMut(bool) -> Option<T>,
 ) -> Poll<T> {
+    // Registered, tried, and not woken since: no room was made in its span (every
+    // release and every room made on a ring's thread inside it would have woken it),
+    // so a poll that no wake-up caused (a `select!` sibling's) neither walks nor joins
+    // again. A new waker (the future moved to another task) registers again.
+    if let Some(id) = slot.id {
+        if lock().still_waits(id, cx.waker()) {
+            return Poll::Pending;
+        }
+    }
     if let Some(t) = try_claim(slot.id.is_some()) {
         slot.leave();
         return Poll::Ready(t);
@@ -713,7 +731,8 @@ mod tests {
         assert!(poll_until(&mut slot, &mut cx, span, &mut never).is_pending());
         assert!(slot.id.is_some(), "not registered after {YIELDS} yields");
         assert_eq!(count.0.load(Ordering::Relaxed), YIELDS as usize);
-        // A poll once registered (as after a release's wake-up) walks the ring at once.
+        // A poll after a release's wake-up walks the ring at once.
+        wake_if_wanted(nowhere[3..].as_ptr().cast());
         assert!(poll_until(&mut slot, &mut cx, span, &mut never).is_pending());
         let yields = YIELDS as usize;
         assert!(
@@ -722,6 +741,7 @@ mod tests {
         );
         assert_eq!(walks[yields + 1..], [true, true, true]);
         // Ready ends the wait: the next one yields again.
+        wake_if_wanted(nowhere[3..].as_ptr().cast());
         assert!(poll_until(&mut slot, &mut cx, span, |_| Some(())).is_ready());
         assert_eq!((slot.id, slot.yields), (None, 0));
         assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
@@ -740,6 +760,49 @@ mod tests {
         }
         count.0.store(0, Ordering::Relaxed); // its own yields
         (slot, count)
+    }
+
+    /// A registered task polled again before a release wakes it (a `select!`
+    /// sibling's wake-up) neither tries nor joins again; once woken, its poll walks; a
+    /// poll with another waker registers that one.
+    #[test]
+    fn a_poll_no_wake_up_caused_neither_walks_nor_joins() {
+        let _one = crate::ring::orphan::one_test();
+        let block = [0u64; 16];
+        let span = Span::new(block.as_ptr().cast(), 128);
+        let (mut slot, count) = registered(span);
+        let id = slot.id;
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            let poll = poll_until(&mut slot, &mut cx, span, |walk| {
+                tries.push(walk);
+                None::<()>
+            });
+            assert!(poll.is_pending());
+        }
+        assert_eq!(tries, [], "a poll no wake-up caused tried");
+        assert_eq!(slot.id, id, "a poll no wake-up caused joined again");
+        wake_if_wanted(block[3..].as_ptr().cast());
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            1,
+            "the release woke the task"
+        );
+        let poll = poll_until(&mut slot, &mut cx, span, |walk| {
+            tries.push(walk);
+            walk.then_some(())
+        });
+        assert!(poll.is_ready(), "the woken poll walked: {tries:?}");
+        // Another waker: the task registers it (its first try then walks too).
+        let (mut slot, _count) = registered(span);
+        let other = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let mut cx = Context::from_waker(&other);
+        let before = slot.id;
+        assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
+        assert_ne!(slot.id, before, "a new waker was not registered");
+        assert!(lock().still_waits(slot.id.unwrap(), &other));
     }
 
     /// More rings are waited on than the table has entries: each release wakes only
