@@ -13,7 +13,12 @@
 //!
 //! - `free in order/<A>/...`: 65,535 `u32`s allocated (not timed), then freed in the
 //!   order they were made (timed), on the same thread or, for the allocators whose
-//!   blocks may cross threads, on a worker thread that receives the pointers.
+//!   blocks may cross threads, on a worker thread that receives the pointers;
+//! - `kept lookup/OneRingAlloc/...`: the same queue freed on a worker thread while 0, 1
+//!   or 64 *kept blocks* exist (regions that a shrink to a small size left in place on
+//!   a full ring): every such free of a block that is not its chunk's latest asks
+//!   whether the block is a kept one. In order, and across chunks (each free in
+//!   another 4 KiB chunk than the one before: sorted by the offset in the chunk).
 //!
 //! ```text
 //! cargo bench -p ringmem-micro --bench alloc_api                   # everything
@@ -30,7 +35,7 @@ use std::time::{Duration, Instant};
 use allocator_api2::alloc::{Allocator, Global, Layout};
 use allocator_api2::vec::Vec;
 use criterion::{criterion_group, criterion_main, Criterion};
-use ringmem::{OneRingAlloc, Ring, RingAlloc, WhenFull};
+use ringmem::{FixedBufMut, OneRingAlloc, Ring, RingAlloc, WhenFull};
 
 /// ring-alloc's vector sizes.
 const VEC_SIZES: [usize; 4] = [10, 146, 2134, 17_453];
@@ -140,6 +145,24 @@ fn free_in_order_elsewhere<A: Allocator + Copy + Send + 'static>(
     name: &str,
     a: A,
 ) {
+    free_elsewhere(
+        c,
+        &format!("free in order/{name}"),
+        &format!("free 4 bytes x {WARM_UP}, other thread"),
+        a,
+        |_| {},
+    );
+}
+
+/// A worker thread frees batches of `a`'s blocks, in the order of [`queue`] after
+/// `order`, and sends back the time each took (criterion's `group`/`function`).
+fn free_elsewhere<A: Allocator + Copy + Send + 'static>(
+    c: &mut Criterion,
+    group: &str,
+    function: &str,
+    a: A,
+    order: fn(&mut [NonNull<u8>]),
+) {
     /// The pointers of one batch, sent to the worker.
     struct Batch(std::vec::Vec<NonNull<u8>>);
     // SAFETY: the blocks are `A`'s, which may be freed on any thread (`A: Send`, and
@@ -153,12 +176,14 @@ fn free_in_order_elsewhere<A: Allocator + Copy + Send + 'static>(
             to_bench.send(unsafe { drain(&a, batch.0) }).unwrap();
         }
     });
-    let mut g = c.benchmark_group(format!("free in order/{name}"));
-    g.bench_function(format!("free 4 bytes x {WARM_UP}, other thread"), |b| {
+    let mut g = c.benchmark_group(group);
+    g.bench_function(function, |b| {
         b.iter_custom(|iters| {
             (0..iters)
                 .map(|_| {
-                    to_worker.send(Batch(queue(&a))).unwrap();
+                    let mut batch = queue(&a);
+                    order(&mut batch);
+                    to_worker.send(Batch(batch)).unwrap();
                     times.recv().unwrap()
                 })
                 .sum()
@@ -167,6 +192,73 @@ fn free_in_order_elsewhere<A: Allocator + Copy + Send + 'static>(
     g.finish();
     drop(to_worker);
     worker.join().unwrap();
+}
+
+/// `n` blocks of `OneRingAlloc` kept in their regions: each a 900-byte vector shrunk
+/// to 100 bytes on a thread whose full ring (of `Fail` policy) has no chunk to give
+/// (as `tests/alloc_full.rs` makes them). They stay kept until dropped, on any thread.
+fn kept_blocks(n: usize) -> std::vec::Vec<Vec<u8, OneRingAlloc>> {
+    std::thread::spawn(move || {
+        let ring = Ring::builder()
+            .capacity(n * 1024 + 32 * 1024)
+            .when_full(WhenFull::Fail);
+        ringmem::tls::configure(ring).unwrap();
+        let mut kept: std::vec::Vec<_> = (0..n)
+            .map(|_| {
+                let mut v = Vec::with_capacity_in(900, OneRingAlloc);
+                v.resize(900, 7u8);
+                v
+            })
+            .collect();
+        // The ring full, then the current chunk: a shrink finds no chunk to move to.
+        let mut fill: std::vec::Vec<FixedBufMut> = std::vec::Vec::new();
+        ringmem::tls::with_ring(|ring| {
+            for size in [8192, 1024, 128, 16, 1] {
+                while let Some(b) = ring.fixed(size) {
+                    fill.push(b);
+                }
+            }
+        });
+        let mut small = std::vec::Vec::new();
+        while let Ok(b) = allocator_api2::boxed::Box::try_new_in(0u32, OneRingAlloc) {
+            small.push(b);
+        }
+        for v in &mut kept {
+            let at = v.as_ptr();
+            v.truncate(100);
+            v.shrink_to_fit();
+            assert_eq!(v.as_ptr(), at, "a shrink on a full ring keeps the block");
+        }
+        kept
+    })
+    .join()
+    .unwrap()
+}
+
+/// `kept lookup/OneRingAlloc/...`: frees on another thread with `n` blocks kept.
+fn kept_lookup(c: &mut Criterion) {
+    /// Each block in another chunk than the one before (chunks are 4 KiB-aligned).
+    fn across_chunks(ptrs: &mut [NonNull<u8>]) {
+        ptrs.sort_unstable_by_key(|p| (p.as_ptr() as usize % 4096, p.as_ptr() as usize));
+    }
+    for n in [0, 1, 64] {
+        let kept = kept_blocks(n);
+        free_elsewhere(
+            c,
+            "kept lookup/ringmem::OneRingAlloc",
+            &format!("free 4 bytes x {WARM_UP} in order, other thread, {n} kept"),
+            OneRingAlloc,
+            |_| {},
+        );
+        free_elsewhere(
+            c,
+            "kept lookup/ringmem::OneRingAlloc",
+            &format!("free 4 bytes x {WARM_UP} across chunks, other thread, {n} kept"),
+            OneRingAlloc,
+            across_chunks,
+        );
+        drop(kept);
+    }
 }
 
 fn benches(c: &mut Criterion) {
@@ -184,6 +276,7 @@ fn benches(c: &mut Criterion) {
     free_in_order(c, "ringmem::Ring (&Ring)", &ring.build().unwrap());
     free_in_order_elsewhere(c, "Global", Global);
     free_in_order_elsewhere(c, "ringmem::OneRingAlloc", OneRingAlloc);
+    kept_lookup(c);
 }
 
 criterion_group! {
