@@ -292,6 +292,161 @@ fn one_ring_kept_block_freed_on_another_thread() {
     });
 }
 
+/// Kept blocks made at once: more than the stripes of a `RingAlloc`'s table (64), so
+/// that some share a stripe.
+const MANY_KEPT: usize = 72;
+
+/// Small blocks made before the kept ones: a few chunks' worth (one under Miri).
+const SMALL_BLOCKS: usize = if cfg!(miri) { 300 } else { 3000 };
+
+/// The byte at index `i` of kept vector `k`.
+fn kept_byte(k: usize, i: usize) -> u8 {
+    (i * 7 + k * 31 + 3) as u8
+}
+
+/// What keeps a ring full (its fillers), and small blocks in chunks.
+type Fillers<A> = (std::vec::Vec<FixedBufMut>, std::vec::Vec<Box<[u8; 4], A>>);
+
+/// [`MANY_KEPT`] vectors of `a` kept in their regions (300 bytes each, truncated to
+/// `100 + k` and shrunk on the ring that `fill` fills, with no chunk to take them),
+/// the fillers, and small blocks of `a` in chunks.
+fn many_kept<A: Allocator + Clone>(
+    a: &A,
+    fill: impl Fn() -> std::vec::Vec<FixedBufMut>,
+) -> (std::vec::Vec<Vec<u8, A>>, Fillers<A>) {
+    // Chunk blocks from a few chunks, freed among the kept ones.
+    let mut small: std::vec::Vec<_> = (0..SMALL_BLOCKS)
+        .map(|_| Box::new_in([0xC5; 4], a.clone()))
+        .collect();
+    let mut kept: std::vec::Vec<_> = (0..MANY_KEPT)
+        .map(|k| {
+            let mut v = Vec::with_capacity_in(300, a.clone());
+            v.extend((0..300).map(|i| kept_byte(k, i)));
+            v
+        })
+        .collect();
+    let fill = fill();
+    small.extend(fill_chunk(a));
+    for (k, v) in kept.iter_mut().enumerate() {
+        let at = v.as_ptr();
+        v.truncate(100 + k);
+        v.shrink_to_fit();
+        assert_eq!(v.as_ptr(), at, "kept block {k} stayed in its region");
+    }
+    (kept, (fill, small))
+}
+
+/// Checks kept vector `k`'s bytes, and drops it.
+fn check_and_drop<A: Allocator>(k: usize, v: Vec<u8, A>) {
+    assert_eq!(v.len(), 100 + k);
+    assert!(
+        v.iter().enumerate().all(|(i, &b)| b == kept_byte(k, i)),
+        "kept block {k} lost its bytes"
+    );
+    drop(v);
+}
+
+/// `0..n` in a mixed order (a fixed permutation: multiples of a stride coprime to `n`).
+fn mixed(n: usize) -> impl Iterator<Item = usize> {
+    let stride = (1..n)
+        .rev()
+        .find(|s| gcd(*s, n) == 1 && *s < n / 2 + 2)
+        .unwrap_or(1);
+    (0..n).map(move |i| i * stride % n)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Many kept blocks of `OneRingAlloc` (several in one stripe of its lists, some in the
+/// same stripe as chunk blocks freed beside them) freed in mixed order from several
+/// threads, with the chunk blocks of the full ring: every block keeps its bytes, each
+/// kept block is found and released, and every region goes back to the ring.
+#[test]
+fn one_ring_many_kept_blocks_freed_on_several_threads() {
+    const THREADS: usize = 4;
+    std::thread::spawn(|| {
+        let ring = Ring::builder().capacity(2 * RING).when_full(WhenFull::Fail);
+        ringmem::tls::configure(ring).unwrap();
+        let empty = thread_ring_live();
+        let (kept, (fill, small)) = many_kept(&OneRingAlloc, thread_ring_fill);
+        // Thread `t` frees every `THREADS`th kept block of the mixed order, and every
+        // `THREADS`th chunk block, interleaved.
+        let mut kept: std::vec::Vec<_> = kept.into_iter().map(Some).collect();
+        let mut small: std::vec::Vec<_> = small.into_iter().map(Some).collect();
+        let mut shares: std::vec::Vec<(std::vec::Vec<_>, std::vec::Vec<_>)> =
+            (0..THREADS).map(|_| Default::default()).collect();
+        for (n, k) in mixed(kept.len()).enumerate() {
+            shares[n % THREADS].0.push((k, kept[k].take().unwrap()));
+        }
+        for (n, i) in mixed(small.len()).enumerate() {
+            shares[n % THREADS].1.push(small[i].take().unwrap());
+        }
+        let threads: std::vec::Vec<_> = shares
+            .into_iter()
+            .map(|(kept, small)| {
+                std::thread::spawn(move || {
+                    let mut small = small.into_iter();
+                    for (k, v) in kept {
+                        check_and_drop(k, v);
+                        for b in small.by_ref().take(4) {
+                            assert_eq!(*b, [0xC5; 4], "a chunk block kept its bytes");
+                        }
+                    }
+                    for b in small {
+                        assert_eq!(*b, [0xC5; 4], "a chunk block kept its bytes");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        drop(fill);
+        assert_eq!(thread_ring_live(), empty, "every kept block was released");
+    })
+    .join()
+    .unwrap();
+}
+
+/// Many kept blocks of a `RingAlloc` (more than its stripes) freed in mixed order,
+/// among its chunk blocks: every block keeps its bytes and every region is released.
+#[test]
+fn ring_alloc_many_kept_blocks_freed_in_mixed_order() {
+    let a = RingAlloc::from(
+        Ring::builder()
+            .capacity(2 * RING)
+            .when_full(WhenFull::Fail)
+            .build()
+            .unwrap(),
+    );
+    let (kept, (fill, small)) = many_kept(&a, || fill_ring(a.ring()));
+    let mut kept: std::vec::Vec<_> = kept.into_iter().map(Some).collect();
+    let mut small: std::vec::Vec<_> = small.into_iter().map(Some).collect();
+    let mut frees = mixed(small.len());
+    for k in mixed(kept.len()) {
+        check_and_drop(k, kept[k].take().unwrap());
+        for i in frees.by_ref().take(4) {
+            assert_eq!(*small[i].take().unwrap(), [0xC5; 4]);
+        }
+    }
+    for i in frees {
+        assert_eq!(*small[i].take().unwrap(), [0xC5; 4]);
+    }
+    drop(fill);
+    a.flush();
+    assert_eq!(
+        a.ring().stats().live_buffers,
+        0,
+        "every kept block was released"
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // Every method, called directly: layouts of small blocks and regions, at alignments up
 // to 64, grown and shrunk on the full ring.

@@ -12,7 +12,7 @@ use super::count::{ChunkCount, Count};
 use super::kept::{self, Kept};
 use super::{AllocStats, Counts, HeapCounts, Source, DEFAULT_HEAP_THRESHOLD};
 use crate::ring::round_up;
-use crate::sync::{plain_ref, AtomicBool, Cell, Mutex, MutexGuard, Ordering};
+use crate::sync::{plain_ref, AtomicUsize, Cell, Mutex, MutexGuard, Ordering};
 use crate::tls;
 
 crate::sync::thread_local! {
@@ -40,43 +40,119 @@ crate::sync::thread_local! {
     };
 }
 
-crate::sync::global! {
-    /// Regions that serve small layouts, of every thread: shrinks that found no chunk
-    /// to move to (`kept.rs`). A kept block may be freed on any thread.
-    static KEPT: Mutex<Kept> = Mutex::new(Kept::new());
+/// [`kept::stripe`] bits of [`KEPT`]: 256 stripes (4 under loom, whose models need more
+/// than one but build the statics afresh for each execution).
+const STRIPE_BITS: u32 = if cfg!(loom) { 2 } else { 8 };
+
+/// Stripes of [`KEPT`].
+const STRIPES: usize = 1 << STRIPE_BITS;
+
+/// Stripes' bits per word of [`Stripes::filled`].
+const WORD_BITS: usize = usize::BITS as usize;
+
+/// Regions that serve small layouts, of every thread: shrinks that found no chunk to
+/// move to (`kept.rs`). A kept block may be freed on any thread, so each stripe has its
+/// own lock, and a look-up takes the one of its block's stripe, only if that stripe
+/// lists a block. With 256 stripes and a few dozen kept blocks, most look-ups find
+/// their stripe empty, and two threads rarely want one lock.
+///
+/// Invariants: every block listed in `lists[i]` has its address in stripe `i`
+/// ([`kept::stripe`] with [`STRIPE_BITS`]); bit `i % WORD_BITS` of `filled[i /
+/// WORD_BITS]` is written only under `lists[i]`'s lock, and is set exactly when that
+/// list is not empty, at every unlock.
+struct Stripes {
+    filled: [AtomicUsize; STRIPES.div_ceil(WORD_BITS)],
+    lists: [Mutex<Kept>; STRIPES],
+}
+
+impl Stripes {
+    /// No kept block.
+    #[cfg(not(loom))]
+    const fn new() -> Self {
+        Stripes {
+            filled: [const { AtomicUsize::new(0) }; STRIPES.div_ceil(WORD_BITS)],
+            lists: [const { Mutex::new(Kept::new()) }; STRIPES],
+        }
+    }
+
+    /// No kept block (loom's atomics and locks are not made in constants).
+    #[cfg(loom)]
+    fn new() -> Self {
+        Stripes {
+            filled: core::array::from_fn(|_| AtomicUsize::new(0)),
+            lists: core::array::from_fn(|_| Mutex::new(Kept::new())),
+        }
+    }
+
+    /// The stripe of the block at `p`: its list, its word of `filled` and its bit there.
+    #[inline(always)]
+    fn of(&self, p: NonNull<u8>) -> Stripe<'_> {
+        let i = kept::stripe(p.as_ptr() as usize, STRIPE_BITS);
+        Stripe {
+            list: &self.lists[i],
+            filled: &self.filled[i / WORD_BITS],
+            bit: 1 << (i % WORD_BITS),
+        }
+    }
+}
+
+/// One stripe of [`KEPT`] ([`Stripes::of`]).
+struct Stripe<'a> {
+    list: &'a Mutex<Kept>,
+    filled: &'a AtomicUsize,
+    bit: usize,
+}
+
+impl Stripe<'_> {
+    /// The stripe's list, locked.
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        // The list is consistent at every unlock: a panic elsewhere cannot break it.
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the stripe lists any block, from its bit. Relaxed: only a kept block's
+    /// holder needs a `true` here, and it gets one. It learned of the block after
+    /// [`list_kept`] listed it (on the same thread, or through a hand-over that
+    /// synchronises), so its load reads that call's `fetch_or` or a later write of the
+    /// word: other stripes' read-modify-writes, which keep this bit, or this stripe's,
+    /// made under its lock, which clear the bit only once the list is empty, so not
+    /// before the holder takes its own block off. Any other caller asks about a block
+    /// that is not kept (a chunk's) and gets `false` whichever value it reads: from a
+    /// clear bit, or from the list, under its lock.
+    #[inline(always)]
+    fn maybe_lists(&self) -> bool {
+        self.filled.load(Ordering::Relaxed) & self.bit != 0
+    }
 }
 
 crate::sync::global! {
-    /// Whether [`KEPT`] lists any block: the check on the paths that consult it, so
-    /// that they take the lock only when a ring was full. Written under the lock.
-    static ANY_KEPT: AtomicBool = AtomicBool::new(false);
-}
-
-/// The kept blocks, locked.
-fn kept_list() -> MutexGuard<'static, Kept> {
-    // The list is consistent at every unlock: a panic elsewhere cannot break it.
-    KEPT.lock().unwrap_or_else(|e| e.into_inner())
+    /// The kept blocks of `OneRingAlloc`, striped by address.
+    static KEPT: Stripes = Stripes::new();
 }
 
 /// Whether the small block at `p` is kept (a region), and with `remove` takes it off
-/// the list. Relaxed: a kept block's holder learned of the block after it was listed
-/// (the same thread, or a hand-over that synchronises), so it reads the `true` stored
-/// then or a later value, all stored under the lock while the block was listed.
+/// the list: one load, and the lock of `p`'s stripe only if that stripe lists a block.
 #[inline(always)]
 fn is_kept(p: NonNull<u8>, remove: bool) -> bool {
-    ANY_KEPT.load(Ordering::Relaxed) && is_kept_locked(p, remove)
+    let stripe = KEPT.of(p);
+    stripe.maybe_lists() && is_kept_locked(&stripe, p, remove)
 }
 
-/// The rest of [`is_kept`], under the lock.
+/// The rest of [`is_kept`], under the stripe's lock.
 #[cold]
 #[inline(never)]
-fn is_kept_locked(p: NonNull<u8>, remove: bool) -> bool {
-    let list = kept_list();
+fn is_kept_locked(stripe: &Stripe<'_>, p: NonNull<u8>, remove: bool) -> bool {
+    let list = stripe.lock();
     if !remove {
         return list.contains(p);
     }
     let found = list.remove(p);
-    ANY_KEPT.store(!list.is_empty(), Ordering::Relaxed);
+    if found && list.is_empty() {
+        // Relaxed, under the stripe's lock: the bit follows the list in the order of the
+        // lock, and a read-modify-write keeps the other stripes' bits of the word. A
+        // reader that still sees it set takes the lock and finds the list empty.
+        stripe.filled.fetch_and(!stripe.bit, Ordering::Relaxed);
+    }
     found
 }
 
@@ -116,7 +192,7 @@ impl Held {
         let held = self.chunk.get();
         // A chunk spans one `CHUNK`-aligned stretch, and the held one is live, so no
         // other chunk can sit at its address.
-        if p as usize & !(CHUNK - 1) == held as usize {
+        if self.holds_chunk_of(p) {
             let sum = self.bytes.get() + bytes;
             // SAFETY: the held chunk is live (invariant).
             if unsafe { (*held).count.is_only(sum) } {
@@ -135,6 +211,17 @@ impl Held {
         let old = (held, self.bytes.replace(bytes));
         self.chunk.set(chunk);
         (!held.is_null()).then_some(old)
+    }
+
+    /// Whether the small block at `p` lies in the chunk whose bytes this thread holds;
+    /// then it is that chunk's block, not a kept one. The held chunk is live
+    /// (invariant), and a live chunk's region covers its `CHUNK`-aligned stretch but for
+    /// the next region's header (`chunk.rs`), so no other region (and no kept block,
+    /// which is one) has its data start there.
+    #[inline(always)]
+    fn holds_chunk_of(&self, p: *mut u8) -> bool {
+        // A null `chunk` matches no block: none lies in the first `CHUNK` bytes.
+        p as usize & !(CHUNK - 1) == self.chunk.get() as usize
     }
 
     /// Takes everything held: the chunk and its bytes, if any.
@@ -294,7 +381,9 @@ fn allocate_alone(layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
 unsafe fn deallocate_small(ptr: NonNull<u8>, layout: Layout) {
     let (p, len) = (ptr.as_ptr(), round_up(layout.size(), GRAIN));
     if !with_current(|c| c.chunks.free(p, len)) {
-        if is_kept(ptr, true) {
+        // A block of the chunk this thread holds bytes of is not kept: so a queue freed
+        // in order looks up the kept blocks once per chunk, not once per block.
+        if !HELD.with(|h| h.holds_chunk_of(p)) && is_kept(ptr, true) {
             // SAFETY: forwarded from this function's contract: a kept block is a
             // region, of a small layout's alignment class.
             return unsafe { super::deallocate(ptr, layout) };
@@ -506,12 +595,27 @@ unsafe fn keep(ptr: NonNull<u8>, old: Layout, new: Layout) -> Result<NonNull<[u8
     // small), shrunk with its own alignment class, which keeps it in place (another
     // thread's region is left as it is) or moves it by `realloc`.
     let block = with_source(|s| unsafe { s.shrink(ptr, old, trimmed) })?;
-    let list = kept_list();
     // SAFETY: the region, ours, word-aligned (its class is up to a word) and holding
-    // more than `SMALL_MAX` bytes (`can_keep`), given up for `new`; the list is locked.
+    // more than `SMALL_MAX` bytes (`can_keep`), given up for `new`.
+    Ok(unsafe { list_kept(block, new) })
+}
+
+/// Lists `block` in its stripe of [`KEPT`] ([`kept::keep`]) and hands it out for `new`.
+///
+/// # Safety
+/// As for [`kept::keep`], but for the list.
+unsafe fn list_kept(block: NonNull<[u8]>, new: Layout) -> NonNull<[u8]> {
+    let stripe = KEPT.of(block.cast());
+    let list = stripe.lock();
+    // SAFETY: forwarded from this function's contract; the list is the block's
+    // stripe's, locked, and its bit is set below, under the lock.
     let block = unsafe { kept::keep(block, &list, new) };
-    ANY_KEPT.store(true, Ordering::Relaxed);
-    Ok(block)
+    // Relaxed, under the stripe's lock: the block's holder, which learns of it from
+    // this call (and any thread it hands the block to, with synchronisation), sees the
+    // bit set (`Stripe::maybe_lists`); a read-modify-write, so the other stripes' bits
+    // of the word stay.
+    stripe.filled.fetch_or(stripe.bit, Ordering::Relaxed);
+    block
 }
 
 /// Releases an allocation made on any thread; when it lies in this thread's ring, the
@@ -802,5 +906,100 @@ unsafe impl Allocator for OneRingAlloc {
         }
         // SAFETY: as above.
         with_source(|s| unsafe { s.shrink(ptr, old, new) })
+    }
+}
+
+/// Every interleaving (to the preemption bound) of the kept blocks' stripes: threads
+/// free kept blocks that share a stripe (the last one empties it and clears its bit)
+/// while another lists a block in that stripe and one in another stripe of the same
+/// word of bits, and asks about a block that is not kept. Each holder finds its block,
+/// the others do not, and the bits end as the lists do.
+///
+/// ```text
+/// RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ringmem --lib
+/// ```
+#[cfg(all(test, loom))]
+mod tests {
+    use core::alloc::Layout;
+    use core::ptr::NonNull;
+    use std::sync::Arc;
+    use std::vec::Vec;
+
+    use super::{is_kept, list_kept, Ordering, KEPT, STRIPE_BITS};
+    use crate::alloc_api::kept::{self, KEPT as KEPT_BYTES};
+    use crate::ring::WORD;
+    use crate::sync::model::{run_model, thread};
+
+    /// Stand-ins for kept blocks: `KEPT_BYTES`-byte, word-aligned pieces of one buffer.
+    struct Blocks(Vec<usize>);
+
+    impl Blocks {
+        const N: usize = 32;
+
+        fn new() -> Arc<Self> {
+            Arc::new(Blocks(std::vec![0; Self::N * KEPT_BYTES / WORD]))
+        }
+
+        /// The address of piece `i`, exposed (as `kept::keep` does).
+        fn addr(&self, i: usize) -> usize {
+            self.0.as_ptr().wrapping_add(i * KEPT_BYTES / WORD) as usize
+        }
+
+        /// Pieces other than `not` in the stripe of `of` (`same`), or not (`!same`).
+        fn pick(&self, of: usize, same: bool, not: &[usize]) -> usize {
+            let s = |a| kept::stripe(a, STRIPE_BITS);
+            (0..Self::N)
+                .map(|i| self.addr(i))
+                .find(|&a| (s(a) == s(of)) == same && !not.contains(&a))
+                .expect("32 pieces fill 4 stripes")
+        }
+    }
+
+    fn ptr(addr: usize) -> NonNull<u8> {
+        NonNull::new(addr as *mut u8).unwrap()
+    }
+
+    /// Lists the piece at `addr` as a kept block of 100 bytes.
+    fn keep(addr: usize) {
+        let block = NonNull::slice_from_raw_parts(ptr(addr), KEPT_BYTES);
+        // SAFETY: a word-aligned piece of `KEPT_BYTES` bytes of a live buffer, listed
+        // once; the model uses none of its bytes.
+        unsafe { list_kept(block, Layout::new::<[u8; 100]>()) };
+    }
+
+    #[test]
+    fn kept_blocks_found_by_their_holders_only() {
+        run_model("one_ring_kept_stripes", || {
+            let blocks = Blocks::new();
+            let x = blocks.addr(0);
+            let y = blocks.pick(x, true, &[x]);
+            let z = blocks.pick(x, true, &[x, y]);
+            let w = blocks.pick(x, true, &[x, y, z]);
+            let v = blocks.pick(x, false, &[]);
+            keep(x);
+            keep(y);
+            // Handed over by the spawns.
+            let far: Vec<_> = [x, y]
+                .into_iter()
+                .map(|p| {
+                    let held = blocks.clone();
+                    thread::spawn(move || {
+                        assert!(is_kept(ptr(p), true), "its holder finds a kept block");
+                        drop(held);
+                    })
+                })
+                .collect();
+            assert!(!is_kept(ptr(z), false), "a block that is not kept");
+            keep(w);
+            keep(v);
+            for t in far {
+                t.join().unwrap();
+            }
+            assert!(is_kept(ptr(w), true) && is_kept(ptr(v), true));
+            assert!(!is_kept(ptr(x), false) && !is_kept(ptr(y), false));
+            for word in &KEPT.filled {
+                assert_eq!(word.load(Ordering::Relaxed), 0, "every stripe is empty");
+            }
+        });
     }
 }

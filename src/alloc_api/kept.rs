@@ -9,12 +9,22 @@
 //! bytes, and joins a list of kept blocks that the chunked allocators consult before
 //! treating a small block as a chunk's: on the paths that would count down a chunk
 //! (a free that is not the current chunk's latest block, a shrink's tail) and on the
-//! rare paths that move a small block. An empty list costs one load there.
+//! rare paths that move a small block.
 //!
-//! The list is intrusive and needs no memory of its own, so keeping a block cannot
+//! Each list is intrusive and needs no memory of its own, so keeping a block cannot
 //! fail: each kept block holds the address of the next one in the word at offset
 //! [`LINK`], past every byte a small layout may use. A kept block resized to another
 //! small layout stays where it is, as all of them fit before the link.
+//!
+//! The kept blocks of an allocator are spread over stripes, each a list, by a hash of
+//! the block's address ([`stripe`]), with a bit per stripe that says whether its list
+//! holds any block. A look-up reads its stripe's bit, and walks that one list only when
+//! the bit is set: so it costs one load while no block is kept, and with a few dozen
+//! kept blocks most look-ups still find their stripe empty, and the rest walk a list
+//! of one or two. `RingAlloc` keeps its stripes in a [`KeptTable`] (one thread, no
+//! lock); `OneRingAlloc`, whose kept blocks any thread may free, puts a lock on each
+//! stripe and keeps the bits in atomic words (`global.rs`): no look-up takes a
+//! process-wide lock, and one that finds its stripe empty takes none.
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -54,7 +64,8 @@ pub(crate) fn trimmed(old: Layout) -> Layout {
 /// - `block` is a live region of the caller's, word-aligned, with its alignment class up
 ///   to a word and more than [`SMALL_MAX`] bytes (so at least [`KEPT`]: regions hold
 ///   word multiples), that it gives up for `new` (which is small); `kept` is the list
-///   its allocator's small frees consult.
+///   that its allocator's look-ups of `block`'s address walk (its stripe's), and the
+///   caller sets that stripe's bit.
 #[inline(never)]
 pub(crate) unsafe fn keep(block: NonNull<[u8]>, kept: &Kept, new: Layout) -> NonNull<[u8]> {
     debug_assert!(
@@ -98,8 +109,8 @@ pub(crate) unsafe fn resize_in_place(
     block
 }
 
-/// The kept blocks of one allocator (`RingAlloc`'s handles, or every thread's
-/// `OneRingAlloc` behind a lock): a list linked through each block's word at [`LINK`].
+/// One list of kept blocks: a stripe of one allocator's (a [`KeptTable`]'s, or one of
+/// `OneRingAlloc`'s, behind its lock), linked through each block's word at [`LINK`].
 ///
 /// Invariants: `head` is 0 or the address of a live kept block; each listed block's
 /// link word holds the next one's address, 0 at the end; every listed block is a region
@@ -115,7 +126,7 @@ impl Kept {
         Kept { head: Cell::new(0) }
     }
 
-    /// Whether no block is kept: the one check on the allocators' paths.
+    /// Whether no block is listed.
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.head.get() == 0
@@ -156,7 +167,8 @@ impl Kept {
     }
 
     /// The walk of [`contains`](Self::contains) and [`remove`](Self::remove), out of
-    /// line: blocks are kept only when a ring was full.
+    /// line: blocks are kept only when a ring was full, and the caller looked at its
+    /// stripe's bit first.
     #[cold]
     #[inline(never)]
     fn find(&self, addr: usize, remove: bool) -> bool {
@@ -180,5 +192,86 @@ impl Kept {
             at = next;
         }
         false
+    }
+}
+
+/// The stripe, of `1 << bits` (`bits` from 1 to `usize::BITS - 1`), of the kept block
+/// at `addr`: Fibonacci hashing, whose product's top bits depend on every bit of the
+/// address, so that blocks a few hundred bytes apart (kept blocks hold at least
+/// [`KEPT`] bytes) and the consecutive small blocks of a chunk spread over the stripes.
+#[inline(always)]
+pub(crate) fn stripe(addr: usize, bits: u32) -> usize {
+    /// 2^64 divided by the golden ratio, cut to the word: odd, so multiplying by it
+    /// permutes the words.
+    const FIB: usize = (0x9E37_79B9_7F4A_7C15_u64 >> (64 - usize::BITS)) as usize;
+    debug_assert!(bits > 0 && bits < usize::BITS, "{bits} stripe bits");
+    addr.wrapping_mul(FIB) >> (usize::BITS - bits)
+}
+
+/// Bits of [`stripe`] for a [`KeptTable`]: 64 stripes, one bit each in one word.
+const TABLE_BITS: u32 = 6;
+
+/// The kept blocks of one allocator used on one thread (`RingAlloc`'s handles):
+/// [`Kept`] lists striped by the blocks' addresses ([`stripe`]).
+///
+/// Invariants: bit `i` of `filled` is set exactly when `lists[i]` is not empty, and
+/// every block listed in `lists[i]` has its address in stripe `i`.
+pub(crate) struct KeptTable {
+    filled: Cell<u64>,
+    lists: [Kept; 1 << TABLE_BITS],
+}
+
+impl KeptTable {
+    /// No kept block.
+    pub(crate) const fn new() -> Self {
+        KeptTable {
+            filled: Cell::new(0),
+            lists: [const { Kept::new() }; 1 << TABLE_BITS],
+        }
+    }
+
+    /// The stripe of the block at `p`, and its bit in `filled`.
+    #[inline(always)]
+    fn stripe_of(p: NonNull<u8>) -> (usize, u64) {
+        let i = stripe(p.as_ptr() as usize, TABLE_BITS);
+        (i, 1 << i)
+    }
+
+    /// [`keep`], into the stripe of `block`.
+    ///
+    /// # Safety
+    /// As for [`keep`], with this table as the list.
+    pub(crate) unsafe fn keep(&self, block: NonNull<[u8]>, new: Layout) -> NonNull<[u8]> {
+        let (i, bit) = Self::stripe_of(block.cast());
+        // SAFETY: forwarded from this function's contract; the list of the block's own
+        // stripe.
+        let block = unsafe { keep(block, &self.lists[i], new) };
+        self.filled.set(self.filled.get() | bit);
+        block
+    }
+
+    /// Whether the block at `p` is kept: one load while its stripe is empty.
+    #[inline(always)]
+    pub(crate) fn contains(&self, p: NonNull<u8>) -> bool {
+        let (i, bit) = Self::stripe_of(p);
+        self.filled.get() & bit != 0 && self.lists[i].contains(p)
+    }
+
+    /// Takes the block at `p` off its list; `false` if it is not kept.
+    #[inline(always)]
+    pub(crate) fn remove(&self, p: NonNull<u8>) -> bool {
+        let (i, bit) = Self::stripe_of(p);
+        self.filled.get() & bit != 0 && self.remove_listed(i, bit, p)
+    }
+
+    /// The rest of [`remove`](Self::remove), for a stripe that lists some block.
+    #[cold]
+    #[inline(never)]
+    fn remove_listed(&self, i: usize, bit: u64, p: NonNull<u8>) -> bool {
+        let found = self.lists[i].remove(p);
+        if self.lists[i].is_empty() {
+            self.filled.set(self.filled.get() & !bit);
+        }
+        found
     }
 }

@@ -9,7 +9,7 @@ use core::ptr::{self, NonNull};
 use allocator_api2::alloc::{AllocError, Allocator};
 
 use super::chunk::{self, is_small, Current, Emptied, Head, CHUNK, CHUNK_LAYOUT, GRAIN, SMALL_MAX};
-use super::kept::{self, Kept};
+use super::kept::{self, KeptTable};
 use super::{AllocStats, Counts, HeapCounts, Source, DEFAULT_HEAP_THRESHOLD};
 use crate::raw;
 use crate::ring::{round_up, MAX_ALIGN};
@@ -119,8 +119,8 @@ struct Shared {
     /// short (see [`CHUNKED_MIN_BLOCK`]): then every allocation is a ring region.
     chunks: Current<Cell<usize>>,
     /// Regions that serve small layouts: shrinks that found no chunk to move to
-    /// (`kept.rs`). Empty unless the ring was full.
-    kept: Kept,
+    /// (`kept.rs`), striped by address. Empty unless the ring was full.
+    kept: KeptTable,
     /// What went to the heap for its size ([`RingAlloc::stats`]).
     heap: HeapCounts,
 }
@@ -264,7 +264,7 @@ impl RingAlloc {
                 ring: ManuallyDrop::new(ring),
                 threshold: Cell::new(DEFAULT_HEAP_THRESHOLD),
                 recyclable,
-                kept: Kept::new(),
+                kept: KeptTable::new(),
                 // A `WhenFull::Heap` ring's own fallbacks are heap regions too, which a
                 // release cannot tell from the counted ones.
                 heap: HeapCounts::new(when_full != WhenFull::Heap),
@@ -683,7 +683,7 @@ impl RingAlloc {
         let block = unsafe { self.source().shrink(ptr, old, kept::trimmed(old)) }?;
         // SAFETY: the region, ours, word-aligned (its class is up to a word) and
         // holding more than `SMALL_MAX` bytes (`can_keep`), given up for `new`.
-        Ok(unsafe { kept::keep(block, &self.shared().kept, new) })
+        Ok(unsafe { self.shared().kept.keep(block, new) })
     }
 
     /// Allocates a block for `layout` (as [`Allocator::allocate`], callable without

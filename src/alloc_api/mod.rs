@@ -55,8 +55,8 @@
 //! (`Vec::shrink_to_fit` calls `handle_alloc_error`), so a shrink that keeps its
 //! alignment does not fail. The chunked allocators move a region that shrinks to a
 //! small layout into a chunk, where small layouts are freed; when no chunk can be had
-//! (a full ring), the region keeps the block and joins a list of *kept* blocks that
-//! their small frees consult (`kept.rs`).
+//! (a full ring), the region keeps the block and joins the *kept* blocks (lists
+//! striped by address) that their small frees consult (`kept.rs`).
 
 mod chunk;
 // `ChunkCount`: `OneRingAlloc`'s, and its loom models' (`count.rs`).
