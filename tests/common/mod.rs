@@ -13,28 +13,40 @@ pub fn scaled(n: usize) -> usize {
 }
 
 /// A byte pattern derived from an id, so a reader can check a buffer holds its own
-/// bytes and not another's.
+/// bytes and not another's: the little-endian words of a xorshift stream seeded by the
+/// id. [`fill`] and [`holds`] take it a word at a time and compare with slice
+/// equality, which Miri runs as one step where a loop over bytes costs it one per byte.
 pub fn pattern(id: u64, len: usize) -> impl Iterator<Item = u8> {
-    let mut x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len).map(move |_| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x as u8
-    })
+    let mut x = seed(id);
+    (0..len.div_ceil(8))
+        .flat_map(move |_| next_word(&mut x))
+        .take(len)
+}
+
+fn seed(id: u64) -> u64 {
+    id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+fn next_word(x: &mut u64) -> [u8; 8] {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    x.to_le_bytes()
 }
 
 /// Fills `buf` with the pattern of `id`.
 pub fn fill(id: u64, buf: &mut [u8]) {
-    let len = buf.len();
-    for (b, p) in buf.iter_mut().zip(pattern(id, len)) {
-        *b = p;
+    let mut x = seed(id);
+    for chunk in buf.chunks_mut(8) {
+        chunk.copy_from_slice(&next_word(&mut x)[..chunk.len()]);
     }
 }
 
 /// Whether `buf` holds the pattern of `id`.
 pub fn holds(id: u64, buf: &[u8]) -> bool {
-    buf.iter().copied().eq(pattern(id, buf.len()))
+    let mut x = seed(id);
+    buf.chunks(8)
+        .all(|chunk| *chunk == next_word(&mut x)[..chunk.len()])
 }
 
 /// Checks that no two of the byte ranges overlap.
