@@ -106,8 +106,10 @@ fn with_the_threshold_off_a_growing_ring_adds_a_block() {
 fn ring_ref_counts_its_heap_path_in_heap_fallbacks() {
     let ring = Ring::new(1 << 20);
     let mut v: Vec<u8, &Ring> = Vec::new_in(&ring);
-    for i in 0..RingAlloc::DEFAULT_HEAP_THRESHOLD {
-        v.push(i as u8);
+    // Up to the threshold, growing by doubling as pushes would, 256 bytes at a time.
+    let bytes: [u8; 256] = core::array::from_fn(|i| i as u8);
+    while v.len() < RingAlloc::DEFAULT_HEAP_THRESHOLD {
+        extend(&mut v, &bytes);
     }
     assert_eq!(
         ring.stats().heap_fallbacks,
@@ -135,7 +137,7 @@ fn live_heap_bytes_follow_resizes_and_moves() {
     v.reserve_exact(2 << 20); // realloc
     assert!(live() >= 2 << 20);
     assert_eq!(alloc.stats().heap_allocs, 1);
-    v.extend_from_slice(&[5; 300 * 1024]);
+    extend(&mut v, &[5; 300 * 1024]);
     v.shrink_to_fit(); // realloc, smaller
     assert!(live() >= 300 * 1024 && live() < 2 << 20, "{}", live());
     v.truncate(100);
@@ -260,4 +262,17 @@ fn one_ring_alloc_counts_per_thread() {
     })
     .join()
     .unwrap();
+}
+
+/// `v.extend_from_slice(bytes)` as one copy: allocator-api2's writes a byte at a time,
+/// which costs Miri a step per byte (minutes for these tests' hundreds of KiB).
+fn extend<A: allocator_api2::alloc::Allocator>(v: &mut Vec<u8, A>, bytes: &[u8]) {
+    v.reserve(bytes.len());
+    let len = v.len();
+    // SAFETY: `reserve` left room for `bytes.len()` more bytes past `len`; the copy
+    // initialises them before `set_len` covers them, and `bytes` is not in `v`.
+    unsafe {
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().add(len), bytes.len());
+        v.set_len(len + bytes.len());
+    }
 }
