@@ -195,11 +195,17 @@ fn beside_other_rings(c: &mut Criterion) {
 /// caused (as a `select!` sibling's wake-up polls it).
 fn spurious_poll(c: &mut Criterion) {
     use std::future::Future;
-    use std::task::{Context, Waker};
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
     let mut g = c.benchmark_group("waiting future poll, 16,384 live buffers");
     let mut ring = Ring::new(16_384 * 16);
     let live: Vec<_> = std::iter::from_fn(|| ring.fixed(8)).collect();
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = Waker::from(Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
     g.bench_function("first poll", |b| {
         b.iter(|| {
             let mut wait = std::pin::pin!(ring.fixed_async(8));
