@@ -33,7 +33,10 @@ proptest! {
 fn fixed_programs() {
     let mut programs: Vec<Vec<u8>> = Vec::new();
     for policy in 0..3u8 {
-        for cap in [0u8, 2, 9, 40] {
+        // Under Miri the empty ring and one that holds a few buffers: the two others
+        // took Miri half of this test's minute.
+        let caps: &[u8] = if cfg!(miri) { &[0, 40] } else { &[0, 2, 9, 40] };
+        for &cap in caps {
             let mut p = vec![policy, cap];
             for op in 0..20u8 {
                 // Each operation with a spread of argument bytes; a ring drop midway.

@@ -867,7 +867,7 @@ macro_rules! model_test {
         proptest! {
             #![proptest_config(model_config())]
             #[test]
-            fn $name(cap in 0usize..if cfg!(miri) { 130 } else { 300 }, ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 400 })) {
+            fn $name(cap in 0usize..if cfg!(miri) { 130 } else { 300 }, ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 24 } else { 400 })) {
                 enum H<B> { Box(B, u32), Rc(ArenaRc<Cell<u32>>, u32) }
                 let pool = $Pool::with_capacity(cap);
                 let rcs = $Pool::<Cell<u32>>::new();
