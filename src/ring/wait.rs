@@ -774,23 +774,16 @@ mod tests {
     }
 
     /// A registered task polled again before a release wakes it (a `select!`
-    /// sibling's wake-up) neither tries nor joins again; once woken, its poll walks; a
-    /// poll with another waker registers that one.
+    /// sibling's wake-up) neither tries nor joins again; once woken, its poll walks; the
+    /// latest poll's waker is the one woken.
     #[test]
     fn a_poll_no_wake_up_caused_neither_walks_nor_joins() {
         let _one = crate::ring::orphan::one_test();
         let block = [0u64; 16];
         let span = Span::new(block.as_ptr().cast(), 128);
-        // One waker throughout: two wakers made from one `Arc` may differ in their
-        // vtable's address (they do under Miri), and `will_wake` compares both.
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let (mut slot, count) = registered(span);
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
-        let mut slot = TaskSlot::default();
-        while slot.id.is_none() {
-            assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
-        }
-        count.0.store(0, Ordering::Relaxed); // its own yields
         let id = slot.id;
         let mut tries = Vec::new();
         for _ in 0..3 {
