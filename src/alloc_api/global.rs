@@ -650,32 +650,18 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 /// (1 MiB, [`WhenFull::Heap`](crate::WhenFull::Heap) unless
 /// [`tls::configure`] says otherwise). Allocations may be freed on any thread:
 ///
-/// - Small layouts (1 to 256 bytes, alignment up to 8) come from the thread's current
-///   *chunk*, a 4 KiB ring region filled in order as [`RingAlloc`](crate::RingAlloc)'s
-///   are (sizes rounded up to 4 bytes, no header per block), kept in a thread-local with
-///   no destructor. Freeing the latest block on its thread moves the cursor back, and
-///   any other block of that chunk joins its unused bytes; frees of any other chunk's
-///   blocks subtract their bytes from that chunk's one atomic count. When the thread
-///   moves to a new chunk, or exits, it retires the old one, and whichever subtraction
-///   empties a retired chunk releases it, on any thread. A live small block pins its
-///   chunk's 4 KiB.
-/// - Frees of consecutive blocks of one other chunk (a queue drained in order, on any
-///   thread) are added up in a thread-local and subtracted in one step: when the thread
-///   frees a block of another chunk, as soon as they are all the chunk still counts (so
-///   a chunk whose blocks one thread frees goes with its last one), at
-///   [`flush`](Self::flush), or when the thread exits. A thread thus delays at most one
-///   chunk's release, and only when another thread frees some of its blocks, or retires
-///   it, after this thread's last free of it. Until then the chunk's region stays, and
-///   with it the ring block it lies in if that ring's thread has exited: a thread that
-///   goes idle after freeing such blocks can call [`flush`](Self::flush).
-///   [`flush`](Self::flush) also releases an empty current chunk.
+/// - Small layouts (1 to 256 bytes, alignment up to 8) share 4 KiB *chunks* of the
+///   thread's ring, with no header per block (sizes rounded up to 4 bytes). A chunk goes
+///   back to the ring, on whichever thread frees its last block, once its thread has
+///   moved on from it; a live small block pins its chunk's 4 KiB. Frees of consecutive
+///   blocks of one chunk cost one atomic subtraction per chunk: a thread that goes idle
+///   after such frees calls [`flush`](Self::flush), which also releases an empty
+///   current chunk.
 /// - Other layouts are ring regions: a release is the region header's `Release` store.
 ///
-/// When a thread exits, its ring is dropped; blocks that still hold allocations are
-/// freed by the orphan sweep after the last of them is released, never before and never
-/// leaked. While a thread is being torn down (its ring already gone), allocations come
-/// from the global allocator (a small one after the thread's chunk was retired gets a
-/// chunk of its own).
+/// When a thread exits, its ring is dropped; its blocks are freed after their last
+/// allocation is, never before and never leaked. While a thread is being torn down,
+/// allocations come from the global allocator.
 ///
 /// `grow`/`shrink` work in place for allocations in the calling thread's ring; an
 /// allocation made on another thread is moved when it grows (only the ring's own

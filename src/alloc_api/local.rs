@@ -41,20 +41,14 @@ use crate::{Ring, RingError, WhenFull};
 ///   the process on a full ring: a region shrinking to a small layout moves into a
 ///   chunk (below) when it can get one, and otherwise stays where it is, its tail given
 ///   back. A failed `grow` leaves the block as it was.
-/// - Small layouts (1 to 256 bytes, alignment up to 8) share *chunks*: 4 KiB regions of
-///   the ring, filled in order, with no header per allocation and sizes rounded up to
-///   4 bytes only (a `u32` takes 4 bytes). Allocating moves a cursor; freeing the
-///   latest allocation moves it back, and growing it moves it on
-///   (a `Vec` growing in a chunk is not copied either). A chunk is released to the
-///   ring once all its allocations are freed; the current one is kept for the next
-///   ones ([`flush`](Self::flush) releases it when empty). So one live small allocation
-///   pins its chunk's 4 KiB, not the ring. Chunks are used when the ring's blocks hold
-///   at least 32 KiB (as [`RingAlloc::new`]'s do); they come from the ring unless the
-///   heap threshold is below 256 bytes, and then from the heap.
-/// - Every other allocation is a ring region: `deallocate` finds its header from the
-///   pointer alone (for alignments up to 8 it is the word before the data; for larger
-///   ones that word is either the header, odd, or the padding's length, even, written
-///   there at allocation), and releasing is the ring's one `Release` store.
+/// - Small layouts (1 to 256 bytes, alignment up to 8) share 4 KiB *chunks* of the
+///   ring, with no header per allocation and sizes rounded up to 4 bytes (a `u32`
+///   takes 4); a chunk goes back to the ring once all its allocations are freed, so one
+///   live small allocation pins 4 KiB, not the ring ([`flush`](Self::flush) releases
+///   an empty current chunk). Chunks are used when the ring's blocks hold at least
+///   32 KiB, as [`RingAlloc::new`]'s do.
+/// - Every other allocation is a ring region, released by the ring's one `Release`
+///   store.
 ///
 /// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
 ///

@@ -42,54 +42,25 @@ use crate::sync::{Mutex, MutexGuard};
 use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 
 /// Memory for many framed readers under one byte budget, whatever thread polls them: a
-/// cheap handle (`Clone` shares it), `Send` and `Sync`.
+/// cheap handle (`Clone` shares it), `Send` and `Sync`. [`ReadPool::global`] is the
+/// process's pool, which [`FramedReader::new`](super::FramedReader::new) reads into;
+/// [`FramedReader::with_pool`](super::FramedReader::with_pool) (and the async reader's,
+/// feature `tokio`) names another.
 ///
-/// A reader on its own ring ([`FramedReader::new`](super::FramedReader::new)) holds
-/// that ring for its whole life, 1 MiB of address space per connection. Readers made
-/// with [`FramedReader::with_pool`](super::FramedReader::with_pool) (or
-/// `AsyncFramedReader::with_pool`, feature `tokio`) instead claim their read regions
-/// from one ring of `budget` bytes: the process's address space for them is the
-/// budget, not a ring per connection, and the ring's pages are touched only as far as
-/// its live buffers reach. Frames are released from any thread, as always.
-///
-/// When the frames held and the regions being read into fill the budget, readers wait
-/// for a release instead of failing: the budget bounds memory, it does not drop
-/// connections. A frame the application keeps costs its own bytes: once a reader finds
-/// frames outliving their read, it copies short ones into regions of their own as it
-/// yields them (see [`FramedReader`](super::FramedReader)), so a kept frame does not pin
-/// the frames read with it. Short of room for a whole read region (64 KiB by default), a reader takes a
-/// read's worth (4 KiB), and short of that the least region that serves (what its
-/// frame needs): frames kept for long leave gaps between them, and reads get shorter;
-/// a reader waits only when no gap holds its next frame (the longest gap is
-/// [`RingStats::largest_free`] of [`stats`](Self::stats)). An async reader
-/// whose socket has nothing to read holds no region of the pool (see
-/// `AsyncFramedReader`); a frame cut by the end of a read holds at most about twice its
-/// own bytes while it waits for the rest (a part under 4 KiB moves to the heap
-/// instead). A blocking reader blocks inside `read` and cannot tell idleness: it keeps
-/// its region while it reads.
-///
-/// **Sharing.** Between two polls a reader holds at most one read region of the pool
-/// (its read size and a quarter more, 80 KiB by default), or while idle a partial
-/// frame's own bytes; the frames it yields count against the budget until the
-/// application drops them. So a connection whose consumer stops taking frames costs
-/// the pool one region, and its peer waits on TCP's backpressure; a consumer that takes
-/// frames and keeps them keeps their bytes. The budget is shared, not split per
-/// connection: no reader is refused a region while the budget has room for it, and when
-/// the frames held and the regions being read fill it, every reader waits for a
-/// release. A region is at most a shard's read ring: a frame larger than that is
-/// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), the one path for
-/// a frame that no share of the budget can hold.
-///
-/// The budget is split into a few shards (see [`with_shards`](Self::with_shards)), each
-/// behind a lock, taken once per read region (to claim it, and to give back what the
-/// read did not fill) and once per batch of short frames (to claim their copies), never
-/// while a reader reads or waits; each thread keeps to a shard of its own while it can.
-/// A shard of 1 MiB or more keeps the copies of short frames in a ring of their own, a
-/// quarter of it, apart from the read regions: kept copies then do not leave the read
-/// regions only short gaps, and the pages a pool touches stay near what is live in it
-/// (in the keep row of the bench's `conns` scenario, 78 KiB of kept frames: 1.3-1.7 MiB
-/// resident over the baseline against 32 MiB in one ring a shard). A read region goes
-/// to the copy ring, and a copy to the read ring, when its own has no room.
+/// - **Cost.** The readers' address space is the budget, not a ring per connection,
+///   and its pages are touched only as far as live buffers reach. Between two polls a
+///   reader holds at most one read region (80 KiB by default); an async reader whose
+///   socket is idle holds none, a partial frame about twice its bytes. A frame the
+///   application keeps costs its own bytes: once frames outlive their read, short ones
+///   are copied out of it as they are yielded.
+/// - **When full.** Readers wait for a release instead of failing; reads get shorter
+///   first. A reader waits when no free run holds its next frame, which frames kept for
+///   long can cause below the budget ([`RingStats::largest_free`] of
+///   [`stats`](Self::stats) is the longest run). A frame larger than a shard's read ring
+///   is [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
+/// - **Locks.** The budget is split into shards ([`with_shards`](Self::with_shards)),
+///   each behind a lock taken once per read region and once per batch of copies, never
+///   while a reader reads or waits. Frames are released without a lock, on any thread.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
