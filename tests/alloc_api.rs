@@ -1,6 +1,8 @@
 //! allocator-api2 `Allocator` over the ring: `&Ring`, `RingAlloc`, `OneRingAlloc`.
 #![cfg(feature = "allocator-api2")]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, System};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -88,15 +90,8 @@ fn live_blocks(i: usize, expect: usize) -> usize {
 // ---------------------------------------------------------------------------------
 // Helpers
 
-/// `seed`, `seed + 1`, ... (wrapping) from a block's start: a table's worth at a time,
-/// copied and compared as slices (one step each for Miri, where a loop over the bytes
-/// costs one per byte).
-fn pattern(seed: u8) -> [u8; 256] {
-    core::array::from_fn(|i| seed.wrapping_add(i as u8))
-}
-
 fn fill(p: NonNull<[u8]>, len: usize, seed: u8) {
-    let table = pattern(seed);
+    let table = common::counting(seed);
     for at in (0..len).step_by(table.len()) {
         let n = (len - at).min(table.len());
         // SAFETY: the block holds at least `len` bytes (callers pass its requested
@@ -108,7 +103,7 @@ fn fill(p: NonNull<[u8]>, len: usize, seed: u8) {
 }
 
 fn check(p: NonNull<[u8]>, len: usize, seed: u8) {
-    let table = pattern(seed);
+    let table = common::counting(seed);
     // SAFETY: as in `fill`, and the bytes were written by `fill`.
     let bytes = unsafe { core::slice::from_raw_parts(p.cast::<u8>().as_ptr(), len) };
     for (k, chunk) in bytes.chunks(table.len()).enumerate() {

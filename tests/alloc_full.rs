@@ -10,6 +10,8 @@
 //! old block keeps its bytes. Once everything is dropped the ring holds no region.
 #![cfg(feature = "allocator-api2")]
 
+mod common;
+
 use std::ptr::NonNull;
 
 use allocator_api2::alloc::{Allocator, Layout};
@@ -456,15 +458,8 @@ const SIZES: [usize; 7] = [4, 100, 256, 257, 300, 900, 2000];
 /// Alignments swept.
 const ALIGNS: [usize; 4] = [1, 8, 16, 64];
 
-/// `seed`, `seed + 1`, ... (wrapping) from a block's start: a table's worth at a time,
-/// copied and compared as slices (one step each for Miri, where a loop over the bytes
-/// costs one per byte).
-fn pattern(seed: u8) -> [u8; 256] {
-    core::array::from_fn(|i| seed.wrapping_add(i as u8))
-}
-
 fn write(p: NonNull<[u8]>, len: usize, seed: u8) {
-    let table = pattern(seed);
+    let table = common::counting(seed);
     for at in (0..len).step_by(table.len()) {
         let n = (len - at).min(table.len());
         // SAFETY: the block holds at least `len` bytes (callers pass a layout's size),
@@ -476,7 +471,7 @@ fn write(p: NonNull<[u8]>, len: usize, seed: u8) {
 }
 
 fn holds(p: NonNull<u8>, len: usize, seed: u8, what: &str) {
-    let table = pattern(seed);
+    let table = common::counting(seed);
     // SAFETY: as in `write`, and written by it.
     let bytes = unsafe { core::slice::from_raw_parts(p.as_ptr(), len) };
     for (k, chunk) in bytes.chunks(table.len()).enumerate() {

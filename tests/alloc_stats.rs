@@ -2,6 +2,8 @@
 //! `OneRingAlloc::stats`, and the ring's `heap_fallbacks` for `&Ring`.
 #![cfg(feature = "allocator-api2")]
 
+mod common;
+
 use allocator_api2::boxed::Box;
 use allocator_api2::vec::Vec;
 use hashbrown::HashMap;
@@ -107,9 +109,9 @@ fn ring_ref_counts_its_heap_path_in_heap_fallbacks() {
     let ring = Ring::new(1 << 20);
     let mut v: Vec<u8, &Ring> = Vec::new_in(&ring);
     // Up to the threshold, growing by doubling as pushes would, 256 bytes at a time.
-    let bytes: [u8; 256] = core::array::from_fn(|i| i as u8);
+    let bytes = common::counting(0);
     while v.len() < RingAlloc::DEFAULT_HEAP_THRESHOLD {
-        extend(&mut v, &bytes);
+        extend(&mut v, bytes);
     }
     assert_eq!(
         ring.stats().heap_fallbacks,

@@ -12,6 +12,25 @@ pub fn scaled(n: usize) -> usize {
     }
 }
 
+/// `seed`, `seed + 1`, ... (wrapping): 256 bytes of a table built at compile time.
+/// Tests copy and compare it a slice at a time, one step each for Miri. Building it at
+/// run time with `core::array::from_fn` cost Tree Borrows time quadratic in its length
+/// (each element's write retags the whole array): 256 bytes took longer than a test's
+/// own allocations.
+pub fn counting(seed: u8) -> &'static [u8; 256] {
+    static TABLE: [u8; 512] = {
+        let mut t = [0; 512];
+        let mut i = 0;
+        while i < t.len() {
+            t[i] = i as u8;
+            i += 1;
+        }
+        t
+    };
+    let at = usize::from(seed);
+    TABLE[at..at + 256].try_into().unwrap()
+}
+
 /// A byte pattern derived from an id, so a reader can check a buffer holds its own
 /// bytes and not another's: the little-endian words of a xorshift stream seeded by the
 /// id. [`fill`] and [`holds`] take it a word at a time and compare with slice
