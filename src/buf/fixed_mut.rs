@@ -228,6 +228,38 @@ impl FixedBufMut {
         }
     }
 
+    /// Grows the capacity to `cap` bytes, or to as many as the ring's window holds past
+    /// the region if that is less: when the region is `ring`'s latest, from the window's
+    /// front and the free regions after it (swept as a claim sweeps them). Any other
+    /// region keeps its capacity. A framed reader claims what its frame needs (one walk
+    /// finds it between regions kept alive) and then takes the rest of that free run, up
+    /// to a read region, without another walk.
+    #[cfg(real_std)]
+    pub(crate) fn grow_in(&mut self, cap: usize, ring: &crate::Ring) {
+        if cap <= self.cap {
+            return;
+        }
+        // The region's span: its capacity runs to the region's end (a claim's does).
+        let pad = (self.ptr.as_ptr() as usize).wrapping_sub(self.hdr.as_ptr() as usize);
+        let span = pad.wrapping_add(self.cap);
+        // No overflow: a ring region's span is at most a block's length, and `cap` a
+        // request the ring could serve (else `grow_latest` says `None` first).
+        let want = pad.wrapping_add(round_up(cap, WORD));
+        // All of `want` if the window holds it once swept over the free regions after it;
+        // else as much as it holds, if that is more than the region has.
+        // SAFETY: `&Ring` is on the ring's own thread (it is not `Sync`), this handle is
+        // the region's only one, and for a region of the ring's current block (the only
+        // kind `grow_latest` grows) `span` is its span, and `span < span + WORD <= want`
+        // are multiples of `WORD` (byte buffers' capacities and headers are).
+        let new = unsafe {
+            (ring.grow_latest(self.hdr, span, want, want, true))
+                .or_else(|| ring.grow_latest(self.hdr, span, span + WORD, want, false))
+        };
+        if let Some(new) = new {
+            self.cap = new - pad;
+        }
+    }
+
     /// [`shrink_in`](Self::shrink_in), keeping room for `cap` bytes (at least the
     /// length): a framed reader that waits for the rest of a frame keeps a bounded
     /// spare to read it into. A capacity already at most `cap` is left as it is.

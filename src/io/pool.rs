@@ -495,13 +495,14 @@ pub(crate) enum Memory {
 impl Memory {
     /// A region of `n` bytes if the ring has room now: the first try of a claim.
     ///
-    /// Without room for `n`, a region of [`FAIR_READ`] bytes, then of `least` (see
-    /// [`claim_or_least`]). On a pool the whole ring is walked if need be: a plain claim
+    /// Without room for `n`, a region of [`FAIR_READ`] bytes (or `least`) and as much
+    /// more of its free run as `n` asks (see [`claim_or_least`]). On a pool the whole
+    /// ring is walked if need be, once every shard's plain try has failed: a plain claim
     /// looks at one region (the oldest) and a few more (invariant 9), and on a reader's
     /// own ring releases come roughly in the order of the claims, but on a pool the
     /// oldest region is often another reader's partial frame or a frame the application
-    /// keeps, and the room may be anywhere. One walk per claim that would otherwise
-    /// wait; the tries of a wait stay cheap.
+    /// keeps, and the room may be anywhere. At most one walk per ring for a claim that
+    /// would otherwise wait; the tries of a wait stay cheap.
     pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
         match self {
             // The read region's own try first: a failed plain try takes the next one's
@@ -511,10 +512,13 @@ impl Memory {
             Memory::Own(ring) => ring
                 .fixed(n)
                 .or_else(|| claim_or_least(ring, n, least, false)),
-            Memory::Pool(pool) => pool.claim(|r| {
-                (r.for_reads())
-                    .find_map(|r| r.fixed(n).or_else(|| claim_or_least(r, n, least, true)))
-            }),
+            // Every shard's plain try before any walk: a shard whose window has run into
+            // frames kept alive is walked only when no shard has room at hand.
+            Memory::Pool(pool) => pool
+                .claim(|r| (r.for_reads()).find_map(|r| r.fixed(n)))
+                .or_else(|| {
+                    pool.claim(|r| (r.for_reads()).find_map(|r| claim_or_least(r, n, least, true)))
+                }),
         }
     }
 
@@ -667,29 +671,29 @@ impl Memory {
 /// costs little more per byte than a bulk read does.
 const FAIR_READ: usize = 4 << 10;
 
-/// A claim of `n` bytes, then of [`FAIR_READ`] and then of `least` where they are less;
-/// with `walk`, each a walk of the whole ring (see `Ring::unstick_if`).
+/// A region of up to `n` bytes and at least [`FAIR_READ`] (or `least` where that is
+/// less): the first free run from the ring's head that holds `FAIR_READ`, then `least`,
+/// taken as far as it goes up to `n` (see `FixedBufMut::grow_in`); with `walk`, each
+/// try a walk of the whole ring (see `Ring::unstick_if`).
 ///
-/// The last, `least`, is what the reader's frame needs and no more: where frames the
-/// application keeps are scattered through the ring and leave only short gaps, reads
-/// get shorter, and the reader waits only when no gap holds what its next frame needs.
+/// A try for all of `n` first would cost a walk over every region the ring holds
+/// whenever frames the application keeps leave no run that long, which is every claim
+/// then; the first run that holds a read's worth is found a few regions on. Where kept
+/// frames leave only short gaps, reads get shorter, and the reader waits only when no
+/// gap holds what its next frame needs (`least`).
 fn claim_or_least(r: &Ring, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
+    let fair = least.max(FAIR_READ).min(n);
     r.unstick_if(walk);
-    if let Some(region) = r.fixed(n) {
-        return Some(region);
-    }
-    let fair = least.max(FAIR_READ);
-    if fair < n {
-        r.unstick_if(walk);
-        if let Some(region) = r.fixed(fair) {
-            return Some(region);
+    let mut region = match r.fixed(fair) {
+        Some(region) => region,
+        None if least < fair => {
+            r.unstick_if(walk);
+            r.fixed(least)?
         }
-    }
-    if least < fair.min(n) {
-        r.unstick_if(walk);
-        return r.fixed(least);
-    }
-    None
+        None => return None,
+    };
+    region.grow_in(n, r);
+    Some(region)
 }
 
 /// A region for a copy of `n` bytes (an empty frame's too: `fixed(0)` is `None`): a
@@ -736,6 +740,49 @@ mod tests {
         );
         let got = mem.first_try(6000, 6000).expect("the walk missed it");
         assert_eq!(got.capacity(), 6000);
+    }
+
+    /// A read region claimed on a ring whose frames are kept here and there (no run
+    /// holds the region asked for) is the first gap that holds a read's worth, whole:
+    /// one walk finds a read's worth, and the region grows over the rest of its run.
+    #[test]
+    fn a_claim_between_kept_frames_takes_the_whole_gap() {
+        let pool = ReadPool::new(256 << 10); // one shard: a read ring alone
+        let mem = Memory::Pool(pool.clone());
+        // The ring full: regions of 6,000 bytes, then short ones to its end.
+        let mut held: Vec<_> = core::iter::from_fn(|| pool.with(|r| r.fixed(6000))).collect();
+        let short: Vec<_> = core::iter::from_fn(|| pool.with(|r| r.fixed(8))).collect();
+        // One long region in four kept: gaps of three, 18,024 bytes with their headers.
+        let mut i = 0;
+        held.retain(|_| {
+            i += 1;
+            i % 4 == 1
+        });
+        let gap = 3 * (crate::ring::HDR + 6000);
+        let got = mem
+            .first_try(64 << 10, 64)
+            .expect("room between the kept regions");
+        assert_eq!(
+            got.capacity(),
+            gap - crate::ring::HDR,
+            "the whole gap, no more"
+        );
+        drop((held, short));
+    }
+
+    /// A first try takes another shard's room at hand before it walks its own shard.
+    #[test]
+    fn a_first_try_takes_another_shards_room_before_walking() {
+        let pool = ReadPool::with_shards(1 << 20, 2).unwrap();
+        let mem = Memory::Pool(pool.clone());
+        HOME.with(|h| h.set(0));
+        // Shard 0 full, with room behind its oldest region that only a walk finds.
+        let mut held: Vec<_> = core::iter::from_fn(|| pool.with(|r| r.fixed(6000))).collect();
+        held.remove(held.len() / 2);
+        assert!(pool.with(|r| r.fixed(6000)).is_none(), "the premise");
+        let got = mem.first_try(6000, 6000).expect("room in shard 1");
+        let addr = got.as_ptr() as usize;
+        assert!(pool.shared.shards[1].spans[0].holds(addr), "from shard 1");
     }
 
     /// A waker may touch the pool it waits on: room given back under a shard's lock (a
@@ -883,24 +930,34 @@ mod tests {
         assert_eq!(pool.stats().live_buffers, 0);
     }
 
-    /// Without room for a read region, a claim takes a read's worth ([`FAIR_READ`]),
-    /// and without that the least region that serves, on a pool as on a reader's own
-    /// ring; it waits only when not even the least fits.
+    /// Without room for a read region, a claim takes the first run that holds a read's
+    /// worth ([`FAIR_READ`]), and without one the least region that serves, each as far
+    /// as its run goes, on a pool as on a reader's own ring; it waits only when not even
+    /// the least fits.
     #[test]
     fn a_claim_on_a_full_ring_takes_the_least_region() {
         let pool = ReadPool::new(64 << 10);
         let own = Memory::Own(Ring::new(64 << 10));
         for mem in [Memory::Pool(pool.clone()), own] {
             let held = mem.claim_now(50 << 10).unwrap();
+            // What is left: under 14 KiB, one run (taken as far as the memory handed out
+            // so far reaches: see `BlockCtl::edge`).
             let fair = mem.first_try(20 << 10, 100).expect("no fair region");
-            assert_eq!(fair.capacity(), FAIR_READ);
-            // What is left: under 10 KiB in all, less after the fair region.
-            let rest = mem.claim_now(7 << 10);
+            let run = fair.capacity();
+            assert!(run > FAIR_READ && run < 14 << 10, "{run}");
+            drop(fair);
+            // Less than a read's worth left.
+            let rest = mem.claim_now(run - (2 << 10)).unwrap();
             let least = mem.first_try(20 << 10, 100).expect("no least region");
-            assert_eq!(least.capacity(), 104); // rounded up to words
-            assert!(mem.try_claim(20 << 10, 100, true).is_some());
+            assert!(
+                least.capacity() >= 104 && least.capacity() < FAIR_READ,
+                "{} after {run}",
+                least.capacity()
+            );
+            drop(least);
             assert!(mem.try_claim(20 << 10, 20 << 10, true).is_none());
-            drop((held, fair, rest, least));
+            assert!(mem.try_claim(20 << 10, 100, true).is_some());
+            drop((held, rest));
         }
     }
 }
