@@ -33,7 +33,7 @@ use bytes::BytesMut;
 use futures_core::Stream;
 use ringmem::io::{AsyncFramedReader, LengthDelimited, ReadPool};
 use ringmem::{FixedBuf, Ring};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
@@ -233,6 +233,51 @@ impl From<FixedBuf> for Frame {
 
 async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
     poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
+}
+
+/// What a server does with one connection's frames, whatever reader yields them.
+trait Serve {
+    /// Spawns the connection's task, which takes its `frames`.
+    fn spawn<S, B>(self, frames: S)
+    where
+        S: Stream<Item = io::Result<B>> + Unpin + Send + 'static,
+        B: Deref<Target = [u8]> + Into<Frame> + Send + 'static;
+}
+
+/// Reads `io` with `reader` and hands its frames to `serve`: the one place that makes
+/// the readers.
+fn read_with<R>(reader: Reader, io: R, serve: impl Serve)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    match reader {
+        Reader::FramedRead => serve.spawn(FramedRead::new(io, LengthDelimitedCodec::new())),
+        Reader::New => serve.spawn(AsyncFramedReader::new(io, LengthDelimited::new())),
+        Reader::RingEach => {
+            let ring = Ring::new(1 << 20);
+            serve.spawn(AsyncFramedReader::with_ring(
+                io,
+                LengthDelimited::new(),
+                ring,
+            ))
+        }
+    }
+}
+
+/// The task of the `idle`, `active` and `keep` rows: [`handle`].
+struct Handle {
+    counts: Arc<Counts>,
+    keep: Option<mpsc::Sender<Frame>>,
+}
+
+impl Serve for Handle {
+    fn spawn<S, B>(self, frames: S)
+    where
+        S: Stream<Item = io::Result<B>> + Unpin + Send + 'static,
+        B: Deref<Target = [u8]> + Into<Frame> + Send + 'static,
+    {
+        tokio::spawn(handle(frames, self.counts, self.keep));
+    }
 }
 
 /// Reads every frame of one connection: counts its burst, times stamped frames, and
@@ -542,21 +587,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                 };
                 let _ = conn.set_nodelay(true);
                 let (counts, keep) = (counts.clone(), keep.clone());
-                match reader {
-                    Reader::FramedRead => {
-                        let r = FramedRead::new(conn, LengthDelimitedCodec::new());
-                        tokio::spawn(handle(r, counts, keep));
-                    }
-                    Reader::New => {
-                        let r = AsyncFramedReader::new(conn, LengthDelimited::new());
-                        tokio::spawn(handle(r, counts, keep));
-                    }
-                    Reader::RingEach => {
-                        let ring = Ring::new(1 << 20);
-                        let r = AsyncFramedReader::with_ring(conn, LengthDelimited::new(), ring);
-                        tokio::spawn(handle(r, counts, keep));
-                    }
-                }
+                read_with(reader, conn, Handle { counts, keep });
             }
         }
     };
