@@ -16,6 +16,9 @@
 //! - `keep`: a few connections stream 100-byte frames; every frame goes over a bounded
 //!   channel to one worker that keeps every 1,000th one to the end; what the kept
 //!   frames cost in memory, and whether a reader stalls (no frame for 5 s).
+//! - `queue`: an echo server whose connections all keep a few frames in flight; one
+//!   frame in `keep_every` is held a while in a queue (`conns_queue.rs`); the frames
+//!   echoed per second and the server's resident set with the queue full.
 //!
 //! The server prints one record per run: `kind`, reader, then `key=value` fields.
 
@@ -38,11 +41,13 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
+use crate::conns_queue::{self, Params, Queue};
+
 /// Heap allocations made in the process so far (the binary's allocator counts them).
 pub use crate::counting::ALLOCATIONS;
 
 /// Bytes of the length header on the wire (both readers' default: 4, big-endian).
-const HEADER: usize = 4;
+pub const HEADER: usize = 4;
 
 /// Bytes of the wall-clock stamp at the start of a streamed frame's payload.
 const STAMP: usize = 8;
@@ -213,8 +218,8 @@ struct Counts {
     kept_bytes: AtomicU64,
 }
 
-/// A frame of either kind, for the keeping worker.
-enum Frame {
+/// A frame of either kind, for the keeping worker or the queue.
+pub enum Frame {
     Bytes(#[allow(dead_code)] BytesMut),
     Ring(#[allow(dead_code)] FixedBuf),
 }
@@ -231,12 +236,13 @@ impl From<FixedBuf> for Frame {
     }
 }
 
-async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
+/// The stream's next item.
+pub async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
     poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
 }
 
 /// What a server does with one connection's frames, whatever reader yields them.
-trait Serve {
+pub trait Serve {
     /// Spawns the connection's task, which takes its `frames`.
     fn spawn<S, B>(self, frames: S)
     where
@@ -337,15 +343,17 @@ pub enum Row {
     Idle,
     Active,
     Keep,
+    Queue,
 }
 
 impl Row {
-    /// The row named `s` (`idle`, `active`, `keep`).
+    /// The row named `s` (`idle`, `active`, `keep`, `queue`).
     pub fn by_name(s: &str) -> Option<Row> {
         match s {
             "idle" => Some(Row::Idle),
             "active" => Some(Row::Active),
             "keep" => Some(Row::Keep),
+            "queue" => Some(Row::Queue),
             _ => None,
         }
     }
@@ -355,6 +363,7 @@ impl Row {
             Row::Idle => "idle",
             Row::Active => "active",
             Row::Keep => "keep",
+            Row::Queue => "queue",
         }
     }
 }
@@ -368,13 +377,16 @@ pub struct Server {
     pub conns: usize,
     /// Connections that stream (`active`, `keep`).
     pub active: usize,
-    /// Seconds they stream.
+    /// Seconds they stream (`active`, `keep`), or seconds measured after the warm-up
+    /// (`queue`).
     pub secs: f64,
     /// Most frames a streaming connection sends (`keep`).
     pub max_frames: u64,
     /// The budget in bytes of the process's pool (`ReadPool::set_global`), which
     /// `ringmem (new)` reads into.
     pub budget: usize,
+    /// The `queue` row's frames, pipelining and keeping.
+    pub queue: Params,
 }
 
 /// The client process and its lines.
@@ -568,9 +580,10 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
         rt.spawn(keeper(rx, counts.clone()));
         tx
     });
+    let queue = (s.row == Row::Queue).then(|| Queue::start(rt, s.queue));
     let reader = s.reader;
     let accept = {
-        let (counts, keep) = (counts.clone(), keep.clone());
+        let (counts, keep, queue) = (counts.clone(), keep.clone(), queue.clone());
         async move {
             let mut said = false;
             loop {
@@ -586,13 +599,19 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                     }
                 };
                 let _ = conn.set_nodelay(true);
-                let (counts, keep) = (counts.clone(), keep.clone());
-                read_with(reader, conn, Handle { counts, keep });
+                if let Some(q) = &queue {
+                    // The reader takes the read half; the echoes go out on the other.
+                    let (rd, wr) = conn.into_split();
+                    read_with(reader, rd, q.echo(wr));
+                } else {
+                    let (counts, keep) = (counts.clone(), keep.clone());
+                    read_with(reader, conn, Handle { counts, keep });
+                }
             }
         }
     };
     rt.spawn(accept);
-    let burst = s.row != Row::Keep;
+    let burst = matches!(s.row, Row::Idle | Row::Active);
     let mut clients = Clients::spawn(line_thread, addr, conns, burst)
         .map_err(|e| format!("cannot start the clients: {e}"))?;
     let connected = clients
@@ -622,6 +641,52 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             field("rss_kib", status_kib("VmRSS") as f64);
             field("vm_kib", status_kib("VmSize") as f64);
             field("stalled", f64::from(u8::from(bursts_stalled)));
+        }
+        Row::Queue => {
+            let q = queue.as_deref().expect("the queue row's queue");
+            let p = s.queue;
+            eprintln!(
+                "queue: server pid {}, clients pid {}",
+                std::process::id(),
+                clients.child.id()
+            );
+            // The clients stream through the warm-up, the measured seconds and a little
+            // more, so the measured window ends before the first connection stops.
+            let streaming = p.warm_up() + s.secs + 0.5;
+            clients.say(&format!("echo {} {} {streaming}", p.size, p.pipeline));
+            std::thread::sleep(Duration::from_secs_f64(p.warm_up()));
+            let (echoed0, t0) = (q.echoed(), Instant::now());
+            std::thread::sleep(Duration::from_secs_f64(s.secs));
+            let (echoed1, t1) = (q.echoed(), Instant::now());
+            // The memory with the queue as full as it gets, before the clients stop.
+            let rss = status_kib("VmRSS");
+            let (held, in_use) = (
+                q.held(),
+                pool.map_or(-1.0, |p| p.stats().bytes_in_use as f64),
+            );
+            let within = Duration::from_secs_f64(streaming) + 2 * STALL;
+            let stalled = clients.expect("stalled", within);
+            let bad = clients.expect("bad", STALL);
+            let done = clients.expect("done", STALL);
+            field("size", p.size as f64);
+            field("pipeline", p.pipeline as f64);
+            field("keep_every", p.keep_every as f64);
+            field("hold", p.hold);
+            field("warm_up", p.warm_up());
+            field("secs", (t1 - t0).as_secs_f64());
+            field("echoed", (echoed1 - echoed0) as f64);
+            field("fps", (echoed1 - echoed0) as f64 / (t1 - t0).as_secs_f64());
+            field("read", q.read() as f64);
+            field("kept", held as f64);
+            field("kept_max", q.held_max() as f64);
+            field("pool_in_use", in_use);
+            field("base_rss_kib", base_rss as f64);
+            field("rss_kib", rss as f64);
+            field("hwm_kib", status_kib("VmHWM") as f64);
+            field("client_echoed", done.map_or(-1.0, |n| n as f64));
+            field("bad_conns", bad.map_or(-1.0, |n| n as f64));
+            // The clients' count of stalled connections; all of them if they never said.
+            field("stalled", stalled.map_or(connected as f64, |n| n as f64));
         }
         Row::Active | Row::Keep => {
             let (size, count): (usize, &dyn Fn() -> u64) = if s.row == Row::Active {
@@ -741,7 +806,9 @@ async fn stream(mut s: TcpStream, size: usize, deadline: Instant, max: u64) -> (
 }
 
 /// The client process: connects, says `ready N`, then obeys its stdin: `stream ACTIVE
-/// SIZE SECS MAX` (answered by `done FRAMES`) and `quit`.
+/// SIZE SECS MAX` (answered by `done FRAMES`), `echo SIZE PIPELINE SECS` (the `queue`
+/// row on every connection: answered by `stalled CONNS`, `bad CONNS`, `done ECHOES`)
+/// and `quit`.
 pub fn clients(
     rt: &tokio::runtime::Runtime,
     addr: std::net::SocketAddr,
@@ -777,6 +844,36 @@ pub fn clients(
                 let frames: u64 = back.iter().map(|b| b.1).sum();
                 streams.splice(0..0, back.into_iter().map(|b| b.0));
                 println!("done {frames}");
+                let _ = io::stdout().flush();
+            }
+            ["echo", size, pipeline, secs] => {
+                let p = Params {
+                    size: size.parse().unwrap_or(4096),
+                    pipeline: pipeline.parse().unwrap_or(4).max(1),
+                    keep_every: 0,
+                    hold: 0.0,
+                };
+                let secs: f64 = secs.parse().unwrap_or(2.0);
+                let going: Vec<TcpStream> = std::mem::take(&mut streams);
+                let seen = rt.block_on(async {
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(secs);
+                    let tasks: Vec<_> = going
+                        .into_iter()
+                        .map(|s| tokio::spawn(conns_queue::client(s, p, deadline)))
+                        .collect();
+                    let mut seen = Vec::new();
+                    for t in tasks {
+                        let (s, what) = t.await.expect("an echoing task");
+                        streams.push(s);
+                        seen.push(what);
+                    }
+                    seen
+                });
+                let count =
+                    |f: fn(&conns_queue::Seen) -> bool| seen.iter().filter(|s| f(s)).count();
+                println!("stalled {}", count(|s| s.stalled));
+                println!("bad {}", count(|s| s.bad));
+                println!("done {}", seen.iter().map(|s| s.echoed).sum::<u64>());
                 let _ = io::stdout().flush();
             }
             _ => break,

@@ -12,21 +12,31 @@
 //! target/release/ringmem-bench-conns --server 'ringmem (new)' --row idle --conns 1000
 //! target/release/ringmem-bench-conns --server FramedRead --row active --conns 1000 --active 100
 //! target/release/ringmem-bench-conns --server 'ringmem (ring each)' --row keep --conns 4 --max-frames 200000
+//! target/release/ringmem-bench-conns --server 'ringmem (new)' --row queue --size 4096 --keep-every 10
 //! ```
 //!
-//! Flags: `--secs S` (streaming time, default 2), `--budget-mib M` (the budget of the
-//! process's pool, which `ringmem (new)` reads into; default 64). The server prints one record, `row`, reader, then tab-separated
-//! `key=value` fields.
+//! Flags: `--secs S` (streaming time, default 2; in the `queue` row the seconds measured
+//! after the warm-up, default 3), `--budget-mib M` (the budget of the process's pool,
+//! which `ringmem (new)` reads into; default 64). `--reader` is another name for
+//! `--server`. The `queue` row's own (see `../conns_queue.rs`): `--size B` (payload
+//! bytes, default 4096), `--pipeline N` (frames in flight per connection, default 4),
+//! `--keep-every N` (one frame in N kept, default 10; 0 keeps none), `--hold S` (seconds
+//! a kept frame is held, default 2); its `--conns` defaults to 100. It says its own and
+//! its clients' process ids on stderr, for a profiler. The server prints one record,
+//! `row`, reader, then tab-separated `key=value` fields.
 
 // The dependency is renamed (see Cargo.toml); the code says `tokio`.
 extern crate tokio_rt as tokio;
 
 #[path = "../conns.rs"]
 mod conns;
+#[path = "../conns_queue.rs"]
+mod conns_queue;
 #[path = "../counting.rs"]
 mod counting;
 
 use conns::{Reader, Row, Server};
+use conns_queue::Params;
 
 #[global_allocator]
 static GLOBAL: counting::Counting = counting::Counting;
@@ -69,20 +79,28 @@ fn main() {
         return;
     }
     let reader = flag(&args, "--server")
+        .or_else(|| flag(&args, "--reader"))
         .map(|r| Reader::by_name(r).unwrap_or_else(|| fail(&format!("no reader {r}"))))
-        .unwrap_or_else(|| fail("usage: --server READER --row idle|active|keep [...]"));
+        .unwrap_or_else(|| fail("usage: --server READER --row idle|active|keep|queue [...]"));
     let row = flag(&args, "--row")
         .and_then(Row::by_name)
-        .unwrap_or_else(|| fail("--row wants idle, active or keep"));
-    let conns = num(&args, "--conns", 1000usize).max(1);
+        .unwrap_or_else(|| fail("--row wants idle, active, keep or queue"));
+    let queue = row == Row::Queue;
+    let conns = num(&args, "--conns", if queue { 100usize } else { 1000 }).max(1);
     let s = Server {
         reader,
         row,
         conns,
         active: num(&args, "--active", (conns / 10).max(1)),
-        secs: num(&args, "--secs", 2.0),
+        secs: num(&args, "--secs", if queue { 3.0 } else { 2.0 }),
         max_frames: num(&args, "--max-frames", 0),
         budget: num(&args, "--budget-mib", 64usize) << 20,
+        queue: Params {
+            size: num(&args, "--size", 4096usize).max(8),
+            pipeline: num(&args, "--pipeline", 4usize).max(1),
+            keep_every: num(&args, "--keep-every", 10),
+            hold: num(&args, "--hold", 2.0),
+        },
     };
     if let Err(e) = conns::server(&rt, s) {
         fail(&e);
