@@ -6,14 +6,14 @@
 //! (`conns.rs`, feature `framed`): one server process per row and reader, which starts
 //! its clients as a process of their own. This side runs it, reads its records and
 //! makes the tables: idle connections after a burst, active connections among idle
-//! ones, and frames kept.
+//! ones, frames kept, and an echo server that queues some of its frames for a while.
 
 use std::io::Read as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::buffers::{child_exe, prepare_child};
-use crate::harness::{mib_stats, Config, Row, Table, Unit};
+use crate::harness::{mib_stats, Config, Row, Stats, Table, Unit};
 
 /// The child binary.
 const CHILD: &str = "ringmem-bench-conns";
@@ -34,6 +34,43 @@ const ACTIVE_CONNS: usize = 1_000;
 const KEEP_CONNS: usize = 4;
 const KEEP_FRAMES: u64 = 200_000;
 
+/// Connections of the queue row, frames each keeps in flight, seconds a kept frame is
+/// held, and seconds measured after the warm-up.
+const QUEUE_CONNS: usize = 100;
+const QUEUE_PIPELINE: usize = 4;
+const QUEUE_HOLD: f64 = 2.0;
+const QUEUE_SECS: f64 = 3.0;
+
+/// The queue row's readers, in column order: FramedRead and ringmem (new). Ring each
+/// is left out to keep the main job short (the child runs it by hand).
+const QUEUE_READERS: [usize; 2] = [0, NEW];
+
+/// One case of the queue row.
+#[derive(Clone, Copy, Debug)]
+struct QueueCase {
+    /// Payload bytes of every frame.
+    size: usize,
+    /// One frame in this many is kept.
+    keep_every: u64,
+    /// Runs of each reader, alternated (FramedRead, ringmem, FramedRead, ...).
+    reps: usize,
+}
+
+/// The queue row's cases: 4 KiB frames, one in 10 kept (twice per reader: the figure
+/// the row is for) and one in 100; with `--full`, 1 KiB and 16 KiB frames too.
+fn queue_cases(cfg: &Config) -> Vec<QueueCase> {
+    let case = |size, keep_every, reps| QueueCase {
+        size,
+        keep_every,
+        reps,
+    };
+    let mut cases = vec![case(4096, 10, 2), case(4096, 100, 1)];
+    if cfg.scale >= 1.0 {
+        cases.extend([case(1024, 10, 1), case(16 << 10, 10, 1)]);
+    }
+    cases
+}
+
 /// The budget of the process's pool, MiB (the child's `--budget-mib`), which
 /// `ringmem (new)` reads into.
 const POOL_MIB: usize = 64;
@@ -49,9 +86,10 @@ pub fn prepare() -> Result<(), String> {
 }
 
 /// The cases [`run`] runs: a server per reader for each idle count, the active row
-/// and the keep row.
-pub fn case_count(_cfg: &Config) -> usize {
-    READERS.len() * (IDLE_CONNS.len() + 2)
+/// and the keep row, and a server per run of the queue row.
+pub fn case_count(cfg: &Config) -> usize {
+    let queue: usize = queue_cases(cfg).iter().map(|c| c.reps).sum();
+    READERS.len() * (IDLE_CONNS.len() + 2) + QUEUE_READERS.len() * queue
 }
 
 /// One record of the child: its row, its reader (a column) and its `key=value` fields.
@@ -75,7 +113,7 @@ fn parse_records(out: &str) -> Result<Vec<Record>, String> {
     for line in out.lines() {
         let mut f = line.split('\t');
         let row = f.next().unwrap_or("");
-        if !["idle", "active", "keep"].contains(&row) {
+        if !["idle", "active", "keep", "queue"].contains(&row) {
             continue;
         }
         let bad = || format!("{CHILD} printed a record this bench cannot read: {line}");
@@ -144,10 +182,17 @@ fn child(args: &[String]) -> Result<String, String> {
     Ok(out)
 }
 
-/// One server run: the record for `reader` in `row`, or why there is none.
-fn server(reader: usize, row: &str, conns: usize, extra: &[String]) -> Result<Record, String> {
+/// One server run: the record for `reader` in `row`, or why there is none. `case`
+/// follows the connections in the progress line (`, 4 KiB, keep 1 in 10`).
+fn server(
+    reader: usize,
+    row: &str,
+    conns: usize,
+    case: &str,
+    extra: &[String],
+) -> Result<Record, String> {
     crate::progress::case(&format!(
-        "conns: {row}, {conns} connections, {}",
+        "conns: {row}, {conns} connections{case}, {}",
         READERS[reader]
     ));
     let mut args: Vec<String> = vec![
@@ -518,6 +563,189 @@ fn keep_table(runs: &Runs, secs: f64) -> Table {
     t
 }
 
+/// A queue case's runs: per reader of [`QUEUE_READERS`], each run's record or why it
+/// has none, in the order they ran.
+type QueueRuns = Vec<Vec<Result<Record, String>>>;
+
+/// Median, least and greatest of `xs` (`None` for none).
+fn spread(xs: &[f64]) -> Option<Stats> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = match n {
+        0 => return None,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    };
+    Some(Stats {
+        median,
+        min: v[0],
+        max: v[n - 1],
+        waits: 0,
+        restarts: 0,
+    })
+}
+
+/// `f` of every run of each reader that has it.
+fn queue_figures(runs: &QueueRuns, f: &dyn Fn(&Record) -> Option<f64>) -> Vec<Vec<f64>> {
+    runs.iter()
+        .map(|r| r.iter().filter_map(|r| f(r.as_ref().ok()?)).collect())
+        .collect()
+}
+
+/// The resident set over the baseline per frame held in the queue, KiB.
+fn rss_per_held(r: &Record) -> Option<f64> {
+    Some((r.get("rss_kib")? - r.get("base_rss_kib")?) / r.get("kept").filter(|&k| k > 0.0)?)
+}
+
+/// ringmem (new)'s median `f` over FramedRead's, as `0.42×`, followed by each pair of
+/// runs' ratio when there are several pairs: `0.42× (pairs of runs: 0.40×, 0.44×)`;
+/// `–` for a figure not measured.
+fn queue_ratio(runs: &QueueRuns, f: &dyn Fn(&Record) -> Option<f64>) -> String {
+    let fig = queue_figures(runs, f);
+    let (Some(b), Some(x)) = (spread(&fig[0]), spread(&fig[1])) else {
+        return "–".into();
+    };
+    let mut s = format!("{:.2}×", x.median / b.median);
+    let pairs: Vec<String> = runs[0]
+        .iter()
+        .zip(&runs[1])
+        .filter_map(|(b, x)| {
+            let ratio = f(x.as_ref().ok()?)? / f(b.as_ref().ok()?)?;
+            Some(format!("{ratio:.2}×"))
+        })
+        .collect();
+    if pairs.len() > 1 {
+        s.push_str(&format!(" (pairs of runs: {})", pairs.join(", ")));
+    }
+    s
+}
+
+/// A frame size as the table says it: `4 KiB`, or bytes.
+fn size_label(size: usize) -> String {
+    if size % 1024 == 0 {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
+}
+
+/// The queue table: an echo server keeping 1 frame in `keep_every` for a while.
+fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
+    let columns: Vec<String> = QUEUE_READERS.iter().map(|&k| READERS[k].into()).collect();
+    let mut t = Table::new(
+        format!(
+            "conns: echo server, {QUEUE_CONNS} connections × {QUEUE_PIPELINE} frames in flight, \
+             kept frames held {QUEUE_HOLD} s"
+        ),
+        &["frames", "figure"],
+        &columns,
+        Unit::Figure,
+    );
+    let fps = |r: &Record| r.get("fps");
+    let rss = |r: &Record| Some(r.get("rss_kib")? / 1024.0);
+    let mut parts = Vec::new();
+    let mut trouble = Vec::new();
+    for (case, runs) in cases {
+        let label = format!("{}, keep 1 in {}", size_label(case.size), case.keep_every);
+        let mut row = |what: &str, f: &dyn Fn(&Record) -> Option<f64>| {
+            t.rows.push(Row {
+                params: vec![label.clone(), what.into()],
+                cells: queue_figures(runs, f).iter().map(|v| spread(v)).collect(),
+            })
+        };
+        row("frames echoed per second", &fps);
+        row("resident set (MiB)", &rss);
+        row("frames held in the queue", &|r| r.get("kept"));
+        row(
+            "resident set over the baseline per frame held (KiB)",
+            &rss_per_held,
+        );
+        row("pool bytes in use (MiB)", &|r| {
+            Some(held_pool(r)? / f64::from(1 << 20))
+        });
+        row("connections STALLED (no echo for 5 s)", &|r| {
+            r.get("stalled")
+        });
+        parts.push(format!(
+            "{label}, ringmem (new) over FramedRead: frames per second {}, resident \
+             set {}, resident set per frame held {}",
+            queue_ratio(runs, &fps),
+            queue_ratio(runs, &rss),
+            queue_ratio(runs, &rss_per_held),
+        ));
+        for (col, reader_runs) in runs.iter().enumerate() {
+            let name = READERS[QUEUE_READERS[col]];
+            for (k, r) in reader_runs.iter().enumerate() {
+                let run = format!("{label}, {name}, run {}", k + 1);
+                match r {
+                    Err(e) => t.notes.push(format!("{run}: not measured: {e}.")),
+                    Ok(r) => {
+                        for (key, what) in [
+                            ("stalled", "STALLED (no echo for 5 s)"),
+                            ("bad_conns", "got an echo of the wrong length or number"),
+                        ] {
+                            let n = r.get(key).unwrap_or(0.0);
+                            if n != 0.0 {
+                                trouble.push(format!("{run}: {n} connections {what}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    t.notes.insert(
+        0,
+        format!(
+            "A server process per run (`{CHILD} --server READER --row queue`), its clients \
+             another, as in the tables above. Each of {QUEUE_CONNS} client connections keeps \
+             {QUEUE_PIPELINE} length-delimited frames in flight: it sends {QUEUE_PIPELINE}, then \
+             one more per echo. The server reads each connection in a task of its own with the \
+             reader under test and writes every frame back on the connection's write half (the \
+             frames already decoded in one write), then sends every Nth frame of the whole \
+             server (keep 1 in N), the frame itself, to one queue task, which holds it \
+             {QUEUE_HOLD} s and drops it. After a warm-up of {} s (the queue full), the server \
+             counts its echoes for {QUEUE_SECS} s, then reads `VmRSS`, the frames in the queue \
+             and `ReadPool::global().stats().bytes_in_use` (ringmem (new) only). The readers' \
+             runs alternate (FramedRead, ringmem (new), FramedRead, ...); a cell is the median \
+             of its runs. Ring each is left out of this table to keep the main job short: \
+             `--server 'ringmem (ring each)'` runs it by hand.",
+            QUEUE_HOLD + 0.5
+        ),
+    );
+    let mut verdict = format!("**Queue:** {}", parts.join("; "));
+    if trouble.is_empty() {
+        verdict.push_str("; no connection stalled.");
+    } else {
+        verdict.push_str(&format!("; {}.", trouble.join("; ")));
+    }
+    t.notes.push(verdict);
+    t
+}
+
+/// The runs of a queue case: each reader in turn, `case.reps` times.
+fn queue_runs(case: QueueCase) -> QueueRuns {
+    let extra: Vec<String> = [
+        ("--size", case.size.to_string()),
+        ("--keep-every", case.keep_every.to_string()),
+        ("--hold", QUEUE_HOLD.to_string()),
+        ("--pipeline", QUEUE_PIPELINE.to_string()),
+        ("--secs", QUEUE_SECS.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_string(), v])
+    .collect();
+    let label = format!(", {}, keep 1 in {}", size_label(case.size), case.keep_every);
+    let mut runs: QueueRuns = QUEUE_READERS.iter().map(|_| Vec::new()).collect();
+    for _ in 0..case.reps {
+        for (col, &k) in QUEUE_READERS.iter().enumerate() {
+            runs[col].push(server(k, "queue", QUEUE_CONNS, &label, &extra));
+        }
+    }
+    runs
+}
+
 /// The scenario's tables; a child that cannot run leaves a note saying why.
 pub fn run(cfg: &Config) -> Vec<Table> {
     // One run per cell whatever `--reps` says: memory figures of a server do not
@@ -525,7 +753,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     let secs: f64 = if cfg.scale >= 1.0 { 4.0 } else { 2.0 };
     let per_reader = |row: &str, conns: usize, extra: &[String]| -> Runs {
         (0..READERS.len())
-            .map(|k| server(k, row, conns, extra))
+            .map(|k| server(k, row, conns, "", extra))
             .collect()
     };
     let idle: Vec<(usize, Runs)> = IDLE_CONNS
@@ -555,10 +783,15 @@ pub fn run(cfg: &Config) -> Vec<Table> {
             KEEP_FRAMES.to_string(),
         ],
     );
+    let queue: Vec<(QueueCase, QueueRuns)> = queue_cases(cfg)
+        .into_iter()
+        .map(|c| (c, queue_runs(c)))
+        .collect();
     vec![
         idle_table(&idle),
         active_table(&active_runs, active, secs),
         keep_table(&keep_runs, secs),
+        queue_table(&queue),
     ]
 }
 
@@ -659,6 +892,52 @@ mod tests {
         let t = idle_table(&[(1000, runs(&[&short, IDLE, IDLE]))]);
         assert_eq!(t.rows[0].params[0], "1000 (fewest reached: 900)");
         assert!(t.notes.iter().any(|n| n.contains("900 of 1000")));
+    }
+
+    #[test]
+    fn the_queue_verdict_gives_medians_pairs_and_stalls() {
+        let queue = |r: &str, fps: u32, rss: u32, stalled: u8| {
+            let line = format!(
+                "queue\t{r}\tconns=100\tfps={fps}\tkept=1000\tpool_in_use=-1\t\
+                 base_rss_kib=4000\trss_kib={rss}\tstalled={stalled}\tbad_conns=0"
+            );
+            parse_records(&line).map(|mut r| r.pop().unwrap())
+        };
+        let runs: QueueRuns = vec![
+            vec![
+                queue(READERS[0], 1000, 14240, 0),
+                queue(READERS[0], 3000, 14240, 0),
+            ],
+            vec![
+                queue(READERS[1], 500, 9120, 0),
+                queue(READERS[1], 900, 9120, 3),
+            ],
+        ];
+        let case = QueueCase {
+            size: 4096,
+            keep_every: 10,
+            reps: 2,
+        };
+        let t = queue_table(&[(case, runs)]);
+        let verdict = t.notes.last().unwrap();
+        // Medians 700 / 2000; pairs 500 / 1000 and 900 / 3000.
+        assert!(
+            verdict.contains(
+                "4 KiB, keep 1 in 10, ringmem (new) over FramedRead: frames per second 0.35× \
+                 (pairs of runs: 0.50×, 0.30×), resident set 0.64×"
+            ),
+            "{verdict}"
+        );
+        // (9120 - 4000) / 1000 over (14240 - 4000) / 1000.
+        assert!(verdict.contains("per frame held 0.50×"), "{verdict}");
+        assert!(
+            verdict.contains("ringmem (new), run 2: 3 connections STALLED"),
+            "{verdict}"
+        );
+        assert_eq!(t.rows[0].params[0], "4 KiB, keep 1 in 10");
+        assert_eq!(t.rows[0].cells[0].unwrap().median, 2000.0);
+        // The pool row: no figure for FramedRead (-1 is "not a pool").
+        assert!(t.rows[4].cells.iter().all(Option::is_none));
     }
 
     #[test]
