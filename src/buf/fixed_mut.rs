@@ -370,3 +370,29 @@ impl std::io::Write for FixedBufMut {
         Ok(())
     }
 }
+
+#[cfg(all(test, real_std))]
+mod tests {
+    use crate::{Ring, WhenFull};
+
+    /// `grow_in` grows the ring's latest region over the window and the free regions
+    /// after it, and leaves any other region as it is.
+    #[test]
+    fn grow_in_takes_the_window_only() {
+        let ring = Ring::new(64 << 10);
+        let mut first = ring.fixed(64).unwrap();
+        let mut latest = ring.fixed(64).unwrap();
+        first.grow_in(1000, &ring);
+        assert_eq!(first.capacity(), 64, "not the latest");
+        latest.grow_in(1000, &ring);
+        assert_eq!(latest.capacity(), 1000);
+        latest.grow_in(10, &ring);
+        assert_eq!(latest.capacity(), 1000, "never shrinks");
+        // A heap region keeps its capacity.
+        let heap = Ring::builder().when_full(WhenFull::Heap).build().unwrap();
+        let mut big = heap.fixed(100_000).unwrap(); // past the ring: the heap
+        let cap = big.capacity();
+        big.grow_in(200_000, &heap);
+        assert_eq!(big.capacity(), cap, "a heap region");
+    }
+}
