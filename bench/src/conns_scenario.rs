@@ -710,7 +710,11 @@ fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
              and `ReadPool::global().stats().bytes_in_use` (ringmem (new) only). The readers' \
              runs alternate (FramedRead, ringmem (new), FramedRead, ...); a cell is the median \
              of its runs. Ring each is left out of this table to keep the main job short: \
-             `--server 'ringmem (ring each)'` runs it by hand.",
+             `--server 'ringmem (ring each)'` runs it by hand. The process's pool has a \
+             budget of {POOL_MIB} MiB, which bounds what ringmem (new) holds: where the frames \
+             FramedRead's server holds would not fit in it, ringmem (new)'s readers wait for \
+             room (its pool bytes in use near the budget), and its rate is what the budget \
+             allows for frames held {QUEUE_HOLD} s; FramedRead's memory has no bound.",
             QUEUE_HOLD + 0.5
         ),
     );
