@@ -386,8 +386,12 @@ impl ReadPool {
     }
 
     /// What `f` claims from a shard: the thread's own shard if its lock is free, then
-    /// the others whose locks are free, then every shard, waiting for its lock. The
-    /// shard that serves becomes the thread's own.
+    /// the others whose locks are free, then those whose locks were held, waiting for
+    /// each. The shard that serves becomes the thread's own.
+    ///
+    /// A shard `f` found no room in is not tried again: on a full pool `f` walks each
+    /// ring, and a claim that fails goes on to wait, armed before its next try, so room
+    /// made meanwhile wakes it (see `wait::block_until`).
     fn claim<T>(&self, mut f: impl FnMut(&Rings) -> Option<T>) -> Option<T> {
         let shards = &self.shared.shards;
         let n = shards.len();
@@ -396,17 +400,21 @@ impl ReadPool {
         }
         let first = home() % n;
         let order = || (0..n).map(move |i| (first + i) % n);
+        // The shards tried under `try_lock`, by bit (past the 64th: tried again).
+        let mut tried = 0u64;
+        let bit = |k: usize| 1u64.checked_shl(k as u32).unwrap_or(0);
         for k in order() {
             let Some(ring) = try_lock(&shards[k]) else {
                 continue;
             };
+            tried |= bit(k);
             if let Some(t) = f(&ring) {
                 drop(ring);
                 HOME.with(|h| h.set(k));
                 return Some(t);
             }
         }
-        for k in order() {
+        for k in order().filter(|&k| tried & bit(k) == 0) {
             if let Some(t) = f(&lock(&shards[k])) {
                 HOME.with(|h| h.set(k));
                 return Some(t);
