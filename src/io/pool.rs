@@ -803,6 +803,23 @@ mod tests {
         assert!(pool.shared.shards[1].spans[0].holds(addr), "from shard 1");
     }
 
+    /// A claim that no shard serves asks each shard once: on a full pool every ask
+    /// walks the shard's rings.
+    #[test]
+    fn a_failing_claim_asks_each_shard_once() {
+        let pool = ReadPool::with_shards(4 << 20, 4).unwrap();
+        let mut asked = [0; 4];
+        let got = pool.claim(|r| {
+            let i = (pool.shared.shards.iter())
+                .position(|s| s.spans[0] == r.reads.span())
+                .unwrap();
+            asked[i] += 1;
+            None::<()>
+        });
+        assert!(got.is_none());
+        assert_eq!(asked, [1; 4]);
+    }
+
     /// A waker may touch the pool it waits on: room given back under a shard's lock (a
     /// read region trimmed to what its read brought) wakes the waiting task once the
     /// lock is let go, and its waker reads the pool's stats and claims from it (under
