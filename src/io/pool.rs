@@ -506,12 +506,12 @@ impl Memory {
     /// Without room for `n`, a region of [`FAIR_READ`] bytes (or `least`) and as much
     /// more of its free run as `n` asks (see [`claim_or_least`]). On a pool the whole
     /// ring is walked if need be, once every shard's plain try ([`claim_fair`]) has
-    /// failed: a plain claim
-    /// looks at one region (the oldest) and a few more (invariant 9), and on a reader's
-    /// own ring releases come roughly in the order of the claims, but on a pool the
-    /// oldest region is often another reader's partial frame or a frame the application
-    /// keeps, and the room may be anywhere. At most one walk per ring for a claim that
-    /// would otherwise wait; the tries of a wait stay cheap.
+    /// failed: a plain claim looks at one region (the oldest) and a few more (invariant
+    /// 9), and on a reader's own ring releases come roughly in the order of the claims,
+    /// but on a pool the oldest region is often another reader's partial frame or a
+    /// frame the application keeps, and the room may be anywhere. At most two walks per
+    /// ring (a read's worth, then the least region) for a claim that would otherwise
+    /// wait; the tries of a wait stay cheap.
     pub(crate) fn first_try(&self, n: usize, least: usize) -> Option<FixedBufMut> {
         match self {
             // The read region's own try first: on a reader's own ring releases come
@@ -685,7 +685,12 @@ const FAIR_READ: usize = 4 << 10;
 /// `FixedBufMut::grow_in`). The plain try of a first try on a pool: a window that has
 /// run into frames kept alive still serves what it holds, without a walk.
 fn claim_fair(r: &Ring, n: usize, least: usize) -> Option<FixedBufMut> {
-    let mut region = r.fixed(least.max(FAIR_READ).min(n))?;
+    claim_up_to(r, least.max(FAIR_READ).min(n), n)
+}
+
+/// A region of at least `bytes` bytes, grown over the rest of its free run up to `n`.
+fn claim_up_to(r: &Ring, bytes: usize, n: usize) -> Option<FixedBufMut> {
+    let mut region = r.fixed(bytes)?;
     region.grow_in(n, r);
     Some(region)
 }
@@ -707,9 +712,7 @@ fn claim_or_least(r: &Ring, n: usize, least: usize, walk: bool) -> Option<FixedB
         return None;
     }
     r.unstick_if(walk);
-    let mut region = r.fixed(least)?;
-    region.grow_in(n, r);
-    Some(region)
+    claim_up_to(r, least, n)
 }
 
 /// A region for a copy of `n` bytes (an empty frame's too: `fixed(0)` is `None`): a
