@@ -646,38 +646,21 @@ unsafe fn release(ptr: NonNull<u8>, layout: Layout) {
 /// `Vec<T, OneRingAlloc>` and `Box<T, OneRingAlloc>` cost no space for the allocator
 /// and may cross threads.
 ///
-/// Each thread allocates from its own ring, the one [`ringmem::tls`](crate::tls) uses
-/// (1 MiB, [`WhenFull::Heap`](crate::WhenFull::Heap) unless
-/// [`tls::configure`] says otherwise). Allocations may be freed on any thread:
+/// - **Where.** Each thread allocates from the ring [`ringmem::tls`](crate::tls) uses
+///   (1 MiB, [`WhenFull::Heap`](crate::WhenFull::Heap) unless [`tls::configure`] says
+///   otherwise). Small layouts (1 to 256 bytes, alignment up to 8) share 4 KiB chunks
+///   with no header per block; a live small block pins its chunk. Requests above
+///   [`heap_threshold`](Self::heap_threshold) (256 KiB by default) go to the global
+///   allocator, counted by [`stats`](Self::stats). Alignments up to
+///   [`RingAlloc::MAX_ALIGN`](crate::RingAlloc::MAX_ALIGN).
+/// - **Frees** may happen on any thread: one atomic operation per region, or per chunk
+///   for a run of its blocks ([`flush`](Self::flush) settles an idle thread's). A
+///   thread's ring outlives the thread until its last block is freed; nothing leaks.
+/// - **Resizing.** `grow`/`shrink` work in place on the calling thread's ring; a block
+///   of another thread's is moved to grow and kept to shrink. A shrink that keeps the
+///   alignment never fails; a failed grow leaves the block as it was.
 ///
-/// - Small layouts (1 to 256 bytes, alignment up to 8) share 4 KiB *chunks* of the
-///   thread's ring, with no header per block (sizes rounded up to 4 bytes). A chunk goes
-///   back to the ring, on whichever thread frees its last block, once its thread has
-///   moved on from it; a live small block pins its chunk's 4 KiB. Frees of consecutive
-///   blocks of one chunk cost one atomic subtraction per chunk: a thread that goes idle
-///   after such frees calls [`flush`](Self::flush), which also releases an empty
-///   current chunk.
-/// - Other layouts are ring regions: a release is the region header's `Release` store.
-///
-/// When a thread exits, its ring is dropped; its blocks are freed after their last
-/// allocation is, never before and never leaked. While a thread is being torn down,
-/// allocations come from the global allocator.
-///
-/// `grow`/`shrink` work in place for allocations in the calling thread's ring; an
-/// allocation made on another thread is moved when it grows (only the ring's own
-/// thread may change its regions' lengths) and kept as it is when it shrinks. A
-/// `shrink` that keeps the alignment never fails, so `shrink_to_fit` does not end the
-/// process on a full ring: a region shrinking to a small layout moves into a chunk when
-/// the thread can get one, and otherwise stays where it is (on any thread). A failed
-/// `grow` leaves the block as it was.
-///
-/// Requests above [`heap_threshold`](Self::heap_threshold) bytes (default
-/// [`RingAlloc::DEFAULT_HEAP_THRESHOLD`](crate::RingAlloc::DEFAULT_HEAP_THRESHOLD),
-/// 256 KiB, per thread) go to the global allocator: a large collection is a heap
-/// allocation. [`stats`](Self::stats) counts them, per thread. Alignments up to
-/// [`RingAlloc::MAX_ALIGN`](crate::RingAlloc::MAX_ALIGN) are served.
-///
-/// The name is ring-alloc's: see the migration table on [`RingAlloc`](crate::RingAlloc).
+/// The name is ring-alloc's: see "From ring-alloc" on [`RingAlloc`](crate::RingAlloc).
 ///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};

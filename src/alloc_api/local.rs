@@ -17,75 +17,38 @@ use crate::sync::Cell;
 use crate::{Ring, RingError, WhenFull};
 
 /// A ring allocator handle for collections: `Vec<T, RingAlloc>`, `Box<T, RingAlloc>`,
-/// hashbrown's `HashMap<K, V, S, RingAlloc>` (allocator-api2).
+/// hashbrown's `HashMap<K, V, S, RingAlloc>` (allocator-api2). Clones share one
+/// [`Ring`]; it goes when the last clone and allocation are. Neither `Send` nor `Sync`
+/// (see [`OneRingAlloc`](crate::OneRingAlloc) for collections that cross threads).
 ///
-/// Clones share one [`Ring`] (the handle is an `Rc`-like pointer), so collections need
-/// no lifetime; the ring goes when the last clone and the last allocation are gone.
-/// Like the ring it allocates on one thread: `RingAlloc` is neither `Send` nor `Sync`
-/// (use [`OneRingAlloc`](crate::OneRingAlloc) for collections that cross threads).
-///
-/// - Alignments up to [`RingAlloc::MAX_ALIGN`] (4096) are served; larger ones get
-///   [`AllocError`], as do sizes the ring and the heap cannot serve.
-/// - Zero-size layouts get a dangling, well-aligned pointer; the ring is not touched.
-/// - Requests above [`heap_threshold`](Self::heap_threshold) bytes (default
-///   [`RingAlloc::DEFAULT_HEAP_THRESHOLD`], 256 KiB) go to the global allocator as heap
-///   regions with the same header, so deallocation needs no size check. So large
-///   collections live on the heap, not in the ring: a `Vec<u64>` past 32,768 elements,
-///   a hashbrown table past a few thousand entries. [`stats`](Self::stats) counts them
-///   (and the ring's [`heap_fallbacks`](crate::RingStats::heap_fallbacks) too);
-///   [`set_heap_threshold`](Self::set_heap_threshold) moves the threshold or turns
-///   the heap path off.
-/// - `grow`/`shrink` stay in place when the regions after the allocation are free,
-///   which is the usual case for the latest allocation: a growing `Vec` is not copied.
-///   A `shrink` that keeps the alignment never fails, so `shrink_to_fit` does not end
-///   the process on a full ring: a region shrinking to a small layout moves into a
-///   chunk (below) when it can get one, and otherwise stays where it is, its tail given
-///   back. A failed `grow` leaves the block as it was.
-/// - Small layouts (1 to 256 bytes, alignment up to 8) share 4 KiB *chunks* of the
-///   ring, with no header per allocation and sizes rounded up to 4 bytes (a `u32`
-///   takes 4); a chunk goes back to the ring once all its allocations are freed, so one
-///   live small allocation pins 4 KiB, not the ring ([`flush`](Self::flush) releases
-///   an empty current chunk). Chunks are used when the ring's blocks hold at least
-///   32 KiB, as [`RingAlloc::new`]'s do.
-/// - Every other allocation is a ring region, released by the ring's one `Release`
-///   store.
+/// - Alignments up to [`RingAlloc::MAX_ALIGN`] (4096); larger ones, and sizes neither
+///   the ring nor the heap can serve, get [`AllocError`]. Zero sizes touch nothing.
+/// - Above [`heap_threshold`](Self::heap_threshold) (256 KiB by default) requests go to
+///   the global allocator, counted by [`stats`](Self::stats): a `Vec<u64>` past 32,768
+///   elements lives on the heap.
+/// - Small layouts (1 to 256 bytes, alignment up to 8) share 4 KiB chunks without a
+///   header each (on rings of 32 KiB blocks or more); a live one pins its chunk. Any
+///   other allocation is a ring region, pinning its own bytes.
+/// - `grow`/`shrink` stay in place when the next regions are free (a growing `Vec` is
+///   not copied). A shrink that keeps the alignment never fails; a failed grow leaves
+///   the block as it was.
 ///
 /// [`AllocError`]: https://docs.rs/allocator-api2/0.2/allocator_api2/alloc/struct.AllocError.html
 ///
 /// ```
 /// use allocator_api2::{boxed::Box, vec::Vec};
-/// use ringmem::RingAlloc;
-///
-/// fn build() -> Vec<Box<u32, RingAlloc>, RingAlloc> {
-///     let alloc = RingAlloc::new();
-///     let b = Box::new_in(42, alloc.clone());
-///     let mut v = Vec::new_in(alloc);
-///     v.push(b);
-///     v
-/// }
-/// let v = build(); // no lifetime ties the Vec to a ring variable
+/// let alloc = ringmem::RingAlloc::new();
+/// let mut v = Vec::new_in(alloc.clone());
+/// v.push(Box::new_in(42u32, alloc));
 /// assert_eq!(*v[0], 42);
 /// ```
 ///
-/// # Migrating from ring-alloc
-///
-/// The names are ring-alloc's, so a change of `use` line migrates:
-///
-/// | ring-alloc 0.2                       | ringmem                                        |
-/// |--------------------------------------|------------------------------------------------|
-/// | `use ring_alloc::RingAlloc;`         | `use ringmem::RingAlloc;`                      |
-/// | `use ring_alloc::OneRingAlloc;`      | `use ringmem::OneRingAlloc;`                   |
-/// | `RingAlloc::new()`, `Default`, `Clone`, `PartialEq`, `Hash` | the same            |
-/// | `alloc.allocate(layout)` / `alloc.deallocate(ptr, layout)` (inherent) | the same  |
-/// | `OneRingAlloc` (ZST, `Copy`, `Send + Sync`) | the same                                |
-/// | `RingAlloc::new_in(a)` (custom chunk allocator) | not offered: blocks come from the global allocator; [`RingAlloc::with_capacity`] / `From<Ring>` size them |
-/// | `RingAlloc::flush` (free unused chunks) | [`RingAlloc::flush`]: releases the current chunk if it is empty (the others go as they empty) |
-/// | `clean_local`, `clean_global` | not needed: a ring's free space is reused in place, and a dropped ring's blocks are freed after their last allocation |
-///
-/// What changes underneath: an allocation above 256 bytes is a ring region of its own
-/// (a long-lived one pins its own bytes, not a chunk), a small one pins at most its
-/// 4 KiB chunk, `grow`/`shrink` work in place, and allocations above the threshold
-/// bypass the ring.
+/// **From ring-alloc 0.2** a `use` line migrates: `RingAlloc` (`new`, `Default`,
+/// `Clone`, `PartialEq`, `Hash`, inherent `allocate`/`deallocate`, `flush`) and
+/// `OneRingAlloc` are the same. Not offered: `new_in` (blocks come from the global
+/// allocator; [`RingAlloc::with_capacity`] and `From<Ring>` size them), and
+/// `clean_local`/`clean_global`, not needed (free space is reused in place, a dropped
+/// ring's blocks go after their last allocation).
 ///
 /// Not `Send`:
 /// ```compile_fail

@@ -47,12 +47,10 @@ use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
 /// [`FramedReader::with_pool`](super::FramedReader::with_pool) (and the async reader's,
 /// feature `tokio`) names another.
 ///
-/// - **Cost.** The readers' address space is the budget, not a ring per connection,
-///   and its pages are touched only as far as live buffers reach. Between two polls a
-///   reader holds at most one read region (80 KiB by default); an async reader whose
-///   socket is idle holds none, a partial frame about twice its bytes. A frame the
-///   application keeps costs its own bytes: once frames outlive their read, short ones
-///   are copied out of it as they are yielded.
+/// - **Cost.** The readers' address space is the budget; its pages are touched only as
+///   far as live buffers reach. A reader holds at most one read region (80 KiB by
+///   default) between polls, an idle async one none. A kept frame costs its own bytes
+///   (short frames that outlive their read are copied out of it).
 /// - **When full.** Readers wait for a release instead of failing; reads get shorter
 ///   first. A reader waits when no free run holds its next frame, which frames kept for
 ///   long can cause below the budget ([`RingStats::largest_free`] of
