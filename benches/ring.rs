@@ -224,7 +224,112 @@ fn spurious_poll(c: &mut Criterion) {
     drop(live);
 }
 
+/// Tasks waiting on one full ring (64 or 1,024 `tls::fixed_async` futures, on a
+/// hand-made executor of one thread: its thread-local ring), while another thread
+/// releases each buffer handed out once its task waits again and every task woken has
+/// been polled: the time per buffer handed out. A release makes room for one buffer; if it woke every waiter, each
+/// would try the ring and register again.
+fn many_waiters(c: &mut Criterion) {
+    use std::future::Future;
+    use std::sync::{mpsc, Arc, Mutex};
+    use std::task::{Context, Poll, Wake, Waker};
+    /// The executor's run queue: a task's waker pushes its index and unparks it.
+    struct Ready {
+        queue: Mutex<Vec<usize>>,
+        executor: std::thread::Thread,
+    }
+    struct Task(usize, Arc<Ready>);
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.1.queue.lock().unwrap().push(self.0);
+            self.1.executor.unpark();
+        }
+    }
+    const SIZE: usize = 248;
+    /// Hands out `iters` buffers to `tasks` waiting tasks, on this thread's ring.
+    fn run(tasks: usize, iters: u64) -> std::time::Duration {
+        let ring = Ring::builder()
+            .capacity(64 << 10)
+            .when_full(ringmem::WhenFull::Fail);
+        ringmem::tls::configure(ring).unwrap();
+        let mut held: Vec<_> = std::iter::from_fn(|| ringmem::tls::fixed(SIZE)).collect();
+        let ready = Arc::new(Ready {
+            queue: Mutex::new((0..tasks).collect()),
+            executor: std::thread::current(),
+        });
+        let wakers: Vec<Waker> = (0..tasks)
+            .map(|i| Waker::from(Arc::new(Task(i, ready.clone()))))
+            .collect();
+        let mut waits: Vec<_> = (0..tasks)
+            .map(|_| Box::pin(ringmem::tls::fixed_async(SIZE)))
+            .collect();
+        let (tx, rx) = mpsc::channel::<ringmem::FixedBufMut>();
+        let dropper = std::thread::spawn(move || rx.iter().for_each(drop));
+        // Every task polled until it sleeps registered (its first polls yield).
+        let mut batch = Vec::new();
+        loop {
+            batch.append(&mut ready.queue.lock().unwrap());
+            if batch.is_empty() {
+                break;
+            }
+            for i in batch.drain(..) {
+                let mut cx = Context::from_waker(&wakers[i]);
+                assert!(waits[i].as_mut().poll(&mut cx).is_pending());
+            }
+        }
+        let start = std::time::Instant::now();
+        tx.send(held.pop().unwrap()).unwrap();
+        let (mut served, mut outbox) = (0, Vec::new());
+        while served < iters {
+            batch.append(&mut ready.queue.lock().unwrap());
+            if batch.is_empty() {
+                std::thread::park();
+                continue;
+            }
+            for i in batch.drain(..) {
+                let mut cx = Context::from_waker(&wakers[i]);
+                if let Poll::Ready(got) = waits[i].as_mut().poll(&mut cx) {
+                    served += 1;
+                    // The task waits again, registered before the buffer goes: every
+                    // task waits when a release comes.
+                    waits[i] = Box::pin(ringmem::tls::fixed_async(SIZE));
+                    loop {
+                        assert!(waits[i].as_mut().poll(&mut cx).is_pending());
+                        let mut queue = ready.queue.lock().unwrap();
+                        if queue.last() != Some(&i) {
+                            break; // registered: its poll no longer wakes it
+                        }
+                        queue.pop();
+                    }
+                    outbox.push(got.unwrap());
+                }
+            }
+            // The consumer releases after the executor has polled every task woken.
+            outbox.drain(..).for_each(|got| tx.send(got).unwrap());
+        }
+        let took = start.elapsed();
+        drop(waits);
+        drop(tx);
+        dropper.join().unwrap();
+        took
+    }
+    let mut g = c.benchmark_group("tasks waiting on one full ring, per buffer handed out");
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(10);
+    for tasks in [64, 1024] {
+        g.bench_function(format!("{tasks} tasks"), |b| {
+            b.iter_custom(|iters| {
+                std::thread::spawn(move || run(tasks, iters))
+                    .join()
+                    .unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
+    many_waiters(c);
     spurious_poll(c);
     beside_other_rings(c);
     let ring = RingBytes(Ring::new(1 << 20));

@@ -38,7 +38,7 @@ use core::task::{Context, Poll};
 use std::cell::OnceCell;
 use std::time::Duration;
 
-use crate::buf::{hopeless_aligned, typed_bytes, typed_need};
+use crate::buf::{hopeless_aligned, typed_bytes, typed_need, wait_need};
 use crate::ring::wait::{self, TaskSlot};
 use crate::{ExtBuf, FixedBufMut, Ring, RingBuilder, RingError, TypedBuf, WaitError, WhenFull};
 
@@ -405,7 +405,7 @@ impl<T> Future for TlsWait<T> {
         }
         // This thread's ring: the task may be polled on another thread next time.
         let span = with_ring(Ring::span).unwrap_or(wait::Span::ALL);
-        wait::poll_until(&mut this.slot, cx, span, |walk| {
+        wait::poll_until(&mut this.slot, cx, span, wait_need(bytes, align), |walk| {
             with_ring(|ring| {
                 ring.unstick_if(walk);
                 claim(ring, n)

@@ -23,7 +23,7 @@ pub use typed::TypedBuf;
 #[cfg(real_std)]
 pub(crate) use wait::hopeless;
 #[cfg(feature = "std")]
-pub(crate) use wait::{hopeless_aligned, typed_bytes, typed_need};
+pub(crate) use wait::{hopeless_aligned, need as wait_need, typed_bytes, typed_need};
 #[cfg(feature = "std")]
 pub use wait::{ExtWait, Reserve, Wait, WaitError};
 #[cfg(feature = "std")]

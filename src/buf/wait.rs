@@ -65,6 +65,12 @@ pub(crate) fn hopeless(ring: &Ring, bytes: Option<usize>) -> Option<WaitError> {
     hopeless_aligned(ring, bytes, 1)
 }
 
+/// What a waiter for `bytes` aligned to `align` asks for, to compare with other
+/// waiters of its ring (`wait::block_until`): the bytes with their worst padding.
+pub(crate) fn need(bytes: Option<usize>, align: usize) -> usize {
+    bytes.map_or(usize::MAX, |b| b.saturating_add(align - 1))
+}
+
 /// [`hopeless`] for data aligned to `align`: the padding an empty block needs before
 /// such data counts, and an alignment the ring never serves never fits.
 pub(crate) fn hopeless_aligned(
@@ -123,7 +129,8 @@ fn block_slow<T>(
     if let Some(e) = hopeless_aligned(ring, bytes, align) {
         return Err(e);
     }
-    wait::block_until(ring.span(), try_claim, timeout).ok_or(WaitError::TimedOut)
+    let need = need(bytes, align);
+    wait::block_until(ring.span(), need, try_claim, timeout).ok_or(WaitError::TimedOut)
 }
 
 /// [`ExtBuf::try_reserve`], waiting for room (see [`ExtBuf::reserve_wait`]); always
@@ -454,7 +461,7 @@ fn poll_claim<'r, T>(
     if let Some(e) = hopeless_aligned(ring, bytes, align) {
         return Poll::Ready(Err(e));
     }
-    wait::poll_until(slot, cx, ring.span(), |walk| {
+    wait::poll_until(slot, cx, ring.span(), need(bytes, align), |walk| {
         ring.unstick_if(walk);
         claim(ring)
     })
@@ -590,10 +597,11 @@ impl Future for Reserve<'_, '_> {
             return Poll::Ready(Ok(()));
         }
         let ring = ext.ring();
-        if let Some(e) = hopeless_aligned(ring, ext.len().checked_add(additional), 1) {
+        let bytes = ext.len().checked_add(additional);
+        if let Some(e) = hopeless_aligned(ring, bytes, 1) {
             return Poll::Ready(Err(e));
         }
-        wait::poll_until(&mut this.slot, cx, ring.span(), |walk| {
+        wait::poll_until(&mut this.slot, cx, ring.span(), need(bytes, 1), |walk| {
             ext.unstick_if(walk);
             ext.try_reserve(additional).ok()
         })

@@ -411,7 +411,7 @@ impl<T: Buffer> BufferPool<T> {
     /// ```
     pub fn get_writable_wait(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting(len) {
-            wait::block_until(on.ring.span(), |walk| on.try_room(walk, len), None);
+            wait::block_until(on.ring.span(), len, |walk| on.try_room(walk, len), None);
         }
         self.writable_or_wait_error(len)
     }
@@ -441,8 +441,13 @@ impl<T: Buffer> BufferPool<T> {
         timeout: Duration,
     ) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting(len) {
-            wait::block_until(on.ring.span(), |walk| on.try_room(walk, len), Some(timeout))
-                .ok_or(WaitError::TimedOut)?;
+            wait::block_until(
+                on.ring.span(),
+                len,
+                |walk| on.try_room(walk, len),
+                Some(timeout),
+            )
+            .ok_or(WaitError::TimedOut)?;
         }
         self.writable_or_wait_error(len)
     }
@@ -477,9 +482,9 @@ impl<T: Buffer> BufferPool<T> {
             // A `move` closure holds the pool itself (`&mut`, `Send` with it), never a
             // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
             core::future::poll_fn(move |cx| match pool.ring.as_mut() {
-                Some(on) => {
-                    wait::poll_until(&mut slot, cx, on.ring.span(), |walk| on.try_room(walk, len))
-                }
+                Some(on) => wait::poll_until(&mut slot, cx, on.ring.span(), len, |walk| {
+                    on.try_room(walk, len)
+                }),
                 None => Poll::Ready(()),
             })
             .await;

@@ -329,7 +329,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                 }
                 // On a pool, each try takes its lock and lets it go: the lock is never
                 // held while the task waits.
-                match poll_until(&mut self.slot, cx, mem.span(), |walk| {
+                match poll_until(&mut self.slot, cx, mem.span(), least, |walk| {
                     mem.try_claim(n, least, walk)
                 }) {
                     Poll::Ready(region) => {

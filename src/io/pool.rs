@@ -554,8 +554,13 @@ impl Memory {
     pub(crate) fn fixed_wait(&self, n: usize, least: usize) -> Result<FixedBufMut, WaitError> {
         // The caller checked that a release can make room (`hopeless`). A `Grow` or
         // `Heap` ring serves every try; a `Fail` ring's span never changes.
-        block_until(self.span(), |walk| self.try_claim(n, least, walk), None)
-            .ok_or(WaitError::TimedOut)
+        block_until(
+            self.span(),
+            least,
+            |walk| self.try_claim(n, least, walk),
+            None,
+        )
+        .ok_or(WaitError::TimedOut)
     }
 
     /// A region of `n` bytes if one is free now, for a frame's copy: a plain claim, and
@@ -874,7 +879,7 @@ mod tests {
             let mut cx = Context::from_waker(&waker);
             let mut slot = TaskSlot::default();
             let mut poll = |cx: &mut Context<'_>| {
-                poll_until(&mut slot, cx, mem.span(), |walk| {
+                poll_until(&mut slot, cx, mem.span(), 4 << 10, |walk| {
                     mem.try_claim(4 << 10, 4 << 10, walk)
                 })
             };

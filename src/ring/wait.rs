@@ -7,11 +7,22 @@
 //! a small table of global words, [`ARMED`] (the released region's block may be gone
 //! by then): a few entries and their hull. Only a release whose address lies in an
 //! entry takes the waiters' lock. Under the lock every waiter is a record with its own
-//! ring's span (`Waiter`), and the release wakes exactly the armed waiters whose own
-//! span holds its header (the validate step, as `parking_lot_core` does it), each by
-//! its own handle: a blocked thread is unparked ([`park`]), a task's waker is woken.
-//! Nobody else wakes: a producer on an idle ring sleeps however often other rings
-//! release or other waiters are woken.
+//! ring's span (`Waiter`), and the armed waiters of a ring stand in a line, oldest
+//! first (`Line`). A release wakes the oldest armed waiter of each line whose span holds
+//! its header (the validate step, as `parking_lot_core` does it), by its own handle: a
+//! blocked thread is unparked ([`park`]), a task's waker is woken. Nobody else wakes: a
+//! producer on an idle ring sleeps however often other rings release or other waiters
+//! are woken.
+//!
+//! A release makes room for one buffer, so it wakes one waiter, which then holds the
+//! ring's *turn*: when it has claimed (the release may have made room for more than
+//! its buffer), or leaves without a try (a dropped future, a timeout), it wakes the
+//! oldest armed waiter of its line; when its try after the wake-up finds no room, it
+//! wakes the oldest one that asks for fewer bytes than it does (`need`), if any, and
+//! arms again. A turn thus goes on while waiters claim, and stops at the first that
+//! finds no room for what it and every older waiter asks: the room that is left serves
+//! none of them until the next release, which wakes the next. Arming, leaving and
+//! waking are O(1) in the waiters (a line is a list linked through the records' slots).
 //!
 //! The table is only a prefilter: entry `i` publishes the hull of the spans of the
 //! armed waiters assigned to it, the last word the hull of all entries, each span as
@@ -36,7 +47,9 @@
 //! try; a blocked one sleeps until its own flag says it was woken, set under the lock,
 //! so an unpark before its park is never lost. The loom models in `tests/loom.rs`
 //! check it with one, two and three waited rings, more waiters than entries, and room
-//! made on the ring's own thread; they fail without the light side.
+//! made on the ring's own thread; they fail without the light side. The models below
+//! (`models`) check the turn with more waiters than rings: they fail when a waiter that
+//! claimed keeps it, or when one that found no room keeps it from a smaller one.
 //!
 //! Room made on the ring's own thread without a release store (a rewound head, a buffer
 //! giving back capacity: `orphan::after_room`) wakes that ring's waiters through the
@@ -54,6 +67,7 @@
 //! same pool.
 
 use core::marker::PhantomData;
+use std::collections::BTreeMap;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -170,26 +184,57 @@ impl Wake {
     }
 }
 
+/// No waiter: the end of a ring's line.
+const NIL: u32 = u32::MAX;
+
 /// One producer waiting for room in one ring.
 struct Waiter {
-    /// Its [`TaskSlot`]'s id, or a blocked thread's.
-    id: u64,
-    /// Its ring's span: only a release inside it wakes this waiter.
-    span: Span,
-    /// The entry of [`ARMED`] that publishes its span while it is armed.
-    entry: usize,
-    /// Published, from its arming (before its barrier and try) until the release that
-    /// wakes it.
+    /// Its ring's line, an index into [`Waiters::rings`].
+    ring: usize,
+    /// The bytes it asks for: a waiter that fails hands its turn only to one that asks
+    /// for fewer.
+    need: usize,
+    /// In its ring's line, from its arming (before its barrier and try) until the
+    /// release that wakes it: published.
     armed: bool,
     /// Set by the release that woke it: a blocked thread sleeps until it is.
     woken: bool,
+    /// Its neighbours in its ring's line while armed, older and younger ([`NIL`]: none).
+    prev: u32,
+    next: u32,
     wake: Wake,
 }
 
+/// A slot of [`Waiters::slots`]: a waiter's record, and how many records the slot has
+/// held before (so that an id taken out of use is never mistaken for a newer one).
+struct Slot {
+    turn: u32,
+    waiter: Option<Waiter>,
+}
+
+/// The waiters of one ring (one span): the armed ones in a line, oldest first.
+struct Line {
+    span: Span,
+    /// The entry of [`ARMED`] that publishes its span while one of them is armed.
+    entry: usize,
+    /// Waiters that joined and have not left (armed or not). None: the line is free.
+    joined: usize,
+    /// The armed waiters, oldest first ([`NIL`]: none).
+    head: u32,
+    tail: u32,
+    /// How many armed waiters ask for each need.
+    needs: BTreeMap<usize, usize>,
+}
+
 /// Who waits, under one lock, and what [`ARMED`] holds (written under the same lock).
+/// Every operation on a waiter is O(1) in the number of waiters (a line's needs, a
+/// logarithm of how many distinct needs wait), and O(rings) in the rings waited on.
 struct Waiters {
-    list: Vec<Waiter>,
-    next_id: u64,
+    slots: Vec<Slot>,
+    /// Slots without a record.
+    free: Vec<u32>,
+    /// One line per ring waited on, kept for reuse once empty.
+    rings: Vec<Line>,
     /// The spans stored in [`ARMED`], the hull last.
     published: [Span; ENTRIES + 1],
     /// Whether the orphans' word has the waiting bit set.
@@ -197,8 +242,9 @@ struct Waiters {
 }
 
 const NOBODY: Waiters = Waiters {
-    list: Vec::new(),
-    next_id: 0,
+    slots: Vec::new(),
+    free: Vec::new(),
+    rings: Vec::new(),
     published: [Span::NONE; ENTRIES + 1],
     waiting: false,
 };
@@ -207,12 +253,55 @@ crate::sync::global! {
     static WAITERS: Mutex<Waiters> = Mutex::new(NOBODY);
 }
 
+/// A waiter's id: its slot, and the slot's turn in its upper half.
+fn id_of(slot: u32, turn: u32) -> u64 {
+    u64::from(turn) << 32 | u64::from(slot)
+}
+
 impl Waiters {
-    /// Adds a waiter on `span`, not armed yet, to an entry whose waiters' hull covers
-    /// it, else to an entry nobody uses, else to the one whose hull grows least.
-    /// Returns its id.
-    fn join(&mut self, span: Span, wake: Wake) -> u64 {
-        let hulls = self.hulls(false);
+    /// Adds a waiter on `span` asking for `need` bytes, not armed yet, to the line of
+    /// that span. A new line joins an entry whose lines' hull covers its span, else an
+    /// entry nobody uses, else the one whose hull grows least. Returns its id.
+    fn join(&mut self, span: Span, need: usize, wake: Wake) -> u64 {
+        let ring = match self
+            .rings
+            .iter()
+            .position(|l| l.joined != 0 && l.span == span)
+        {
+            Some(r) => r,
+            None => self.new_line(span),
+        };
+        self.rings[ring].joined += 1;
+        let waiter = Waiter {
+            ring,
+            need,
+            armed: false,
+            woken: false,
+            prev: NIL,
+            next: NIL,
+            wake,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot {
+                    turn: 0,
+                    waiter: None,
+                });
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 waiters")
+            }
+        };
+        let s = &mut self.slots[slot as usize];
+        s.waiter = Some(waiter);
+        id_of(slot, s.turn)
+    }
+
+    /// A line for `span`, in the entry chosen as [`join`](Self::join) says.
+    fn new_line(&mut self, span: Span) -> usize {
+        let mut hulls = [Span::NONE; ENTRIES];
+        for l in self.rings.iter().filter(|l| l.joined != 0) {
+            hulls[l.entry] = hulls[l.entry].hull(l.span);
+        }
         let entry = (hulls.iter().position(|h| h.covers(span)))
             .or_else(|| hulls.iter().position(|h| *h == Span::NONE))
             .unwrap_or_else(|| {
@@ -220,30 +309,35 @@ impl Waiters {
                     .min_by_key(|&i| hulls[i].hull(span).len())
                     .unwrap_or(0)
             });
-        let id = self.next_id;
-        self.next_id += 1;
-        self.list.push(Waiter {
-            id,
+        let line = Line {
             span,
             entry,
-            armed: false,
-            woken: false,
-            wake,
-        });
-        id
-    }
-
-    /// The hull of each entry's waiters' spans: the armed ones only, or all of them.
-    fn hulls(&self, armed_only: bool) -> [Span; ENTRIES] {
-        let mut hulls = [Span::NONE; ENTRIES];
-        for w in self.list.iter().filter(|w| w.armed || !armed_only) {
-            hulls[w.entry] = hulls[w.entry].hull(w.span);
+            joined: 0,
+            head: NIL,
+            tail: NIL,
+            needs: BTreeMap::new(),
+        };
+        match self.rings.iter().position(|l| l.joined == 0) {
+            Some(r) => {
+                self.rings[r] = line;
+                r
+            }
+            None => {
+                self.rings.push(line);
+                self.rings.len() - 1
+            }
         }
-        hulls
     }
 
     fn find(&mut self, id: u64) -> Option<&mut Waiter> {
-        self.list.iter_mut().find(|w| w.id == id)
+        let s = self.slots.get_mut(id as u32 as usize)?;
+        let waiter = s.waiter.as_mut()?;
+        (id_of(id as u32, s.turn) == id).then_some(waiter)
+    }
+
+    /// Whether waiter `id` is still in the table, armed.
+    fn armed(&mut self, id: u64) -> bool {
+        self.find(id).is_some_and(|w| w.armed)
     }
 
     /// If task `id` still waits, armed (no release has woken it, which takes its record
@@ -261,62 +355,152 @@ impl Waiters {
         }
     }
 
-    /// Arms waiter `id` and publishes it: from the caller's barrier on, a release into
-    /// its span wakes it.
+    /// Arms waiter `id` at the end of its ring's line and publishes it: from the
+    /// caller's barrier on, a release into its span may wake it.
     fn arm(&mut self, id: u64) {
-        if let Some(w) = self.find(id) {
-            w.armed = true;
-            w.woken = false;
+        let Some(w) = self.find(id) else { return };
+        w.woken = false;
+        if w.armed {
+            return;
         }
+        w.armed = true;
+        let (ring, need) = (w.ring, w.need);
+        let slot = id as u32;
+        let line = &mut self.rings[ring];
+        *line.needs.entry(need).or_insert(0) += 1;
+        let tail = core::mem::replace(&mut line.tail, slot);
+        if tail == NIL {
+            line.head = slot;
+        } else {
+            self.waiter(tail).next = slot;
+        }
+        let w = self.waiter(slot);
+        (w.prev, w.next) = (tail, NIL);
         self.publish();
+    }
+
+    /// The record in `slot`, which the caller knows holds one.
+    fn waiter(&mut self, slot: u32) -> &mut Waiter {
+        (self.slots[slot as usize].waiter.as_mut()).expect("a waiter in the line")
+    }
+
+    /// Takes the armed waiter in `slot` out of its ring's line; publishes nothing.
+    fn unlink(&mut self, slot: u32) {
+        let w = self.waiter(slot);
+        w.armed = false;
+        let (ring, need, prev, next) = (w.ring, w.need, w.prev, w.next);
+        match prev {
+            NIL => self.rings[ring].head = next,
+            p => self.waiter(p).next = next,
+        }
+        match next {
+            NIL => self.rings[ring].tail = prev,
+            n => self.waiter(n).prev = prev,
+        }
+        let needs = &mut self.rings[ring].needs;
+        if let Some(n) = needs.get_mut(&need) {
+            *n -= 1;
+            if *n == 0 {
+                needs.remove(&need);
+            }
+        }
+    }
+
+    /// Removes the record in `slot` (not armed), freeing the slot for another turn.
+    fn remove(&mut self, slot: u32) -> Waiter {
+        let s = &mut self.slots[slot as usize];
+        let w = s.waiter.take().expect("a waiter in its slot");
+        s.turn = s.turn.wrapping_add(1);
+        self.free.push(slot);
+        self.rings[w.ring].joined -= 1;
+        w
     }
 
     /// Removes waiter `id`, handing its wake back to be dropped once the lock is
     /// released (a waker's drop is the executor's code, and what it drops may release
-    /// ring memory, whose release may take this lock).
-    fn leave(&mut self, id: u64) -> Option<Wake> {
-        let at = self.list.iter().position(|w| w.id == id)?;
-        let w = self.list.swap_remove(at);
-        if w.armed {
+    /// ring memory, whose release may take this lock), and whether a release had woken
+    /// it since it last armed.
+    fn leave(&mut self, id: u64) -> Option<(Wake, bool)> {
+        let w = self.find(id)?;
+        let (armed, woken) = (w.armed, w.woken);
+        let slot = id as u32;
+        if armed {
+            self.unlink(slot);
+        }
+        let w = self.remove(slot);
+        if armed {
             self.publish();
         }
-        Some(w.wake)
+        Some((w.wake, woken))
     }
 
-    /// Wakes the armed waiters whose span holds `addr`: disarms them, sets their flag,
-    /// takes woken tasks out, and pushes how to wake each on `woken` (for after the
-    /// lock). Returns how many it pushed.
+    /// Wakes the oldest armed waiter of `ring`'s line (that asks for fewer than `below`
+    /// bytes, if given): disarms it, sets its flag, takes a woken task out, and pushes how to wake
+    /// it on `woken` (for after the lock). Publishes nothing. Whether it woke one.
+    fn wake_first(&mut self, ring: usize, below: Option<usize>, woken: &mut Vec<Wake>) -> bool {
+        let line = &self.rings[ring];
+        let fits = |need: usize| below.is_none_or(|b| need < b);
+        if line.needs.keys().next().is_none_or(|&least| !fits(least)) {
+            return false;
+        }
+        let mut at = line.head;
+        while at != NIL && !fits(self.waiter(at).need) {
+            at = self.waiter(at).next;
+        }
+        if at == NIL {
+            return false;
+        }
+        self.unlink(at);
+        let w = self.waiter(at);
+        w.woken = true;
+        match &w.wake {
+            Wake::Thread(t) => woken.push(Wake::Thread(t.clone())),
+            Wake::Task(_) => woken.push(self.remove(at).wake),
+        }
+        true
+    }
+
+    /// Wakes, for each ring waited on whose span holds `addr`, the oldest armed waiter
+    /// (see [`wake_first`](Self::wake_first)): a release makes room for one buffer, and
+    /// the waiter it wakes hands the turn on ([`pass`](Self::pass)). Returns how many
+    /// it pushed on `woken`.
     fn wake_at(&mut self, addr: usize, woken: &mut Vec<Wake>) -> usize {
-        let before = woken.len();
-        let mut i = 0;
-        while i < self.list.len() {
-            let w = &mut self.list[i];
-            if !(w.armed && w.span.holds(addr)) {
-                i += 1;
-                continue;
-            }
-            w.armed = false;
-            w.woken = true;
-            match &w.wake {
-                Wake::Thread(t) => {
-                    woken.push(Wake::Thread(t.clone()));
-                    i += 1;
-                }
-                Wake::Task(_) => woken.push(self.list.swap_remove(i).wake),
+        let mut pushed = 0;
+        for r in 0..self.rings.len() {
+            let line = &self.rings[r];
+            if line.head != NIL && line.span.holds(addr) && self.wake_first(r, None, woken) {
+                pushed += 1;
             }
         }
-        let pushed = woken.len() - before;
         if pushed != 0 {
             self.publish();
         }
         pushed
     }
 
+    /// Hands a turn on in the line of `span`: to its oldest armed waiter, or with
+    /// `below`, to the oldest that asks for fewer bytes than that (a waiter that found
+    /// no room for `below` bytes leaves the turn to one that may fit). Returns how many
+    /// it pushed on `woken` (0 or 1).
+    fn pass(&mut self, span: Span, below: Option<usize>, woken: &mut Vec<Wake>) -> usize {
+        let Some(r) = (self.rings.iter()).position(|l| l.joined != 0 && l.span == span) else {
+            return 0;
+        };
+        if !self.wake_first(r, below, woken) {
+            return 0;
+        }
+        self.publish();
+        1
+    }
+
     /// Stores in [`ARMED`] what the armed waiters make of it, where it changed, and
     /// sets or clears the orphans' waiting bit. Relaxed stores: the waiter's barrier
     /// orders them before its try, as the bit (see the module docs).
     fn publish(&mut self) {
-        let hulls = self.hulls(true);
+        let mut hulls = [Span::NONE; ENTRIES];
+        for l in self.rings.iter().filter(|l| l.head != NIL) {
+            hulls[l.entry] = hulls[l.entry].hull(l.span);
+        }
         let hull = hulls.iter().fold(Span::NONE, |h, &e| h.hull(e));
         for (i, &span) in hulls.iter().enumerate() {
             if self.published[i] != span {
@@ -329,7 +513,7 @@ impl Waiters {
             self.published[HULL] = hull;
             ARMED.store(HULL, hull);
         }
-        let waiting = self.list.iter().any(|w| w.armed);
+        let waiting = self.rings.iter().any(|l| l.head != NIL);
         if waiting != self.waiting {
             self.waiting = waiting;
             orphan::set_waiting(waiting);
@@ -406,9 +590,41 @@ fn lock() -> MutexGuard<'static, Waiters> {
     WAITERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs `f` on the waiters under their lock, then the wake-ups it pushed, after the
+/// lock: at once, or when this thread lets go of the locks a waker may take that it
+/// holds (see [`hold_wakes`]). The list is the thread's own, which keeps its capacity:
+/// no heap allocation per wake once warm. Returns what `f` returns (how many it woke).
+fn waking(f: impl FnOnce(&mut Waiters, &mut Vec<Wake>) -> usize) -> usize {
+    let mut f = Some(f);
+    let pushed = DEFERRED.try_with(|d| {
+        let f = f.take().expect("run once");
+        f(&mut lock(), &mut d.borrow_mut())
+    });
+    let n = match pushed {
+        Ok(n) => {
+            // Outside its thread-locals' lifetime a thread holds no such lock.
+            if n != 0 && HOLDING.try_with(Cell::get).unwrap_or(0) == 0 {
+                wake_held();
+            }
+            n
+        }
+        // The thread's list is gone (its thread-locals are being destroyed).
+        Err(_) => {
+            let mut woken = Vec::new();
+            let f = f.take().expect("run once");
+            let n = f(&mut lock(), &mut woken);
+            woken.into_iter().for_each(Wake::wake);
+            n
+        }
+    };
+    #[cfg(all(test, not(loom)))]
+    WAKES.fetch_add(n, Ordering::Relaxed);
+    n
+}
+
 /// Called by a release that found the bit set, or by room made on the ring's own
-/// thread: wakes the waiters of the ring it released into, if any wait on it. Out of
-/// line, so that the release path stays as it was while nobody waits.
+/// thread: wakes the oldest waiter of each ring waited on that it released into. Out
+/// of line, so that the release path stays as it was while nobody waits.
 #[cold]
 #[inline(never)]
 pub(crate) fn wake_if_wanted(hdr: *const Header) {
@@ -416,21 +632,13 @@ pub(crate) fn wake_if_wanted(hdr: *const Header) {
     if !wanted(addr) {
         return;
     }
-    // Under a lock that a waker may take: woken when the thread lets go of it (see
-    // `hold_wakes`). Outside its thread-locals' lifetime, a thread holds no such lock.
-    if HOLDING.try_with(Cell::get).unwrap_or(0) != 0 {
-        let held = DEFERRED.try_with(|d| lock().wake_at(addr, &mut d.borrow_mut()));
-        if let Ok(_n) = held {
-            #[cfg(all(test, not(loom)))]
-            WAKES.fetch_add(_n, Ordering::Relaxed);
-            return;
-        }
-    }
-    let mut woken = Vec::new();
-    let _n = lock().wake_at(addr, &mut woken);
-    #[cfg(all(test, not(loom)))]
-    WAKES.fetch_add(_n, Ordering::Relaxed);
-    woken.into_iter().for_each(Wake::wake);
+    waking(|w, woken| w.wake_at(addr, woken));
+}
+
+/// Hands a turn on among the waiters of `span` (see [`Waiters::pass`]): after a claim
+/// (`below` is `None`) or a try that found no room for `below` bytes.
+fn pass(span: Span, below: Option<usize>) {
+    waking(|w, woken| w.pass(span, below, woken));
 }
 
 crate::sync::thread_local! {
@@ -504,7 +712,11 @@ fn wanted(addr: usize) -> bool {
 /// Runs `try_claim` until it returns `Some`, parking between tries until a release
 /// into `span` (the ring's, [`Ring::span`](super::Ring::span)) wakes this thread;
 /// `None` when `timeout` (if any) runs out first. `try_claim(true)` must walk the whole
-/// ring: it runs after a wake-up.
+/// ring: it runs after a wake-up. `need`: the bytes it asks for (see [`Waiters::pass`]).
+///
+/// A release wakes one waiter of its ring, which holds the turn: once it has claimed,
+/// or left, it hands the turn to the oldest armed waiter; when a try after the wake-up
+/// finds no room, to the oldest one asking for fewer bytes.
 ///
 /// The time counts from the end of the [`SPINS`] tries (a median 7 µs after the call for
 /// `fixed_wait_timeout(8, Duration::ZERO)` on a full ring, release build, the bench's
@@ -516,6 +728,7 @@ fn wanted(addr: usize) -> bool {
 #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
 pub(crate) fn block_until<T>(
     span: Span,
+    need: usize,
     mut try_claim: impl FnMut(bool) -> Option<T>,
     timeout: Option<Duration>,
 ) -> Option<T> {
@@ -549,7 +762,9 @@ pub(crate) fn block_until<T>(
         }
     }
     let mut w = lock();
-    let id = w.join(span, Wake::Thread(park::current()));
+    let id = w.join(span, need, Wake::Thread(park::current()));
+    // Whether a release woke this thread and it has not handed the turn on yet.
+    let mut turn = false;
     let out = 'out: loop {
         // Armed again on every try: the release that woke this thread disarmed it.
         // (The mutant arms after the try: a release in between wakes nobody.)
@@ -567,6 +782,18 @@ pub(crate) fn block_until<T>(
         }
         if switch::on("mutant_late_arm") {
             w.arm(id);
+        }
+        if w.find(id).is_some_and(|me| me.woken) {
+            turn = true;
+            continue; // woken since it armed: its try may have come before the room
+        }
+        if turn && !switch::on("mutant_no_handoff") {
+            // Its try after the wake-up found no room for its need: one asking for
+            // less may fit. (The mutant keeps the turn: such a waiter sleeps on.)
+            turn = false;
+            drop(w);
+            pass(span, Some(need));
+            w = lock();
         }
         // Sleeps until a release into its own span sets its flag (an unpark that came
         // first leaves its token: the park returns at once).
@@ -586,9 +813,16 @@ pub(crate) fn block_until<T>(
             PARKED_WAKES.with(|n| n.set(n.get() + 1));
             w = lock();
         }
+        turn = true;
     };
     let me = w.leave(id);
     drop(w);
+    // Woken, it hands the turn on as it goes: the room may serve another waiter too.
+    // (The mutant does not: a release that made room for two wakes one.)
+    let woken = me.as_ref().is_some_and(|&(_, woken)| woken);
+    if (turn || woken) && !switch::on("mutant_no_pass_on") {
+        pass(span, None);
+    }
     drop(me);
     out
 }
@@ -615,15 +849,29 @@ std::thread_local! {
 pub(crate) struct TaskSlot {
     id: Option<u64>,
     yields: u32,
+    /// The span it registered for, while it does.
+    span: Option<Span>,
+    /// Woken by a release, and the turn not handed on yet (see [`block_until`]).
+    turn: bool,
 }
 
 impl TaskSlot {
+    /// Ends the wait: leaves the table, and hands the turn on if a release woke the
+    /// task since (its record is gone then) or before its last registration.
     fn leave(&mut self) {
         self.yields = 0;
+        let turn = core::mem::take(&mut self.turn);
         if let Some(id) = self.id.take() {
             let gone = lock().leave(id);
+            // Woken: the release took its record out, or set its flag.
+            let woken = gone.as_ref().is_none_or(|&(_, woken)| woken);
             // Dropped unlocked: see `Waiters::leave`.
             drop(gone);
+            if let Some(span) = self.span.take() {
+                if (turn || woken) && !switch::on("mutant_no_pass_on") {
+                    pass(span, None);
+                }
+            }
         }
     }
 }
@@ -638,7 +886,8 @@ impl Drop for TaskSlot {
 /// of a wait, wakes the task itself and returns `Pending` (a yield to the executor,
 /// which runs its other tasks and polls this one again: what a blocked thread does
 /// before it sleeps); after them, registers the task's waker for a release into `span`
-/// (the ring's, replacing what it registered before) and tries once more.
+/// (the ring's, replacing what it registered before) and tries once more. `need` and
+/// the turn a woken task holds: as in [`block_until`].
 ///
 /// `try_claim(walk)`: `walk` asks for a walk of the whole ring, as in [`block_until`]
 /// (after a registration, and in a poll that a release may have woken).
@@ -652,6 +901,7 @@ pub(crate) fn poll_until<T>(
     slot: &mut TaskSlot,
     cx: &mut Context<'_>,
     span: Span,
+    need: usize,
     mut try_claim: impl FnMut(bool) -> Option<T>,
 ) -> Poll<T> {
     // Registered, tried, and not woken since: no room was made in its span (every
@@ -667,6 +917,7 @@ pub(crate) fn poll_until<T>(
         if waits {
             return Poll::Pending;
         }
+        slot.turn = true; // a release woke it: its record is gone
     }
     if let Some(t) = try_claim(slot.id.is_some()) {
         slot.leave();
@@ -678,19 +929,34 @@ pub(crate) fn poll_until<T>(
         return Poll::Pending;
     }
     let waker = cx.waker().clone();
-    let old = {
+    let (id, old) = {
         let mut w = lock();
         let old = slot.id.and_then(|id| w.leave(id));
-        let id = w.join(span, Wake::Task(waker));
-        slot.id = Some(id);
+        let id = w.join(span, need, Wake::Task(waker));
         w.arm(id);
-        old
+        (id, old)
     };
+    (slot.id, slot.span) = (Some(id), Some(span));
     drop(old); // unlocked, as in `TaskSlot::leave`
     barrier::heavy();
     if let Some(t) = try_claim(true) {
         slot.leave();
         return Poll::Ready(t);
+    }
+    // Its try found no room for its need: one asking for less may fit. Unless a
+    // release woke it again meanwhile, which polls it again. (The mutant keeps the
+    // turn.)
+    if slot.turn && !switch::on("mutant_no_handoff") {
+        let mut armed = false;
+        waking(|w, woken| {
+            armed = w.armed(id);
+            if armed {
+                w.pass(span, Some(need), woken)
+            } else {
+                0
+            }
+        });
+        slot.turn = !armed;
     }
     Poll::Pending
 }
@@ -731,7 +997,7 @@ mod tests {
             None::<()>
         };
         for i in 0..YIELDS {
-            assert!(poll_until(&mut slot, &mut cx, span, &mut never).is_pending());
+            assert!(poll_until(&mut slot, &mut cx, span, 8, &mut never).is_pending());
             assert_eq!(slot.id, None, "registered at poll {i}, before its yields");
             assert_eq!(
                 count.0.load(Ordering::Relaxed),
@@ -739,12 +1005,12 @@ mod tests {
                 "poll {i} did not wake its own task"
             );
         }
-        assert!(poll_until(&mut slot, &mut cx, span, &mut never).is_pending());
+        assert!(poll_until(&mut slot, &mut cx, span, 8, &mut never).is_pending());
         assert!(slot.id.is_some(), "not registered after {YIELDS} yields");
         assert_eq!(count.0.load(Ordering::Relaxed), YIELDS as usize);
         // A poll after a release's wake-up walks the ring at once.
         wake_if_wanted(nowhere[3..].as_ptr().cast());
-        assert!(poll_until(&mut slot, &mut cx, span, &mut never).is_pending());
+        assert!(poll_until(&mut slot, &mut cx, span, 8, &mut never).is_pending());
         let yields = YIELDS as usize;
         assert!(
             !walks[..=yields].contains(&true),
@@ -753,21 +1019,26 @@ mod tests {
         assert_eq!(walks[yields + 1..], [true, true, true]);
         // Ready ends the wait: the next one yields again.
         wake_if_wanted(nowhere[3..].as_ptr().cast());
-        assert!(poll_until(&mut slot, &mut cx, span, |_| Some(())).is_ready());
+        assert!(poll_until(&mut slot, &mut cx, span, 8, |_| Some(())).is_ready());
         assert_eq!((slot.id, slot.yields), (None, 0));
-        assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
+        assert!(poll_until(&mut slot, &mut cx, span, 8, |_| None::<()>).is_pending());
         assert_eq!((slot.id, slot.yields), (None, 1));
     }
 
     /// A task registered for a release into `span`, with the waker that counts its
     /// wake-ups.
     fn registered(span: Span) -> (TaskSlot, Arc<Count>) {
+        registered_for(span, 8)
+    }
+
+    /// [`registered`], asking for `need` bytes.
+    fn registered_for(span: Span, need: usize) -> (TaskSlot, Arc<Count>) {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
         let mut slot = TaskSlot::default();
         while slot.id.is_none() {
-            assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
+            assert!(poll_until(&mut slot, &mut cx, span, need, |_| None::<()>).is_pending());
         }
         count.0.store(0, Ordering::Relaxed); // its own yields
         (slot, count)
@@ -787,7 +1058,7 @@ mod tests {
         let id = slot.id;
         let mut tries = Vec::new();
         for _ in 0..3 {
-            let poll = poll_until(&mut slot, &mut cx, span, |walk| {
+            let poll = poll_until(&mut slot, &mut cx, span, 8, |walk| {
                 tries.push(walk);
                 None::<()>
             });
@@ -801,7 +1072,7 @@ mod tests {
             1,
             "the release woke the task"
         );
-        let poll = poll_until(&mut slot, &mut cx, span, |walk| {
+        let poll = poll_until(&mut slot, &mut cx, span, 8, |walk| {
             tries.push(walk);
             walk.then_some(())
         });
@@ -813,7 +1084,7 @@ mod tests {
         let other = Waker::from(other_count.clone());
         let mut cx = Context::from_waker(&other);
         let before = slot.id;
-        assert!(poll_until(&mut slot, &mut cx, span, |_| None::<()>).is_pending());
+        assert!(poll_until(&mut slot, &mut cx, span, 8, |_| None::<()>).is_pending());
         assert_eq!(slot.id, before, "a new waker joined again");
         wake_if_wanted(block[3..].as_ptr().cast());
         assert_eq!(
@@ -824,6 +1095,90 @@ mod tests {
             (0, 1),
             "the latest poll's waker is the one woken"
         );
+    }
+
+    /// The wake-ups each task of `tasks` has had.
+    fn wakes(tasks: &[(TaskSlot, Arc<Count>)]) -> Vec<usize> {
+        (tasks.iter())
+            .map(|(_, c)| c.0.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Polls a woken task once, with `try_claim`.
+    fn poll_woken<T>(
+        task: &mut (TaskSlot, Arc<Count>),
+        span: Span,
+        need: usize,
+        try_claim: impl FnMut(bool) -> Option<T>,
+    ) -> Poll<T> {
+        let waker = Waker::from(task.1.clone());
+        let mut cx = Context::from_waker(&waker);
+        poll_until(&mut task.0, &mut cx, span, need, try_claim)
+    }
+
+    /// A release wakes one waiter of its ring, the oldest; the woken task hands the turn
+    /// on when it claims or when its future is dropped, to the next oldest, and the
+    /// table is left empty.
+    #[test]
+    fn a_release_wakes_the_oldest_and_a_claim_hands_the_turn_on() {
+        let _one = crate::ring::orphan::one_test();
+        let block = [0u64; 16];
+        let span = Span::new(block.as_ptr().cast(), 128);
+        let addr = block[3..].as_ptr().cast::<Header>();
+        let mut tasks: Vec<_> = (0..4).map(|_| registered(span)).collect();
+        wake_if_wanted(addr);
+        assert_eq!(wakes(&tasks), [1, 0, 0, 0], "a release woke more than one");
+        assert!(poll_woken(&mut tasks[0], span, 8, |walk| walk.then_some(())).is_ready());
+        assert_eq!(wakes(&tasks), [1, 1, 0, 0], "a claim kept the turn");
+        // Dropped woken, before its poll: the turn goes on.
+        let second = tasks.remove(1);
+        drop(second);
+        assert_eq!(wakes(&tasks), [1, 1, 0], "a dropped future kept the turn");
+        // Woken, it finds no room: asking for as much as the others, it keeps the turn
+        // from them (they would not fit either) and waits again, last in line.
+        assert!(poll_woken(&mut tasks[1], span, 8, |_| None::<()>).is_pending());
+        assert_eq!(
+            wakes(&tasks),
+            [1, 1, 0],
+            "a try without room handed the turn on"
+        );
+        wake_if_wanted(addr);
+        assert_eq!(
+            wakes(&tasks),
+            [1, 1, 1],
+            "the next release skipped the oldest"
+        );
+        drop(tasks);
+        assert!(
+            !wanted(addr as usize),
+            "waiters left the table, still published"
+        );
+    }
+
+    /// A woken waiter that finds no room for its need hands the turn to the oldest
+    /// that asks for fewer bytes, which may fit where it did not; not to one asking as
+    /// much.
+    #[test]
+    fn a_waiter_without_room_hands_the_turn_to_one_asking_less() {
+        let _one = crate::ring::orphan::one_test();
+        let block = [0u64; 16];
+        let span = Span::new(block.as_ptr().cast(), 128);
+        let addr = block[3..].as_ptr().cast::<Header>();
+        let mut tasks = vec![
+            registered_for(span, 64),
+            registered_for(span, 64),
+            registered_for(span, 16),
+        ];
+        wake_if_wanted(addr);
+        assert_eq!(wakes(&tasks), [1, 0, 0]);
+        assert!(poll_woken(&mut tasks[0], span, 64, |_| None::<()>).is_pending());
+        assert_eq!(
+            wakes(&tasks),
+            [1, 0, 1],
+            "the turn went to one asking as much"
+        );
+        assert!(poll_woken(&mut tasks[2], span, 16, |_| Some(())).is_ready());
+        assert_eq!(wakes(&tasks), [1, 1, 1], "a claim kept the turn");
     }
 
     /// More rings are waited on than the table has entries: each release wakes only
@@ -840,7 +1195,7 @@ mod tests {
             .map(|b| Span::new(b.as_ptr().cast(), 128))
             .collect();
         let addr = |k: usize| blocks[k][3..].as_ptr().cast::<Header>();
-        let mut tasks: Vec<_> = spans.iter().map(|&s| registered(s)).collect();
+        let tasks: Vec<_> = spans.iter().map(|&s| registered(s)).collect();
         let woken = |tasks: &[(TaskSlot, Arc<Count>)]| -> Vec<usize> {
             (tasks.iter())
                 .map(|(_, c)| c.0.load(Ordering::Relaxed))
@@ -852,11 +1207,10 @@ mod tests {
             want[..=k].fill(1);
             assert_eq!(woken(&tasks), want, "a release into ring {k}");
         }
-        // Woken tasks left the table; registered again, they are woken again.
-        for k in 0..RINGS {
-            let (slot, count) = registered(spans[k]);
-            tasks[k] = (slot, count);
-        }
+        // Woken tasks left the table; registered again, they are woken again. (Their
+        // futures go first: one dropped with its turn hands it to its ring's next.)
+        drop(tasks);
+        let mut tasks: Vec<_> = spans.iter().map(|&s| registered(s)).collect();
         wake_if_wanted(addr(RINGS - 1));
         let mut want = vec![0; RINGS];
         want[RINGS - 1] = 1;
@@ -882,7 +1236,7 @@ mod tests {
     fn a_thread_parked_on_an_idle_ring_sleeps_while_others_are_woken() {
         let _one = crate::ring::orphan::one_test();
         let rounds = if cfg!(miri) { 5 } else { 200 };
-        let armed_on = |span: Span| lock().list.iter().any(|w| w.span == span && w.armed);
+        let armed_on = |span: Span| lock().rings.iter().any(|l| l.span == span && l.head != NIL);
         let idle = super::super::Ring::new(1024);
         let idle_span = idle.span();
         let pinned = idle.fixed(1000).unwrap();
@@ -932,14 +1286,10 @@ mod tests {
     }
 }
 
-/// The pool's protocol with loom's lock (the pool itself is left out of loom builds):
-/// a ring behind a lock, full, and two waiters for room in it, a task on this thread
-/// whose waker takes the lock (as one that reads a pool's stats does) and a blocked
-/// thread. The region that fills the ring is released under the lock, with the
-/// wake-ups held back as a pool's shard guard holds them: the task is woken only once
-/// the lock is let go (woken under it, its waker would wait for the lock its own thread
-/// holds, which loom reports as a deadlock), and the thread's wake-up, held back, still
-/// comes (a lost one leaves it parked: a deadlock too).
+/// The waiting protocol under loom, with rings behind a lock (as a pool's shards are;
+/// the pool itself is left out of loom builds), so that several threads wait on one
+/// ring: more waiters than rings. A lost wake-up leaves a waiter parked for good, which
+/// loom reports as a deadlock.
 #[cfg(all(test, loom))]
 mod models {
     use super::*;
@@ -966,13 +1316,70 @@ mod models {
         }
     }
 
-    /// A claim of a word under the lock, as a pool's waiting reader makes it.
-    fn try_claim(shard: &Mutex<Ring>, walk: bool) -> Option<crate::FixedBufMut> {
+    /// A claim of `n` bytes under the lock, as a pool's waiting reader makes it.
+    fn try_claim(shard: &Mutex<Ring>, n: usize, walk: bool) -> Option<crate::FixedBufMut> {
         let ring = shard.lock().unwrap();
         ring.unstick_if(walk);
-        ring.fixed(8)
+        ring.fixed(n)
     }
 
+    /// A thread that waits for `n` bytes of the ring behind `shard` and returns them
+    /// (a release of its own would wake another waiter).
+    fn waiter(shard: &Arc<Mutex<Ring>>, n: usize) -> thread::JoinHandle<crate::FixedBufMut> {
+        let (shard, span) = (shard.clone(), shard.lock().unwrap().span());
+        thread::spawn(move || {
+            let got = block_until(span, n, |walk| try_claim(&shard, n, walk), None);
+            got.expect("no deadline")
+        })
+    }
+
+    /// Two threads wait on one full ring; one release makes room for both. It wakes
+    /// one of them, whose claim hands the turn to the other. The mutant
+    /// `mutant_no_pass_on` (the turn kept by a waiter that claimed) deadlocks here.
+    #[test]
+    fn a_release_with_room_for_two_wakes_both_in_turn() {
+        run_model("a_release_with_room_for_two_wakes_both_in_turn", || {
+            let ring = Ring::new(RING);
+            let full = ring.fixed(RING - 8).unwrap();
+            let shard = Arc::new(Mutex::new(ring));
+            let waiters = [waiter(&shard, 8), waiter(&shard, 8)];
+            drop(full);
+            let got = waiters.map(|t| t.join().unwrap());
+            drop(got);
+        });
+    }
+
+    /// Two threads wait on one full ring, for 24 bytes and for 8. The first release
+    /// makes room for 8 only, and the ring's thread waits for that claim before it
+    /// releases the rest: whichever the release wakes, the 8-byte waiter gets its room
+    /// (woken by the release, or handed the turn by the 24-byte waiter that found none).
+    /// The mutant `mutant_no_handoff` deadlocks here.
+    #[test]
+    fn a_waiter_without_room_hands_the_turn_to_a_smaller_one() {
+        run_model(
+            "a_waiter_without_room_hands_the_turn_to_a_smaller_one",
+            || {
+                let ring = Ring::new(RING);
+                let small = ring.fixed(8).unwrap();
+                let rest = ring.fixed(RING - 16 - 8).unwrap();
+                let shard = Arc::new(Mutex::new(ring));
+                let big = waiter(&shard, 24);
+                let little = waiter(&shard, 8);
+                drop(small);
+                let got = little.join().unwrap();
+                drop(rest);
+                drop(big.join().unwrap());
+                drop(got);
+            },
+        );
+    }
+
+    /// A task on this thread whose waker takes the lock (as one that reads a pool's
+    /// stats does) and a blocked thread wait on a full ring. The region that fills it
+    /// is released under the lock, with the wake-ups held back as a pool's shard guard
+    /// holds them: the task is woken only once the lock is let go (woken under it, its
+    /// waker would wait for the lock its own thread holds, which loom reports as a
+    /// deadlock), and the one woken hands the turn to the other, so both get room.
     #[test]
     fn wakes_held_under_a_lock_run_after_it() {
         run_model("wakes_held_under_a_lock_run_after_it", || {
@@ -980,13 +1387,7 @@ mod models {
             let full = ring.fixed(RING - 8).unwrap();
             let span = ring.span();
             let shard = Arc::new(Mutex::new(ring));
-            let t = {
-                let shard = shard.clone();
-                thread::spawn(move || {
-                    let got = block_until(span, |walk| try_claim(&shard, walk), None);
-                    drop(got.expect("no deadline"));
-                })
-            };
+            let t = waiter(&shard, 8);
             let task = Arc::new(TakesTheLock {
                 shard: shard.clone(),
                 woken: AtomicBool::new(false),
@@ -995,7 +1396,7 @@ mod models {
             let mut cx = Context::from_waker(&waker);
             let mut slot = TaskSlot::default();
             let mut poll = |cx: &mut Context<'_>| {
-                poll_until(&mut slot, cx, span, |walk| try_claim(&shard, walk))
+                poll_until(&mut slot, cx, span, 8, |walk| try_claim(&shard, 8, walk))
             };
             assert!(poll(&mut cx).is_pending(), "the ring is full");
             let held = hold_wakes();
@@ -1005,12 +1406,16 @@ mod models {
             assert!(!task.woken.load(Ordering::Relaxed), "woken under the lock");
             drop(ring);
             drop(held);
-            assert!(task.woken.load(Ordering::Relaxed), "never woken");
+            // Woken now, or handed the turn by the thread once it has claimed.
+            // Relaxed: written on this thread, or by the thread's wake (a lock later).
+            while !task.woken.load(Ordering::Relaxed) {
+                thread::yield_now();
+            }
             let Poll::Ready(got) = poll(&mut cx) else {
                 panic!("woken, yet no room");
             };
             drop(got);
-            t.join().unwrap();
+            drop(t.join().unwrap());
         });
     }
 }
