@@ -5,7 +5,7 @@
 //! of the waiters, the cell that a lock guards ([`CheckedCell`]), process-wide statics
 //! ([`global!`](crate::sync::global)), thread-locals
 //! ([`thread_local!`](crate::sync::thread_local), with loom's thread ends), a yield
-//! inside spin loops ([`model_yield`]) and the tracked heap ([`heap`]). `Cell`, `RefCell` and `UnsafeCell` are re-exported from here too:
+//! inside spin loops ([`model_yield`]) and the tracked heap (`heap`, under loom). `Cell`, `RefCell` and `UnsafeCell` are re-exported from here too:
 //! they only ever hold state of the thread that owns a ring or a pool, so loom has
 //! nothing to check in them, but every cell still enters through this door. No other
 //! module names `loom`. The raw system call lives here too: `membarrier` for the
@@ -77,7 +77,7 @@ macro_rules! global {
 pub(crate) use global;
 
 /// Declares thread-locals: `std::thread_local!`, or under `cfg(loom)` keys of
-/// [`local`] whose values are made per loom thread, so that the models check the shipped
+/// `local` whose values are made per loom thread, so that the models check the shipped
 /// code that uses them. Only the `const { .. }` form, whose values the sites rely on
 /// being there without a check of the key's state; only `with` and `try_with` on the
 /// keys (loom's keys have no more).

@@ -283,7 +283,7 @@ impl<'r> ExtBuf<'r> {
     }
 
     /// Makes room for `additional` more bytes, or says why it could not (the ring is
-    /// full under [`WhenFull::Fail`](crate::WhenFull::Fail), or the size overflows).
+    /// full under [`Fail`](crate::WhenFull::Fail), or the size overflows).
     /// Nothing changes on failure.
     ///
     /// ```
@@ -511,7 +511,7 @@ impl fmt::Debug for ExtBuf<'_> {
 }
 
 /// Grows as needed; when the ring cannot grow it, writes what still fits, then fails:
-/// with `ErrorKind::StorageFull` when a [`WhenFull::Fail`](crate::WhenFull::Fail) ring
+/// with `ErrorKind::StorageFull` when a [`Fail`](crate::WhenFull::Fail) ring
 /// is full (releases would make room: [`writer_wait`](ExtBuf::writer_wait) writes
 /// through a writer that waits for them), with `ErrorKind::OutOfMemory` when the
 /// global allocator refused a `Heap` or `Grow` ring's memory. Neither error carries a

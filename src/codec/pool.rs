@@ -161,7 +161,7 @@ impl BufferPool<BufferFromSystemMemory> {
 }
 
 impl<T: Buffer> BufferPool<T> {
-    /// A pool on `ring` (any size and [`WhenFull`](crate::WhenFull) policy) that falls
+    /// A pool on `ring` (any size and [`WhenFull` policy](crate::WhenFull)) that falls
     /// back to `system_memory`. A message already in `system_memory` is the pool's
     /// current message.
     ///

@@ -161,8 +161,8 @@ const EDGE_STEP: usize = 64 * 1024;
 /// over up to 64 of them, 1.4-1.7 MiB in five. A server that keeps 1 frame in 100 for
 /// 2 s (conns scenario, queue row: some 2,000 frames of 4 KiB over four read rings) had
 /// more than 64 before the first gap of every lap, so every lap moved the edge, up to
-/// the block's end: 41-57 MiB resident, against `FramedRead`'s 24-26; over up to 1,024,
-/// 21-23 MiB. The cost: at most that many header loads once a lap of the memory handed
+/// the block's end: 40-56 MiB resident, against `FramedRead`'s 23-25; over up to 1,024,
+/// 21-22 MiB. The cost: at most that many header loads once a lap of the memory handed
 /// out.
 const START_LIVE: usize = 1024;
 
