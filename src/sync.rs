@@ -573,6 +573,36 @@ pub(crate) mod barrier {
     }
 }
 
+/// Bytes of a page where [`discard_pages`] gives pages back (x86-64 Linux's base page).
+pub(crate) const PAGE: usize = 4096;
+
+/// Gives the pages `start..start + len` (whole pages: `start` and `len` multiples of
+/// [`PAGE`]) back to the system with `madvise(MADV_DONTNEED)`: they stop counting as
+/// resident, and read as zeros when next touched. `false` where it does nothing (other
+/// targets, Miri, loom), or when the kernel refused.
+///
+/// # Safety
+/// The pages lie inside one allocation of the caller's, and no live data is in them:
+/// nothing reads their bytes before writing them again (a free region's inside).
+#[allow(unused_variables)] // where it does nothing
+pub(crate) unsafe fn discard_pages(start: *mut u8, len: usize) -> bool {
+    debug_assert!(
+        start as usize % PAGE == 0 && len % PAGE == 0,
+        "not whole pages"
+    );
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom)))]
+    {
+        const SYS_MADVISE: usize = 28;
+        const MADV_DONTNEED: usize = 4;
+        // SAFETY: `madvise` only drops the pages' contents, which hold no live data
+        // (contract); the asm call clobbers memory, so no value read from them before
+        // is assumed after.
+        unsafe { raw_syscall(SYS_MADVISE, start as usize, len, MADV_DONTNEED) == 0 }
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom))))]
+    false
+}
+
 /// `syscall(nr, a, b, c)` on Linux x86-64, without a libc dependency.
 ///
 /// # Safety

@@ -180,6 +180,78 @@ fn released_memory_is_reused_before_untouched_memory() {
     }
 }
 
+/// After a spike, `give_back_pages` keeps the buffers still held (scattered over the
+/// memory the spike touched, some past the new bound) intact, and later claims lap the
+/// memory below the bound instead of the spike's pages; when the ring has no room
+/// below it, claims go past it again, into the pages given back, and every byte they
+/// hand out is theirs.
+#[test]
+fn pages_given_back_after_a_spike_keep_what_is_held() {
+    const RING: usize = if cfg!(miri) { 64 << 10 } else { 4 << 20 };
+    const SIZE: usize = 4000;
+    let ring = Ring::new(RING);
+    let spike: Vec<_> = std::iter::from_fn(|| ring.fixed(SIZE))
+        .take(scaled(1000))
+        .collect();
+    let (lo, count) = (spike[0].as_ptr() as usize, spike.len());
+    // Every 64th held on (four of them past the bound), the rest released.
+    let mut kept: Vec<_> = (spike.into_iter().enumerate())
+        .filter(|(i, _)| i % 64 == 0)
+        .map(|(i, mut b)| {
+            b.try_extend_from_slice(&[0; SIZE]).unwrap();
+            fill(i as u64, &mut b);
+            (i as u64, b)
+        })
+        .collect();
+    let given = ring.give_back_pages();
+    if cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri))) {
+        // The spike touched count × 4 KB; what is held, twice over, stays below.
+        assert!(
+            given >= count * SIZE / 2,
+            "gave back {given} bytes of {}",
+            count * SIZE
+        );
+    }
+    // Claims lap below the bound while the ring holds few buffers at a time.
+    let reach = reach(4, scaled(4000), || ring.fixed(SIZE).unwrap());
+    let bound = 2 * kept.len() * (SIZE + 8) + SIZE;
+    assert!(
+        reach <= bound.max(64 << 10) + 2 * SIZE,
+        "claims reached {reach} bytes past the bound, {bound}"
+    );
+    // Fill the whole ring: past the bound, into the pages given back.
+    // (A plain claim may look at a few regions only: a failed one is tried again
+    // with a walk of the whole ring, as a waiting claim makes it.)
+    let zero = std::time::Duration::ZERO;
+    let more: Vec<_> = std::iter::from_fn(|| {
+        (ring.fixed(SIZE)).or_else(|| ring.fixed_wait_timeout(SIZE, zero).ok())
+    })
+    .enumerate()
+    .map(|(i, mut b)| {
+        b.try_extend_from_slice(&[0; SIZE]).unwrap();
+        fill(1_000_000 + i as u64, &mut b);
+        (1_000_000 + i as u64, b)
+    })
+    .collect();
+    let held = more.len() + kept.len();
+    assert!(
+        held >= count,
+        "the ring lost room: {held} buffers, {count} before"
+    );
+    kept.extend(more);
+    assert_disjoint(
+        kept.iter()
+            .map(|(_, b)| (b.as_ptr() as usize, b.len()))
+            .collect(),
+    );
+    for (id, b) in &kept {
+        assert!(holds(*id, b), "buffer {id} changed");
+    }
+    assert!(kept.iter().all(|(_, b)| b.as_ptr() as usize >= lo));
+    drop(kept);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
 #[test]
 fn policies_when_full() {
     let fail = Ring::builder().capacity(128).build().unwrap();

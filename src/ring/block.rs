@@ -41,7 +41,7 @@ use core::ptr::NonNull;
 
 use super::header::{count, pack, round_up, span, Header, HDR, WORD};
 use crate::raw;
-use crate::sync::{Cell, Ordering};
+use crate::sync::{discard_pages, Cell, Ordering, PAGE};
 
 /// The largest alignment the ring serves; the block base is aligned to it, so every
 /// alignment computation is an offset computation (no address arithmetic).
@@ -1204,6 +1204,88 @@ impl BlockCtl {
             }
         }
         (live, bytes, longest)
+    }
+
+    /// Gives back to the system the pages of free memory past what the block needs now,
+    /// and keeps claims below it: the edge of the memory handed out moves back to twice
+    /// the bytes live (at least an edge step), and every run of free regions past it
+    /// becomes one region, whose whole pages (those a claim touched: below the old
+    /// edge) are given back ([`discard_pages`]). Returns their bytes (0 where pages are
+    /// not given back: Miri, other targets). A walk of every header; owner thread.
+    ///
+    /// Claims then lap the memory below the new edge and move it on only when that has
+    /// no room (as they do after the block is made), so the pages given back stay so
+    /// while what is live fits below it. Live regions past it (frames kept from before)
+    /// stay where they are; once released, a later call gives their pages back too.
+    pub(crate) fn give_back_pages(&self) -> usize {
+        self.close();
+        let live: usize = (self.regions_from(0))
+            .filter(|&(_, h)| count(h) != 0)
+            .map(|(_, h)| span(h))
+            .sum();
+        let edge = self.edge.get();
+        let keep = round_up(live.saturating_mul(2), WORD)
+            .max(EDGE_STEP.min(self.len / 16))
+            .min(self.len);
+        if keep >= edge {
+            return 0;
+        }
+        if self.head.get() > keep {
+            self.set_head(0); // a region boundary; claims start over from the block start
+        }
+        self.edge.set(keep);
+        let (mut given, mut run) = (0, None);
+        let mut off = 0;
+        while off < self.len {
+            // SAFETY: `off` is a header offset (the window is closed; moves by spans).
+            // Acquire: as in `regions_from`.
+            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+            if count(h) == 0 {
+                run = run.or(Some(off));
+            } else if let Some(start) = run.take() {
+                given += self.give_back_run(start, off, keep, edge);
+            }
+            off += span(h);
+        }
+        if let Some(start) = run {
+            given += self.give_back_run(start, self.len, keep, edge);
+        }
+        given
+    }
+
+    /// The free regions `start..end` (a run, which this thread owns): the part past
+    /// `keep` made one region, and its whole pages below `edge` (and the header a window
+    /// split there) given back. Returns their bytes.
+    fn give_back_run(&self, start: usize, end: usize, keep: usize, edge: usize) -> usize {
+        if end <= keep {
+            return 0;
+        }
+        let from = start.max(keep);
+        if from > start {
+            // SAFETY: `start < keep < end`: both headers inside the free run, word-aligned
+            // (`keep` is rounded to a word); a plain write, as in `bump`.
+            unsafe {
+                self.hdr_ptr(start)
+                    .write(Header::new(pack(from - start, 0)))
+            };
+        }
+        // SAFETY: as above.
+        unsafe { self.hdr_ptr(from).write(Header::new(pack(end - from, 0))) };
+        self.forget_scan_in(start + 1, end);
+        let base = self.regions.as_ptr() as usize;
+        let lo = round_up(base + from + HDR, PAGE);
+        let hi = ((base + end) & !(PAGE - 1)).min(round_up(base + edge + HDR, PAGE));
+        if hi <= lo {
+            return 0;
+        }
+        let pages = self.regions.as_ptr().wrapping_add(lo - base);
+        // SAFETY: whole pages inside the run past its header, in this block's allocation:
+        // free memory nobody reads before a claim writes a header there again.
+        if unsafe { discard_pages(pages, hi - lo) } {
+            hi - lo
+        } else {
+            0
+        }
     }
 
     /// Whether no region of this block is live: [`usage`](Self::usage) that stops at

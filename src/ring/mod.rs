@@ -472,6 +472,37 @@ impl Ring {
         stats
     }
 
+    /// Gives back to the system the pages of free memory past what the ring needs now,
+    /// and returns their bytes: in each block, the memory claims lap moves back to
+    /// twice the bytes of the buffers still held (at least 64 KiB, or a sixteenth of a
+    /// smaller block), and the whole pages of the free memory past it, which claims
+    /// have touched, stop counting as resident (`madvise(MADV_DONTNEED)`; Linux
+    /// x86-64, elsewhere it returns 0 and gives nothing back). Claims then stay below
+    /// that bound while what is live fits, and move it on as they need, as in a new
+    /// ring: after a spike, the resident memory follows the buffers held again.
+    ///
+    /// It walks every region header: a call a second (a server's timer) costs little.
+    /// [`ReadPool`](crate::io::ReadPool) does it by itself.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4 << 20);
+    /// let spike: Vec<_> = (0..1000).map(|_| ring.fixed(4000).unwrap()).collect();
+    /// let kept = ring.fixed(64).unwrap();
+    /// drop(spike);
+    /// let given = ring.give_back_pages();
+    /// # #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri)))]
+    /// assert!(given >= 3 << 20); // most of the 4 MB the spike touched
+    /// assert_eq!(ring.give_back_pages(), 0); // nothing more to give back
+    /// assert!(ring.fixed(4000).is_some()); // claims go on as before
+    /// # drop(kept);
+    /// ```
+    pub fn give_back_pages(&self) -> usize {
+        (self.blocks().iter())
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            .map(|b| unsafe { b.as_ref() }.give_back_pages())
+            .sum()
+    }
+
     /// Counts in [`RingStats::heap_fallbacks`] a request that an allocator adapter sent
     /// to the heap for its size (above its threshold), as the ring's own policy counts
     /// its fallbacks: so `stats` tells where the ring's users' memory went.
