@@ -976,3 +976,45 @@ fn stalled_consumers_hold_a_region_each_and_the_others_go_on() {
     });
     assert_eq!(pool.stats().live_buffers, 0);
 }
+
+/// After a spike of frames held, the pool gives the pages it touched back: by a call,
+/// and by itself, from a claim a second or more after the last, in every shard (the
+/// spike spread over both). Frames read meanwhile hold their own bytes.
+#[test]
+#[cfg_attr(miri, ignore = "a spike of megabytes, and a second's wait")]
+fn a_pool_gives_a_spikes_pages_back() {
+    let pool = ReadPool::with_shards(16 << 20, 2).unwrap();
+    // Frames of 1 KiB, enough for two spikes of some 1.8 MB each and what follows.
+    let frames = 4_000;
+    let bytes: Vec<u8> = (0..frames).flat_map(|i| wire(0, 7 * i)).collect();
+    let mut reader = FramedReader::with_pool(&bytes[..], LengthDelimited::new(), &pool);
+    let spike = |reader: &mut FramedReader<&[u8], LengthDelimited>, n: usize| {
+        let held: Vec<_> = (0..n)
+            .map(|_| reader.next_frame().unwrap().unwrap())
+            .collect();
+        for f in &held {
+            check(f);
+        }
+        let touched = pool.stats().bytes_in_use;
+        drop(held);
+        touched
+    };
+    let gives_back = cfg!(all(target_os = "linux", target_arch = "x86_64"));
+    let touched = spike(&mut reader, 1_700);
+    let given = pool.give_back_pages();
+    assert!(
+        !gives_back || given >= touched / 2,
+        "gave back {given} bytes of the {touched} a spike held"
+    );
+    let touched = spike(&mut reader, 1_700);
+    std::thread::sleep(Duration::from_millis(1_100));
+    for _ in 0..64 {
+        // Claims: the first gives the pages back.
+        check(&reader.next_frame().unwrap().expect("a frame"));
+    }
+    let left = pool.give_back_pages();
+    assert!(
+        left < touched / 4,
+        "claims a second later left {left} bytes of {touched} to give back"
+    );
+}

@@ -33,8 +33,9 @@ use core::cell::Cell;
 use core::fmt;
 use core::ops::Deref;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError};
+use std::time::{Duration, Instant};
 
 use crate::buf::hopeless;
 use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
@@ -98,6 +99,10 @@ struct Shared {
     block_len: usize,
     /// The most bytes one region can have (`Ring::largest_fit` of a read ring), fixed.
     fit: usize,
+    /// When the pool was made, and when claims last gave its free pages back, in
+    /// milliseconds after that (see [`GIVE_BACK_EVERY`]).
+    born: Instant,
+    gave_back: AtomicU64,
 }
 
 /// One part of a pool: its rings, behind one lock.
@@ -140,7 +145,17 @@ impl Rings {
     fn for_reads(&self) -> impl Iterator<Item = &Ring> {
         core::iter::once(&self.reads).chain(&self.copies)
     }
+
+    /// Gives the rings' free pages back (`Ring::give_back_pages`); returns their bytes.
+    fn give_back_pages(&self) -> usize {
+        self.for_reads().map(Ring::give_back_pages).sum()
+    }
 }
+
+/// How often claims give the pool's free pages back, at most: the walk over every
+/// header and the page faults of pages given back that claims touch again are paid
+/// once a second at most (for a 16 MiB shard, some 4,000 pages).
+const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
 
 /// The least shard split into a read ring and a copy ring (see [`Rings`]); a smaller
 /// one is a read ring alone.
@@ -301,6 +316,8 @@ impl ReadPool {
                 block_len,
                 fit,
                 shards,
+                born: Instant::now(),
+                gave_back: AtomicU64::new(0),
             }),
         })
     }
@@ -383,6 +400,48 @@ impl ReadPool {
         sum
     }
 
+    /// Gives back to the system the pages of free memory past what each ring of the
+    /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. Claims do
+    /// it by themselves, once a second per shard at most: after a spike of frames held,
+    /// the resident memory follows the frames held again. A call walks every region
+    /// header under each shard's lock in turn.
+    ///
+    /// ```
+    /// let pool = ringmem::io::ReadPool::new(1 << 20);
+    /// let given = pool.give_back_pages(); // nothing was touched yet
+    /// assert_eq!(given, 0);
+    /// ```
+    pub fn give_back_pages(&self) -> usize {
+        (self.shared.shards.iter())
+            .map(|shard| lock(shard).give_back_pages())
+            .sum()
+    }
+
+    /// Gives the free pages of every shard whose lock is free back, if no claim has
+    /// since [`GIVE_BACK_EVERY`]: so a spike's pages go back once claims run below it
+    /// again, in the shards they use and in those they no longer do.
+    fn give_back_if_due(&self) {
+        let shared = &*self.shared;
+        let now = shared.born.elapsed().as_millis() as u64;
+        // Relaxed: a time, which only decides who gives back; the locks order the rest.
+        let last = shared.gave_back.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < GIVE_BACK_EVERY.as_millis() as u64 {
+            return;
+        }
+        // One claim gives back; the others go on (Relaxed: as above).
+        let won =
+            shared
+                .gave_back
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed);
+        if won.is_ok() {
+            for shard in shared.shards.iter() {
+                if let Some(rings) = try_lock(shard) {
+                    rings.give_back_pages();
+                }
+            }
+        }
+    }
+
     /// What `f` claims from a shard: the thread's own shard if its lock is free, then
     /// the others whose locks are free, then those whose locks were held, waiting for
     /// each. The shard that serves becomes the thread's own.
@@ -393,6 +452,7 @@ impl ReadPool {
     fn claim<T>(&self, mut f: impl FnMut(&Rings) -> Option<T>) -> Option<T> {
         let shards = &self.shared.shards;
         let n = shards.len();
+        self.give_back_if_due();
         if n == 1 {
             return f(&lock(&shards[0]));
         }
