@@ -402,9 +402,9 @@ impl ReadPool {
 
     /// Gives back to the system the pages of free memory past what each ring of the
     /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. Claims do
-    /// it by themselves, once a second per shard at most: after a spike of frames held,
-    /// the resident memory follows the frames held again. A call walks every region
-    /// header under each shard's lock in turn.
+    /// it by themselves, once a second at most (for every shard whose lock is free):
+    /// after a spike of frames held, the resident memory follows the frames held again.
+    /// A call walks every region header under each shard's lock in turn.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
