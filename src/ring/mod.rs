@@ -482,7 +482,7 @@ impl Ring {
     /// ring: after a spike, the resident memory follows the buffers held again.
     ///
     /// It walks every region header: a call a second (a server's timer) costs little.
-    /// [`ReadPool`](crate::io::ReadPool) does it by itself.
+    /// The framed readers' `ReadPool` (feature `std`) does it by itself.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4 << 20);
