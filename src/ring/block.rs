@@ -1230,9 +1230,10 @@ impl BlockCtl {
         if keep >= edge {
             return 0;
         }
-        if self.head.get() > keep {
-            self.set_head(0); // a region boundary; claims start over from the block start
-        }
+        // Claims start over from the block start, a region boundary whatever is merged
+        // below: the head may lie inside a run about to become one region (a header
+        // no more, whose old span may reach into the pages given back).
+        self.set_head(0);
         self.edge.set(keep);
         let (mut given, mut run) = (0, None);
         let mut off = 0;
