@@ -247,12 +247,13 @@ impl FixedBufMut {
         let want = pad.wrapping_add(round_up(cap, WORD));
         // All of `want` if the window holds it once swept over the free regions after it;
         // else as much as it holds, if that is more than the region has.
+        // `grow_latest`'s contract: `&Ring` is on the ring's own thread (it is not
+        // `Sync`); this handle is the region's only one; for a region of the ring's
+        // current block (the only kind it grows) `span` is its span; and `span <= min <=
+        // want` (`min` is `want` or `span + WORD`) are multiples of `WORD`.
         let grow = |min, sweep| {
-            // SAFETY: `&Ring` is on the ring's own thread (it is not `Sync`), this handle is
-            // the region's only one, and for a region of the ring's current block (the only
-            // kind `grow_latest` grows) `span` is its span, and `span <= min <= want` (`min`
-            // is `want` or `span + WORD`) are multiples of `WORD` (byte buffers' capacities
-            // and headers are).
+            // SAFETY: the contract above holds (byte buffers' capacities and headers are
+            // multiples of `WORD`).
             unsafe { ring.grow_latest(self.hdr, span, min, want, sweep) }
         };
         if let Some(new) = grow(want, true).or_else(|| grow(span + WORD, false)) {

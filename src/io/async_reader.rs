@@ -30,16 +30,12 @@ use crate::{FixedBuf, Ring};
 /// not in the ring) is such an error, `Other` with [`FrameError::ReadBufReplaced`]:
 /// its bytes are never taken for frames.
 ///
-/// While its socket has nothing to read (a read returned `Pending`), the stream holds
-/// no region: it gives back the one it was reading into, and claims another when it is
-/// polled again. A frame cut by the end of a read keeps only about its own bytes while
-/// it waits for the rest: under 4 KiB it moves to the heap (about what a read costs to
-/// copy), a longer one stays in place, its region cut to the frame's end or to twice
-/// what it has, whichever is less (one copy per doubling if the region fills first, so
-/// a frame that arrives in many pieces is never copied once per piece). So many
-/// mostly idle streams can share one budget, a [`ReadPool`]
-/// ([`with_pool`](Self::with_pool)); on a ring of its own, an idle stream leaves the
-/// ring empty but for the frames still held.
+/// While its socket has nothing to read, the stream holds no region: it gives its
+/// region back and claims another when polled again. A frame cut by the end of a read
+/// keeps about its own bytes while it waits for the rest (under 4 KiB on the heap, else
+/// in place, its region cut to the frame's end or to twice what it has, so it is copied
+/// once per doubling at most). So many mostly idle streams can share one budget, a
+/// [`ReadPool`] ([`with_pool`](Self::with_pool)).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -306,9 +306,8 @@ pub(crate) unsafe fn heap_bytes_of(ptr: NonNull<u8>, align: usize) -> Option<usi
 /// operation on the region's header. The walk for free space starts where the last
 /// allocation ended, steps over regions that are still live, merges free neighbours
 /// and wraps at the end of the block; when nothing fits, the [`WhenFull`] policy applies.
-/// Before it hands out memory that no allocation has used yet, it wraps early if the
-/// start of the block has room: so the pages of a large ring are touched only as far
-/// as its live buffers ever reach, and its resident memory stays near what they need.
+/// It wraps early, before memory no allocation has used yet, if the block start has
+/// room: a large ring's resident memory stays near what its live buffers need.
 ///
 /// A try that finds no room is as cheap as one that finds it, whatever the number of
 /// live regions: it looks at the oldest region (the head, the next to be released when
@@ -319,11 +318,10 @@ pub(crate) unsafe fn heap_bytes_of(ptr: NonNull<u8>, align: usize) -> Option<usi
 /// serves the next request; one released out of order (or the space past a buffer
 /// pinned at the head) is found within 8 × (regions / 4 + 1) requests, and at the next
 /// one when it was dropped on the ring's own thread by a handle that borrows the ring
-/// (an [`ExtBuf`](crate::ExtBuf), an allocator adapter). A producer retrying on a full ring then reads
-/// about one header and a half a try, not every live region (instructions of a failed
-/// [`fixed`](Ring::fixed) with 64, 1,024 and 16,384 live regions, measured with
-/// `bench/src/bin/ringmem-failed-try.rs`: the same). [`WhenFull::Grow`] walks every block
-/// before it adds one, and a waiting call walks the ring after each wake-up.
+/// (an [`ExtBuf`](crate::ExtBuf), an allocator adapter). A producer retrying on a full
+/// ring reads about one header and a half a try, not every live region.
+/// [`WhenFull::Grow`] walks every block before it adds one, and a waiting call walks
+/// the ring after each wake-up.
 ///
 /// ```
 /// use std::io::Write;
@@ -336,8 +334,7 @@ pub(crate) unsafe fn heap_bytes_of(ptr: NonNull<u8>, align: usize) -> Option<usi
 /// drop(ring); // buffers may outlive the ring: its block goes with the last of them
 /// assert_eq!(&frozen[..], b"hello");
 /// ```
-///
-/// A ring cannot be shared between threads:
+/// Not `Sync`:
 /// ```compile_fail
 /// fn sync<T: Sync>(_: &T) {}
 /// sync(&ringmem::Ring::new(64));
