@@ -252,6 +252,62 @@ fn pages_given_back_after_a_spike_keep_what_is_held() {
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
+/// `give_back_pages` with the claims' head inside the run of free regions it makes one
+/// region (a header no more): later claims start from a region boundary and hand out
+/// disjoint room, instead of splitting a stale header whose span reaches over the new
+/// run's header (where pages given back read as zeros: a walk of span-0 headers).
+#[test]
+fn pages_given_back_with_the_head_inside_a_free_run() {
+    const RING: usize = if cfg!(miri) { 256 << 10 } else { 4 << 20 };
+    const SIZE: usize = 4000;
+    let ring = Ring::new(RING);
+    // A spike moves the edge of the memory handed out to the block end.
+    let spike: Vec<_> = std::iter::from_fn(|| ring.fixed(SIZE)).collect();
+    let (lo, count) = (spike[0].as_ptr() as usize - 8, spike.len());
+    drop(spike);
+    // Small claims until one lands at the block start, and one more after it: the
+    // head is then a few headers in, below the bound, inside what is all free.
+    let mut small: Vec<_> = Vec::new();
+    while small
+        .last()
+        .map(|b: &ringmem::FixedBufMut| b.as_ptr() as usize - 8)
+        != Some(lo)
+    {
+        small.push(ring.fixed(64).expect("the small claims lap to the start"));
+        assert!(small.len() <= RING / 72, "no claim came back to the start");
+    }
+    small.push(ring.fixed(64).unwrap());
+    drop(small);
+    ring.give_back_pages();
+    let zero = std::time::Duration::ZERO;
+    let held: Vec<_> = std::iter::from_fn(|| {
+        (ring.fixed(SIZE)).or_else(|| ring.fixed_wait_timeout(SIZE, zero).ok())
+    })
+    .take(count + 1)
+    .enumerate()
+    .map(|(i, mut b)| {
+        b.try_extend_from_slice(&[0; SIZE]).unwrap();
+        fill(i as u64, &mut b);
+        (i as u64, b)
+    })
+    .collect();
+    assert!(
+        held.len() >= count,
+        "{} buffers, {count} before",
+        held.len()
+    );
+    assert_disjoint(
+        held.iter()
+            .map(|(_, b)| (b.as_ptr() as usize, b.len()))
+            .collect(),
+    );
+    for (id, b) in &held {
+        assert!(holds(*id, b), "buffer {id} changed");
+    }
+    drop(held);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
 #[test]
 fn policies_when_full() {
     let fail = Ring::builder().capacity(128).build().unwrap();
