@@ -68,4 +68,4 @@ pub use allocator_api2_04;
 pub use buf::{AllocError, BorrowsRing, CapacityError, ExtBuf, FixedBuf, FixedBufMut, TypedBuf};
 #[cfg(feature = "std")]
 pub use buf::{ExtWait, Reserve, Wait, WaitError, WaitWriter};
-pub use ring::{Ring, RingBuilder, RingError, RingStats, WhenFull};
+pub use ring::{Ring, RingBuilder, RingCounters, RingError, RingStats, WhenFull};

@@ -405,14 +405,18 @@ impl<T> Future for TlsWait<T> {
         }
         // This thread's ring: the task may be polled on another thread next time.
         let span = with_ring(Ring::span).unwrap_or(wait::Span::ALL);
-        wait::poll_until(&mut this.slot, cx, span, wait_need(bytes, align), |walk| {
+        let starting = this.slot.starting();
+        let poll = wait::poll_until(&mut this.slot, cx, span, wait_need(bytes, align), |walk| {
             with_ring(|ring| {
                 ring.unstick_if(walk);
                 claim(ring, n)
             })
             .flatten()
-        })
-        .map(Ok)
+        });
+        if starting && poll.is_pending() {
+            with_ring(Ring::count_wait);
+        }
+        poll.map(Ok)
     }
 }
 

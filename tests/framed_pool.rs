@@ -447,6 +447,8 @@ fn a_full_pool_makes_readers_wait_not_fail() {
         }
         let total = CONNS * frames;
         assert!(held.len() < total, "every frame fit the budget");
+        let waits = pool.counters().waits;
+        assert!(waits >= 1, "readers wait, and {waits} waits were counted");
         assert!(
             kept >= budget / 4,
             "the readers stopped at {kept} bytes kept"
@@ -469,6 +471,7 @@ fn a_full_pool_makes_readers_wait_not_fail() {
         }
     });
     assert_eq!(pool.stats().live_buffers, 0);
+    assert_eq!(pool.counters().heap_fallbacks, 0);
 }
 
 /// A waker that counts its wake-ups.
@@ -1001,6 +1004,11 @@ fn a_pool_gives_a_spikes_pages_back() {
     };
     let gives_back = cfg!(all(target_os = "linux", target_arch = "x86_64"));
     let touched = spike(&mut reader, 1_700);
+    assert_eq!(
+        pool.counters().waits,
+        0,
+        "a spike below the budget waits for nothing"
+    );
     let given = pool.give_back_pages();
     assert!(
         !gives_back || given >= touched / 2,
@@ -1016,5 +1024,10 @@ fn a_pool_gives_a_spikes_pages_back() {
     assert!(
         left < touched / 4,
         "claims a second later left {left} bytes of {touched} to give back"
+    );
+    let counted = pool.counters().bytes_given_back;
+    assert!(
+        counted >= (given + left) as u64 && (!gives_back || counted > (given + left) as u64),
+        "{counted} bytes counted, {given} and {left} given back on call, more by the claims"
     );
 }

@@ -308,6 +308,66 @@ fn pages_given_back_with_the_head_inside_a_free_run() {
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
+/// `Ring::counters`: a wait counts once however often its future is polled, whether
+/// it ends with room or times out; a claim served at once and one no release could
+/// serve count nothing; pages given back add up.
+#[test]
+fn counters_count_each_wait_once() {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = Waker::from(Arc::new(Noop));
+    let mut ring = Ring::new(256);
+    let held = ring.fixed(200).unwrap();
+    assert!(
+        ring.fixed_wait(1000).is_err(),
+        "no release makes room: no wait"
+    );
+    assert!(ring.fixed_wait(8).is_ok(), "room now: no wait");
+    let zero = std::time::Duration::ZERO;
+    assert!(ring.fixed_wait_timeout(100, zero).is_err());
+    assert_eq!(ring.counters().waits, 1, "a wait that timed out");
+    let mut held = Some(held);
+    {
+        let mut wait = ring.fixed_async(100);
+        let mut polls = 0;
+        let buf = loop {
+            polls += 1;
+            if polls == 4 {
+                drop(held.take());
+            }
+            let poll = std::pin::Pin::new(&mut wait).poll(&mut Context::from_waker(&waker));
+            if let Poll::Ready(buf) = poll {
+                break buf.unwrap();
+            }
+            assert!(polls < 100, "the future never got its room");
+        };
+        assert!(polls >= 4, "served before the release, after {polls} polls");
+        drop(buf);
+    }
+    assert_eq!(ring.counters().waits, 2, "one wait over many polls");
+    let big = ring.fixed(200).unwrap();
+    let waiter = std::thread::scope(|s| {
+        let release = s.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(big);
+        });
+        let buf = ring.fixed_wait(200).map(drop);
+        release.join().unwrap();
+        buf
+    });
+    assert!(waiter.is_ok());
+    assert_eq!(ring.counters().waits, 3, "a blocking wait");
+    assert_eq!(
+        ring.counters().bytes_given_back,
+        ring.give_back_pages() as u64
+    );
+}
+
 #[test]
 fn policies_when_full() {
     let fail = Ring::builder().capacity(128).build().unwrap();

@@ -130,7 +130,25 @@ fn block_slow<T>(
         return Err(e);
     }
     let need = need(bytes, align);
+    ring.count_wait();
     wait::block_until(ring.span(), need, try_claim, timeout).ok_or(WaitError::TimedOut)
+}
+
+/// `wait::poll_until` on `ring`'s span, counting a wait it starts in `ring`'s
+/// [`RingCounters::waits`](crate::RingCounters::waits).
+fn poll_counted<T>(
+    ring: &Ring,
+    slot: &mut TaskSlot,
+    cx: &mut Context<'_>,
+    need: usize,
+    try_claim: impl FnMut(bool) -> Option<T>,
+) -> Poll<T> {
+    let starting = slot.starting();
+    let poll = wait::poll_until(slot, cx, ring.span(), need, try_claim);
+    if starting && poll.is_pending() {
+        ring.count_wait();
+    }
+    poll
 }
 
 /// [`ExtBuf::try_reserve`], waiting for room (see [`ExtBuf::reserve_wait`]); always
@@ -461,7 +479,7 @@ fn poll_claim<'r, T>(
     if let Some(e) = hopeless_aligned(ring, bytes, align) {
         return Poll::Ready(Err(e));
     }
-    wait::poll_until(slot, cx, ring.span(), need(bytes, align), |walk| {
+    poll_counted(ring, slot, cx, need(bytes, align), |walk| {
         ring.unstick_if(walk);
         claim(ring)
     })
@@ -601,7 +619,7 @@ impl Future for Reserve<'_, '_> {
         if let Some(e) = hopeless_aligned(ring, bytes, 1) {
             return Poll::Ready(Err(e));
         }
-        wait::poll_until(&mut this.slot, cx, ring.span(), need(bytes, 1), |walk| {
+        poll_counted(ring, &mut this.slot, cx, need(bytes, 1), |walk| {
             ext.unstick_if(walk);
             ext.try_reserve(additional).ok()
         })

@@ -105,6 +105,17 @@ impl OnRing {
     /// it as [`try_start`](Self::try_start) does when there is none, else grows it in
     /// the ring (in place, or moved within its block, as [`ExtBuf::reserve_wait`]
     /// does). `Some` once `cur` has the room.
+    /// [`try_room`](Self::try_room), counting a wait in the ring's
+    /// [`RingCounters::waits`](crate::RingCounters::waits) at its first try that fails
+    /// (`failed` is the wait's own flag).
+    fn try_room_counted(&mut self, walk: bool, len: usize, failed: &mut bool) -> Option<()> {
+        let room = self.try_room(walk, len);
+        if room.is_none() && !core::mem::replace(failed, true) {
+            self.ring.count_wait();
+        }
+        room
+    }
+
     fn try_room(&mut self, walk: bool, len: usize) -> Option<()> {
         let Some(parts) = self.cur.take() else {
             self.cur = self.try_start(walk, len);
@@ -411,7 +422,14 @@ impl<T: Buffer> BufferPool<T> {
     /// ```
     pub fn get_writable_wait(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting(len) {
-            wait::block_until(on.ring.span(), len, |walk| on.try_room(walk, len), None);
+            let failed = &mut false;
+            let span = on.ring.span();
+            wait::block_until(
+                span,
+                len,
+                |walk| on.try_room_counted(walk, len, failed),
+                None,
+            );
         }
         self.writable_or_wait_error(len)
     }
@@ -441,10 +459,11 @@ impl<T: Buffer> BufferPool<T> {
         timeout: Duration,
     ) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting(len) {
+            let failed = &mut false;
             wait::block_until(
                 on.ring.span(),
                 len,
-                |walk| on.try_room(walk, len),
+                |walk| on.try_room_counted(walk, len, failed),
                 Some(timeout),
             )
             .ok_or(WaitError::TimedOut)?;
@@ -478,12 +497,12 @@ impl<T: Buffer> BufferPool<T> {
     pub async fn get_writable_async(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
         if self.waiting(len).is_some() {
             let pool = &mut *self;
-            let mut slot = TaskSlot::default();
+            let (mut slot, mut failed) = (TaskSlot::default(), false);
             // A `move` closure holds the pool itself (`&mut`, `Send` with it), never a
             // `&Ring` or `&mut OnRing`, which are not `Send`: the task stays `Send`.
             core::future::poll_fn(move |cx| match pool.ring.as_mut() {
                 Some(on) => wait::poll_until(&mut slot, cx, on.ring.span(), len, |walk| {
-                    on.try_room(walk, len)
+                    on.try_room_counted(walk, len, &mut failed)
                 }),
                 None => Poll::Ready(()),
             })

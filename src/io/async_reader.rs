@@ -333,7 +333,9 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
                         region
                     }
                     Poll::Pending => {
-                        self.waiting = true;
+                        if !core::mem::replace(&mut self.waiting, true) {
+                            mem.count_wait();
+                        }
                         return Poll::Pending;
                     }
                 }

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use crate::buf::hopeless;
 use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
 use crate::sync::{Mutex, MutexGuard};
-use crate::{FixedBufMut, Ring, RingError, RingStats, WaitError, WhenFull};
+use crate::{FixedBufMut, Ring, RingCounters, RingError, RingStats, WaitError, WhenFull};
 
 /// Memory for many framed readers under one byte budget, whatever thread polls them: a
 /// cheap handle (`Clone` shares it), `Send` and `Sync`. [`ReadPool::global`] is the
@@ -103,6 +103,19 @@ struct Shared {
     /// milliseconds after that (see [`GIVE_BACK_EVERY`]).
     born: Instant,
     gave_back: AtomicU64,
+    /// [`RingCounters`]' waits and bytes given back, for the whole pool.
+    waits: AtomicU64,
+    given_back: AtomicU64,
+}
+
+impl Shared {
+    /// Counts `bytes` given back in [`RingCounters::bytes_given_back`].
+    fn count_given_back(&self, bytes: usize) {
+        if bytes != 0 {
+            // Relaxed: a count, which orders nothing.
+            self.given_back.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One part of a pool: its rings, behind one lock.
@@ -318,6 +331,8 @@ impl ReadPool {
                 shards,
                 born: Instant::now(),
                 gave_back: AtomicU64::new(0),
+                waits: AtomicU64::new(0),
+                given_back: AtomicU64::new(0),
             }),
         })
     }
@@ -412,9 +427,33 @@ impl ReadPool {
     /// assert_eq!(given, 0);
     /// ```
     pub fn give_back_pages(&self) -> usize {
-        (self.shared.shards.iter())
+        let given = (self.shared.shards.iter())
             .map(|shard| lock(shard).give_back_pages())
-            .sum()
+            .sum();
+        self.shared.count_given_back(given);
+        given
+    }
+
+    /// What the pool has counted so far ([`RingCounters`]): its readers' waits for room
+    /// and the bytes of pages given back (a pool's rings never serve from the heap). Two
+    /// atomic loads, no lock and no walk: cheap enough for a server to export every
+    /// second, unlike [`stats`](Self::stats), which walks every shard under its lock.
+    ///
+    /// ```
+    /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
+    /// let pool = ReadPool::new(1 << 20);
+    /// let mut r = FramedReader::with_pool(&b"\0\0\0\x02hi"[..], LengthDelimited::new(), &pool);
+    /// let _frame = r.next_frame().unwrap().unwrap();
+    /// let counters = pool.counters();
+    /// assert_eq!((counters.waits, counters.heap_fallbacks), (0, 0));
+    /// ```
+    pub fn counters(&self) -> RingCounters {
+        // Relaxed: counts, which order nothing.
+        RingCounters {
+            waits: self.shared.waits.load(Ordering::Relaxed),
+            heap_fallbacks: 0,
+            bytes_given_back: self.shared.given_back.load(Ordering::Relaxed),
+        }
     }
 
     /// Gives the free pages of every shard whose lock is free back, if no claim has
@@ -434,11 +473,11 @@ impl ReadPool {
                 .gave_back
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed);
         if won.is_ok() {
-            for shard in shared.shards.iter() {
-                if let Some(rings) = try_lock(shard) {
-                    rings.give_back_pages();
-                }
-            }
+            let given = (shared.shards.iter())
+                .filter_map(try_lock)
+                .map(|rings| rings.give_back_pages())
+                .sum();
+            shared.count_given_back(given);
         }
     }
 
@@ -614,13 +653,29 @@ impl Memory {
     pub(crate) fn fixed_wait(&self, n: usize, least: usize) -> Result<FixedBufMut, WaitError> {
         // The caller checked that a release can make room (`hopeless`). A `Grow` or
         // `Heap` ring serves every try; a `Fail` ring's span never changes.
+        let mut failed = false;
         block_until(
             self.span(),
             least,
-            |walk| self.try_claim(n, least, walk),
+            |walk| {
+                let region = self.try_claim(n, least, walk);
+                if region.is_none() && !core::mem::replace(&mut failed, true) {
+                    self.count_wait();
+                }
+                region
+            },
             None,
         )
         .ok_or(WaitError::TimedOut)
+    }
+
+    /// Counts a wait for room in [`RingCounters::waits`] (the ring's, or the pool's).
+    pub(crate) fn count_wait(&self) {
+        match self {
+            Memory::Own(ring) => ring.count_wait(),
+            // Relaxed: a count, which orders nothing.
+            Memory::Pool(pool) => _ = pool.shared.waits.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     /// A region of `n` bytes if one is free now, for a frame's copy: a plain claim, and

@@ -222,6 +222,8 @@ impl RingBuilder {
             spare_blocks: self.spare_blocks,
             give_back_skip: Cell::new((0, 0)),
             heap_fallbacks: Cell::new(0),
+            waits: Cell::new(0),
+            given_back: Cell::new(0),
             _not_sync: PhantomData,
         })
     }
@@ -280,6 +282,55 @@ pub struct RingStats {
     /// assert!(ring.fixed(1500).is_none());
     /// ```
     pub largest_free: usize,
+}
+
+/// Counts a ring (or a [`ReadPool`](crate::io::ReadPool), feature `std`) keeps as it
+/// goes, read without a walk over its headers ([`Ring::counters`]): a server can export
+/// them every second. What is live now ([`RingStats::bytes_in_use`],
+/// [`RingStats::live_buffers`]) takes a walk: [`Ring::stats`].
+///
+/// ```
+/// let ring = ringmem::Ring::new(4 << 20);
+/// let spike: Vec<_> = (0..1000).map(|_| ring.fixed(4000).unwrap()).collect();
+/// drop(spike);
+/// let given = ring.give_back_pages();
+/// let counters = ring.counters();
+/// assert_eq!(counters.bytes_given_back, given as u64);
+/// assert_eq!((counters.waits, counters.heap_fallbacks), (0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RingCounters {
+    /// Claims that found no room and waited for it (blocking, or a future that went
+    /// pending), each counted once however long it waited and whether it ended with
+    /// room or timed out; a claim no release could serve (an error at once) is not.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ring = ringmem::Ring::new(64);
+    /// let full = ring.fixed(40).unwrap();
+    /// assert!(ring.fixed_wait_timeout(40, Duration::from_millis(1)).is_err());
+    /// assert_eq!(ring.counters().waits, 1);
+    /// # drop(full);
+    /// ```
+    pub waits: u64,
+    /// [`RingStats::heap_fallbacks`]: requests served from the heap so far.
+    ///
+    /// ```
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder().capacity(64).when_full(WhenFull::Heap).build().unwrap();
+    /// let _big = ring.fixed(100).unwrap();
+    /// assert_eq!(ring.counters().heap_fallbacks, 1);
+    /// ```
+    pub heap_fallbacks: u64,
+    /// Bytes of pages given back to the system so far ([`Ring::give_back_pages`], and
+    /// a `ReadPool`'s own once a second), whether or not claims touched them again since.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(1 << 20);
+    /// assert_eq!(ring.counters().bytes_given_back, 0);
+    /// ```
+    pub bytes_given_back: u64,
 }
 
 /// The bytes the global allocator holds for the adapter's allocation at `ptr` (its
@@ -354,6 +405,10 @@ pub struct Ring {
     /// look costs little however long it stays (see `give_back_drained`).
     give_back_skip: Cell<(u32, u32)>,
     heap_fallbacks: Cell<u64>,
+    /// Claims that waited for room (see [`Ring::counters`]).
+    waits: Cell<u64>,
+    /// Bytes of pages given back to the system so far.
+    given_back: Cell<u64>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -494,10 +549,35 @@ impl Ring {
     /// # drop(kept);
     /// ```
     pub fn give_back_pages(&self) -> usize {
-        (self.blocks().iter())
+        let given: usize = (self.blocks().iter())
             // SAFETY: the ring's blocks stay alive while the ring does.
             .map(|b| unsafe { b.as_ref() }.give_back_pages())
-            .sum()
+            .sum();
+        self.given_back.set(self.given_back.get() + given as u64);
+        given
+    }
+
+    /// What the ring has counted so far: its waits, heap fallbacks and pages given
+    /// back ([`RingCounters`]). A few loads, no walk: cheap enough for a server to
+    /// export every second, unlike [`stats`](Self::stats).
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(4096);
+    /// assert_eq!(ring.counters(), ringmem::RingCounters::default());
+    /// ```
+    pub fn counters(&self) -> RingCounters {
+        RingCounters {
+            waits: self.waits.get(),
+            heap_fallbacks: self.heap_fallbacks.get(),
+            bytes_given_back: self.given_back.get(),
+        }
+    }
+
+    /// Counts in [`RingCounters::waits`] a claim that found no room and waits for it.
+    #[cfg(feature = "std")]
+    #[cold]
+    pub(crate) fn count_wait(&self) {
+        self.waits.set(self.waits.get() + 1);
     }
 
     /// Counts in [`RingStats::heap_fallbacks`] a request that an allocator adapter sent

@@ -856,6 +856,12 @@ pub(crate) struct TaskSlot {
 }
 
 impl TaskSlot {
+    /// Whether no wait is under way: a [`poll_until`] that returns `Pending` now starts
+    /// one (which its caller counts in `RingCounters::waits`).
+    pub(crate) fn starting(&self) -> bool {
+        self.id.is_none() && self.yields == 0
+    }
+
     /// Ends the wait: leaves the table, and hands the turn on if a release woke the
     /// task since (its record is gone then) or before its last registration.
     fn leave(&mut self) {
