@@ -258,7 +258,7 @@ fn pages_given_back_after_a_spike_keep_what_is_held() {
 /// run's header (where pages given back read as zeros: a walk of span-0 headers).
 #[test]
 fn pages_given_back_with_the_head_inside_a_free_run() {
-    const RING: usize = if cfg!(miri) { 256 << 10 } else { 4 << 20 };
+    const RING: usize = if cfg!(miri) { 64 << 10 } else { 4 << 20 };
     const SIZE: usize = 4000;
     let ring = Ring::new(RING);
     // A spike moves the edge of the memory handed out to the block end.
