@@ -284,7 +284,7 @@ pub struct RingStats {
     pub largest_free: usize,
 }
 
-/// Counts a ring (or a [`ReadPool`](crate::io::ReadPool), feature `std`) keeps as it
+/// Counts a ring (or an `io::ReadPool`, feature `std`) keeps as it
 /// goes, read without a walk over its headers ([`Ring::counters`]): a server can export
 /// them every second. What is live now ([`RingStats::bytes_in_use`],
 /// [`RingStats::live_buffers`]) takes a walk: [`Ring::stats`].
