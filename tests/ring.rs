@@ -7,7 +7,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 use common::{assert_disjoint, fill, holds, scaled};
-use ringmem::{Ring, RingError, WhenFull};
+use ringmem::{FixedBufMut, Ring, RingError, WhenFull};
 
 #[test]
 fn fixed_write_read_and_capacity() {
@@ -180,6 +180,35 @@ fn released_memory_is_reused_before_untouched_memory() {
     }
 }
 
+/// Buffers of `size` bytes claimed until the ring has no room (or `most` of them),
+/// each filled with its id, from `first` on. A plain claim may look at a few regions
+/// only: a failed one is tried again with a walk of the whole ring, as a waiting claim
+/// makes it.
+fn fill_up(ring: &Ring, size: usize, first: u64, most: usize) -> Vec<(u64, FixedBufMut)> {
+    let zero = std::time::Duration::ZERO;
+    std::iter::from_fn(|| (ring.fixed(size)).or_else(|| ring.fixed_wait_timeout(size, zero).ok()))
+        .take(most)
+        .zip(first..)
+        .map(|(mut b, id)| {
+            b.try_extend_from_slice(&vec![0; size]).unwrap();
+            fill(id, &mut b);
+            (id, b)
+        })
+        .collect()
+}
+
+/// Asserts that `held`'s buffers do not overlap and each holds what its id filled it with.
+fn assert_intact(held: &[(u64, FixedBufMut)]) {
+    assert_disjoint(
+        held.iter()
+            .map(|(_, b)| (b.as_ptr() as usize, b.len()))
+            .collect(),
+    );
+    for (id, b) in held {
+        assert!(holds(*id, b), "buffer {id} changed");
+    }
+}
+
 /// After a spike, `give_back_pages` keeps the buffers still held (scattered over the
 /// memory the spike touched, some past the new bound) intact, and later claims lap the
 /// memory below the bound instead of the spike's pages; when the ring has no room
@@ -222,31 +251,14 @@ fn pages_given_back_after_a_spike_keep_what_is_held() {
     // Fill the whole ring: past the bound, into the pages given back.
     // (A plain claim may look at a few regions only: a failed one is tried again
     // with a walk of the whole ring, as a waiting claim makes it.)
-    let zero = std::time::Duration::ZERO;
-    let more: Vec<_> = std::iter::from_fn(|| {
-        (ring.fixed(SIZE)).or_else(|| ring.fixed_wait_timeout(SIZE, zero).ok())
-    })
-    .enumerate()
-    .map(|(i, mut b)| {
-        b.try_extend_from_slice(&[0; SIZE]).unwrap();
-        fill(1_000_000 + i as u64, &mut b);
-        (1_000_000 + i as u64, b)
-    })
-    .collect();
+    let more = fill_up(&ring, SIZE, 1_000_000, usize::MAX);
     let held = more.len() + kept.len();
     assert!(
         held >= count,
         "the ring lost room: {held} buffers, {count} before"
     );
     kept.extend(more);
-    assert_disjoint(
-        kept.iter()
-            .map(|(_, b)| (b.as_ptr() as usize, b.len()))
-            .collect(),
-    );
-    for (id, b) in &kept {
-        assert!(holds(*id, b), "buffer {id} changed");
-    }
+    assert_intact(&kept);
     assert!(kept.iter().all(|(_, b)| b.as_ptr() as usize >= lo));
     drop(kept);
     assert_eq!(ring.stats().live_buffers, 0);
@@ -268,42 +280,20 @@ fn pages_given_back_with_the_head_inside_a_free_run() {
     // Small claims until one lands at the block start, and one more after it: the
     // head is then a few headers in, below the bound, inside what is all free.
     let mut small: Vec<_> = Vec::new();
-    while small
-        .last()
-        .map(|b: &ringmem::FixedBufMut| b.as_ptr() as usize - 8)
-        != Some(lo)
-    {
+    while small.last().map(|b: &FixedBufMut| b.as_ptr() as usize - 8) != Some(lo) {
         small.push(ring.fixed(64).expect("the small claims lap to the start"));
         assert!(small.len() <= RING / 72, "no claim came back to the start");
     }
     small.push(ring.fixed(64).unwrap());
     drop(small);
     ring.give_back_pages();
-    let zero = std::time::Duration::ZERO;
-    let held: Vec<_> = std::iter::from_fn(|| {
-        (ring.fixed(SIZE)).or_else(|| ring.fixed_wait_timeout(SIZE, zero).ok())
-    })
-    .take(count + 1)
-    .enumerate()
-    .map(|(i, mut b)| {
-        b.try_extend_from_slice(&[0; SIZE]).unwrap();
-        fill(i as u64, &mut b);
-        (i as u64, b)
-    })
-    .collect();
+    let held = fill_up(&ring, SIZE, 0, count + 1);
     assert!(
         held.len() >= count,
         "{} buffers, {count} before",
         held.len()
     );
-    assert_disjoint(
-        held.iter()
-            .map(|(_, b)| (b.as_ptr() as usize, b.len()))
-            .collect(),
-    );
-    for (id, b) in &held {
-        assert!(holds(*id, b), "buffer {id} changed");
-    }
+    assert_intact(&held);
     drop(held);
     assert_eq!(ring.stats().live_buffers, 0);
 }
