@@ -298,6 +298,39 @@ fn pages_given_back_with_the_head_inside_a_free_run() {
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
+/// A `Grow` ring gives a spike's free pages back by itself, once claims that walk go on
+/// a second later (`Ring::give_back_if_due`), counts them, and goes on serving.
+#[test]
+fn a_grow_ring_gives_a_spikes_pages_back_by_itself() {
+    const RING: usize = if cfg!(miri) { 64 << 10 } else { 4 << 20 };
+    const SIZE: usize = 4000;
+    let claims = if cfg!(miri) { 2_000 } else { 100_000 };
+    let ring = Ring::builder()
+        .capacity(RING)
+        .when_full(WhenFull::Grow)
+        .build()
+        .unwrap();
+    let spike = fill_up(&ring, SIZE, 0, RING / SIZE * 3 / 4);
+    let touched = spike.len() * SIZE;
+    drop(spike);
+    // A queue of a few buffers: its claims walk once a lap at least.
+    let queue = |ring: &Ring| reach(4, claims, || ring.fixed(SIZE).unwrap());
+    queue(&ring); // the first look at the time
+    assert_eq!(
+        ring.counters().bytes_given_back,
+        0,
+        "before a second passed"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    queue(&ring);
+    let given = ring.counters().bytes_given_back as usize;
+    if cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri))) {
+        assert!(given >= touched / 2, "gave back {given} of {touched} bytes");
+    }
+    assert_eq!(ring.stats().blocks, 1);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
 /// `Ring::counters`: a wait counts once however often its future is polled, whether
 /// it ends with room or times out; a claim served at once and one no release could
 /// serve count nothing; pages given back add up.

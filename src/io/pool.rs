@@ -35,10 +35,14 @@ use core::ops::Deref;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::buf::hopeless;
 use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
+// How often claims give the pool's free pages back, at most: the walk over every header
+// and the page faults of pages given back that claims touch again are paid once a
+// second at most (for a 16 MiB shard, some 4,000 pages).
+use crate::ring::GIVE_BACK_EVERY;
 use crate::sync::{Mutex, MutexGuard};
 use crate::{FixedBufMut, Ring, RingCounters, RingError, RingStats, WaitError, WhenFull};
 
@@ -164,11 +168,6 @@ impl Rings {
         self.for_reads().map(Ring::give_back_pages).sum()
     }
 }
-
-/// How often claims give the pool's free pages back, at most: the walk over every
-/// header and the page faults of pages given back that claims touch again are paid
-/// once a second at most (for a 16 MiB shard, some 4,000 pages).
-const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
 
 /// The least shard split into a read ring and a copy ring (see [`Rings`]); a smaller
 /// one is a read ring alone.

@@ -224,10 +224,21 @@ impl RingBuilder {
             heap_fallbacks: Cell::new(0),
             waits: Cell::new(0),
             given_back: Cell::new(0),
+            #[cfg(real_std)]
+            give_back_due: Cell::new((0, None)),
             _not_sync: PhantomData,
         })
     }
 }
+
+/// How often a `Grow` ring, and a `ReadPool`'s claims, give free pages back by
+/// themselves, at most (see `Ring::give_back_if_due`).
+#[cfg(real_std)]
+pub(crate) const GIVE_BACK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Walks between a `Grow` ring's looks at the time (see `Ring::give_back_if_due`).
+#[cfg(real_std)]
+const GIVE_BACK_CHECK: u32 = 64;
 
 /// Counters that help size a ring; see [`Ring::stats`].
 ///
@@ -409,6 +420,10 @@ pub struct Ring {
     waits: Cell<u64>,
     /// Bytes of pages given back to the system so far.
     given_back: Cell<u64>,
+    /// A `Grow` ring's walks since it last looked at the time, and when it last gave its
+    /// free pages back (see `give_back_if_due`).
+    #[cfg(real_std)]
+    give_back_due: Cell<(u32, Option<std::time::Instant>)>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -534,7 +549,8 @@ impl Ring {
     /// ring: after a spike, the resident memory follows the buffers held again.
     ///
     /// It walks every region header: a call a second (a server's timer) costs little.
-    /// The framed readers' `ReadPool` (feature `std`) does it by itself.
+    /// A [`WhenFull::Grow`] ring and the framed readers' `ReadPool` do it by themselves
+    /// (feature `std`), once a second at most, from the claims that walk.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4 << 20);
@@ -570,6 +586,35 @@ impl Ring {
             waits: self.waits.get(),
             heap_fallbacks: self.heap_fallbacks.get(),
             bytes_given_back: self.given_back.get(),
+        }
+    }
+
+    /// A `Grow` ring's own [`give_back_pages`](Self::give_back_pages): once every
+    /// [`GIVE_BACK_CHECK`] walks (the claims' slow path, when the window has no room)
+    /// it looks at the time, and gives the free pages back if it has not for
+    /// [`GIVE_BACK_EVERY`]. So a spike's pages go back a second or so after claims run
+    /// below it again, at one walk over every header a second at most, and a clock
+    /// read every few dozen walks. Between a claim's tries, with no walk under way.
+    #[cfg(real_std)]
+    #[cold]
+    pub(crate) fn give_back_if_due(&self) {
+        let (walks, last) = self.give_back_due.get();
+        let walks = walks.wrapping_add(1);
+        if walks % GIVE_BACK_CHECK != 0 {
+            self.give_back_due.set((walks, last));
+            return;
+        }
+        let now = std::time::Instant::now();
+        match last {
+            // The first look starts the clock.
+            None => self.give_back_due.set((walks, Some(now))),
+            Some(t) if now.duration_since(t) < GIVE_BACK_EVERY => {
+                self.give_back_due.set((walks, last));
+            }
+            Some(_) => {
+                self.give_back_due.set((walks, Some(now)));
+                self.give_back_pages();
+            }
         }
     }
 

@@ -76,6 +76,10 @@ impl Ring {
             if let Some(c) = cur.claim_extended(bytes, align, init) {
                 return Some(c);
             }
+            #[cfg(real_std)]
+            if self.when_full == super::WhenFull::Grow {
+                self.give_back_if_due();
+            }
             if let Some(c) = cur.claim_slow(bytes, align, init) {
                 return Some(c);
             }
