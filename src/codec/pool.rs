@@ -101,10 +101,6 @@ impl OnRing {
         start(&self.ring, self.hint, len).map(ExtBuf::into_parts)
     }
 
-    /// One try of a wait for room for `len` more bytes of the current message: starts
-    /// it as [`try_start`](Self::try_start) does when there is none, else grows it in
-    /// the ring (in place, or moved within its block, as [`ExtBuf::reserve_wait`]
-    /// does). `Some` once `cur` has the room.
     /// [`try_room`](Self::try_room), counting a wait in the ring's
     /// [`RingCounters::waits`](crate::RingCounters::waits) at its first try that fails
     /// (`failed` is the wait's own flag).
@@ -116,6 +112,10 @@ impl OnRing {
         room
     }
 
+    /// One try of a wait for room for `len` more bytes of the current message: starts
+    /// it as [`try_start`](Self::try_start) does when there is none, else grows it in
+    /// the ring (in place, or moved within its block, as [`ExtBuf::reserve_wait`]
+    /// does). `Some` once `cur` has the room.
     fn try_room(&mut self, walk: bool, len: usize) -> Option<()> {
         let Some(parts) = self.cur.take() else {
             self.cur = self.try_start(walk, len);
@@ -423,9 +423,8 @@ impl<T: Buffer> BufferPool<T> {
     pub fn get_writable_wait(&mut self, len: usize) -> Result<&mut [u8], WaitError> {
         if let Some(on) = self.waiting(len) {
             let failed = &mut false;
-            let span = on.ring.span();
             wait::block_until(
-                span,
+                on.ring.span(),
                 len,
                 |walk| on.try_room_counted(walk, len, failed),
                 None,

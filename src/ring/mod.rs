@@ -335,7 +335,8 @@ pub struct RingCounters {
     /// ```
     pub heap_fallbacks: u64,
     /// Bytes of pages given back to the system so far ([`Ring::give_back_pages`], and
-    /// a `ReadPool`'s own once a second), whether or not claims touched them again since.
+    /// a `Grow` ring's or a `ReadPool`'s own, once a second at most), whether or not
+    /// claims touched them again since.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(1 << 20);
