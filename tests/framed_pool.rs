@@ -389,8 +389,9 @@ fn a_frame_in_many_pieces_holds_about_its_own_bytes() {
     });
 }
 
-/// (c) A consumer keeps every frame: once no gap between them holds a frame the
-/// readers stop (no error, no frame), and once it drops them every frame arrives.
+/// (c) A consumer keeps every frame: once the frames held leave too few bytes for the
+/// next frame the readers stop (no error, no frame), and once it drops them every
+/// frame arrives.
 #[test]
 #[cfg_attr(miri, ignore = "tokio's runtime is too slow under Miri")]
 fn a_full_pool_makes_readers_wait_not_fail() {
@@ -431,12 +432,12 @@ fn a_full_pool_makes_readers_wait_not_fail() {
                     kept += f.len();
                     held.push(f);
                 }
-                // The readers wait only when no gap between the frames kept holds a
-                // whole frame (the longest: 16 KiB and its prefix); a wake-up lost, or
-                // a claim that misses the room there is, leaves them waiting beside
-                // such a gap. How much of the budget the kept frames fill first
-                // depends on where they fall (46-80% in CI's and local runs).
-                Err(_) if pool.stats().largest_free < longest => break,
+                // The readers wait only when the gaps between the frames held no
+                // longer hold the bytes of a frame together (the longest: 70 KiB and
+                // its prefix; a frame no gap holds comes from the heap, paid for
+                // with the gaps' room); a wake-up lost, or a claim that misses the
+                // room there is, leaves them waiting with such room.
+                Err(_) if free(&pool) < longest + 64 => break,
                 Err(_) => assert!(
                     start.elapsed().as_secs() < 60,
                     "stuck at {kept} bytes in {} frames: {:?}",
@@ -449,13 +450,15 @@ fn a_full_pool_makes_readers_wait_not_fail() {
         assert!(held.len() < total, "every frame fit the budget");
         let waits = pool.counters().waits;
         assert!(waits >= 1, "readers wait, and {waits} waits were counted");
+        // The frames received fill most of the rest (88-93 % of the budget in local
+        // runs; 46-80 % when a reader waited for a gap that held its frame).
         assert!(
-            kept >= budget / 4,
+            kept >= budget / 2,
             "the readers stopped at {kept} bytes kept"
         );
         assert!(
-            readers.iter().all(|r| !r.is_finished()),
-            "a reader ended while the pool was full"
+            readers.iter().any(|r| !r.is_finished()),
+            "every reader ended while the pool was full"
         );
         let mut n = held.len();
         for f in held.drain(..) {
@@ -471,7 +474,12 @@ fn a_full_pool_makes_readers_wait_not_fail() {
         }
     });
     assert_eq!(pool.stats().live_buffers, 0);
-    assert_eq!(pool.counters().heap_fallbacks, 0);
+}
+
+/// Bytes of `pool` that no region holds.
+fn free(pool: &ReadPool) -> usize {
+    let stats = pool.stats();
+    stats.capacity - stats.bytes_in_use
 }
 
 /// A waker that counts its wake-ups.
@@ -1030,4 +1038,121 @@ fn a_pool_gives_a_spikes_pages_back() {
         counted >= (given + left) as u64 && (!gives_back || counted > (given + left) as u64),
         "{counted} bytes counted, {given} and {left} given back on call, more by the claims"
     );
+}
+
+/// A reader waits only when what is held reaches the budget, never because the frames
+/// kept leave no gap its next frame fits in: frames of a sixteenth of the budget, each
+/// kept, fill 90 % of it without a wait, though the rings of its shards hold only about
+/// half as many (a frame no gap holds comes from the heap, paid for with the gaps'
+/// room). What is held never passes the budget: the next frame waits, and the release
+/// of a frame served from the heap gives its room back and wakes the reader.
+#[test]
+fn kept_frames_fill_the_budget_before_a_reader_waits() {
+    // Under Miri a pool of one shard (its read ring and its copy ring).
+    let budget = if cfg!(miri) { 1 << 20 } else { 64 << 20 };
+    let pool = ReadPool::new(budget);
+    let size = budget / 16 - 64;
+    let count = 16;
+    let wire = numbered(count, size);
+    // The last frame's bytes come once the others are checked: until then the reader
+    // waits for bytes, not room.
+    let (more, gate) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader_pool = pool.clone();
+    let reader = std::thread::spawn(move || {
+        let mut r = FramedReader::with_pool(Gate::new(gate), LengthDelimited::new(), &reader_pool);
+        while let Some(frame) = r.next_frame().unwrap() {
+            tx.send(frame).unwrap();
+        }
+    });
+    let last = wire.len() - (size + 4);
+    more.send(wire[..last].to_vec()).unwrap();
+    let timeout = Duration::from_secs(if cfg!(miri) { 600 } else { 20 });
+    let mut held: Vec<FixedBuf> = Vec::new();
+    let frame_of = |f: &FixedBuf| u32::from_be_bytes(f[..4].try_into().unwrap()) as usize;
+    // Fifteen sixteenths, less what their headers and prefixes leave out.
+    for _ in 0..count - 1 {
+        let frame = rx.recv_timeout(timeout).unwrap_or_else(|_| {
+            panic!(
+                "the reader waits with {} frames held: {:?}, {:?}",
+                held.len(),
+                pool.stats(),
+                pool.counters()
+            )
+        });
+        assert_eq!((frame.len(), frame_of(&frame)), (size, held.len()));
+        held.push(frame);
+    }
+    let (stats, counters) = (pool.stats(), pool.counters());
+    assert_eq!(counters.waits, 0, "{stats:?}");
+    assert!(stats.bytes_in_use >= budget * 9 / 10, "{stats:?}");
+    assert!(
+        counters.heap_fallbacks > 0,
+        "the premise: the rings' gaps serve them all"
+    );
+    // The frames held, those sent and not yet received, and the region the reader
+    // reads the next one into.
+    assert!(stats.live_buffers >= held.len(), "{stats:?}");
+    assert!(stats.bytes_in_use <= budget, "{stats:?}");
+    // The budget is a bound: the next frame, a sixteenth, waits.
+    more.send(wire[last..].to_vec()).unwrap();
+    drop(more);
+    let waited = std::time::Instant::now();
+    while pool.counters().waits == 0 {
+        assert!(
+            rx.try_recv().is_err(),
+            "a frame past the budget: {:?}",
+            pool.stats()
+        );
+        assert!(
+            waited.elapsed() < timeout,
+            "the reader neither waits nor reads"
+        );
+        std::thread::yield_now();
+    }
+    // A frame released gives its room back and wakes the reader (one served from the
+    // heap too: see the pool's unit test `a_frame_from_the_heap_pays_with_the_gaps`).
+    drop(held.pop());
+    let frame = rx
+        .recv_timeout(timeout)
+        .expect("the release woke no reader");
+    assert_eq!(frame_of(&frame), held.len() + 1);
+    drop((held, frame));
+    reader.join().unwrap();
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.live_buffers, stats.bytes_in_use),
+        (0, 0),
+        "{stats:?}"
+    );
+}
+
+/// A `Read` of the chunks a channel brings, blocking for each; the stream ends with the
+/// channel.
+struct Gate {
+    chunks: std::sync::mpsc::Receiver<Vec<u8>>,
+    chunk: io::Cursor<Vec<u8>>,
+}
+
+impl Gate {
+    fn new(chunks: std::sync::mpsc::Receiver<Vec<u8>>) -> Gate {
+        Gate {
+            chunks,
+            chunk: io::Cursor::new(Vec::new()),
+        }
+    }
+}
+
+impl Read for Gate {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.chunk.read(buf)? {
+                0 if !buf.is_empty() => match self.chunks.recv() {
+                    Ok(chunk) => self.chunk = io::Cursor::new(chunk),
+                    Err(_) => return Ok(0),
+                },
+                n => return Ok(n),
+            }
+        }
+    }
 }

@@ -65,6 +65,42 @@ impl FixedBufMut {
         }
     }
 
+    /// An empty buffer of `n` bytes (at least one) in a heap allocation of its own that
+    /// carries `value` until the region is freed (by the release of its last handle, a
+    /// frozen one's too, on any thread), which then drops it. `Err(value)` when the
+    /// allocator refuses.
+    #[cfg(real_std)]
+    pub(crate) fn on_heap_carrying(n: usize, value: ring::Carried) -> Result<Self, ring::Carried> {
+        let c = ring::heap_claim_carrying(n.max(1), WORD, 1, value)?;
+        Ok(FixedBufMut::from_claim(c, 0))
+    }
+
+    /// The bytes a buffer made by [`on_heap_carrying`](Self::on_heap_carrying) with
+    /// room for `n` takes from the heap, all told; `None` when no region can be that
+    /// large.
+    #[cfg(real_std)]
+    pub(crate) fn heap_carrying_span(n: usize) -> Option<usize> {
+        ring::carrying_span(n.max(1), WORD)
+    }
+
+    /// Gives the whole pages of the buffer's capacity back to the system (see
+    /// `sync::discard_pages`): for a region held for its room alone, never written
+    /// or read, whose pages an earlier region touched. Its bytes read as zeros or as
+    /// they were; the length is cleared.
+    #[cfg(real_std)]
+    pub(crate) fn discard_pages(&mut self) {
+        use crate::sync::{discard_pages, PAGE};
+        self.len = 0;
+        let start = self.ptr.as_ptr() as usize;
+        let first = round_up(start, PAGE);
+        let end = (start + self.cap) / PAGE * PAGE;
+        if end > first {
+            // SAFETY: whole pages inside this handle's region (its only handle), whose
+            // bytes nothing reads before writing them again: the length is 0.
+            unsafe { discard_pages(self.ptr.as_ptr().add(first - start), end - first) };
+        }
+    }
+
     /// Bytes written so far.
     ///
     /// ```

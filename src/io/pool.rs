@@ -43,6 +43,7 @@ use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
 // and the page faults of pages given back that claims touch again are paid once a
 // second at most (for a 16 MiB shard, some 4,000 pages).
 use crate::ring::GIVE_BACK_EVERY;
+use crate::ring::{HDR, WORD};
 use crate::sync::{Mutex, MutexGuard};
 use crate::{FixedBufMut, Ring, RingCounters, RingError, RingStats, WaitError, WhenFull};
 
@@ -57,10 +58,12 @@ use crate::{FixedBufMut, Ring, RingCounters, RingError, RingStats, WaitError, Wh
 ///   default) between polls, an idle async one none. A kept frame costs its own bytes
 ///   (short frames that outlive their read are copied out of it).
 /// - **When full.** Readers wait for a release instead of failing; reads get shorter
-///   first. A reader waits when no free run holds its next frame, which frames kept for
-///   long can cause below the budget ([`RingStats::largest_free`] of
-///   [`stats`](Self::stats) is the longest run). A frame larger than a shard's read ring
-///   is [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
+///   first. A reader waits only when the frames held and the regions being read leave
+///   too few bytes for its next frame: a frame that no gap between frames kept for long
+///   fits is served from the heap, paid for by holding as many bytes of the gaps (a
+///   walk of every ring, only then), so the bytes held never pass the budget
+///   ([`RingCounters::heap_fallbacks`] counts those frames). A frame larger than a
+///   shard's read ring is [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
 /// - **Locks.** The budget is split into shards ([`with_shards`](Self::with_shards)),
 ///   each behind a lock taken once per read region and once per batch of copies, never
 ///   while a reader reads or waits. Frames are released without a lock, on any thread.
@@ -110,6 +113,50 @@ struct Shared {
     /// [`RingCounters`]' waits and bytes given back, for the whole pool.
     waits: AtomicU64,
     given_back: AtomicU64,
+    /// What the frames served from the heap hold (see [`ReadPool::claim_paid`]).
+    heap: Arc<HeapShare>,
+}
+
+/// The frames of a pool served from the heap, and the regions of its rings held to pay
+/// for them (see [`ReadPool::claim_paid`]): what [`ReadPool::stats`] counts in their
+/// stead, and [`RingCounters::heap_fallbacks`].
+#[derive(Default)]
+struct HeapShare {
+    /// Frames served from the heap so far.
+    served: AtomicU64,
+    /// Heap regions alive, and their bytes.
+    regions: AtomicUsize,
+    bytes: AtomicUsize,
+    /// Ring regions held to pay for them, and their bytes (headers included).
+    ballast: AtomicUsize,
+    ballast_bytes: AtomicUsize,
+}
+
+/// What a region served from the heap carries until it is freed (see
+/// [`ReadPool::claim_paid`]): the ring regions that pay for it, given back when it is.
+struct Paid {
+    /// Free runs of the pool's rings, held for their room alone (never written).
+    ballast: Vec<FixedBufMut>,
+    /// The heap region's bytes, and the ballast's (headers included).
+    bytes: usize,
+    ballast_bytes: usize,
+    share: Arc<HeapShare>,
+}
+
+impl Drop for Paid {
+    fn drop(&mut self) {
+        // Relaxed: counts, which order nothing (the ballast's releases below make room
+        // with their own ordering).
+        let share = &self.share;
+        share.regions.fetch_sub(1, Ordering::Relaxed);
+        share.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        share
+            .ballast
+            .fetch_sub(self.ballast.len(), Ordering::Relaxed);
+        (share.ballast_bytes).fetch_sub(self.ballast_bytes, Ordering::Relaxed);
+        // The ballast goes back to its rings (a release each, which wakes waiters)
+        // once the heap region is freed (`heap::free` drops this after it).
+    }
 }
 
 impl Shared {
@@ -332,6 +379,7 @@ impl ReadPool {
                 gave_back: AtomicU64::new(0),
                 waits: AtomicU64::new(0),
                 given_back: AtomicU64::new(0),
+                heap: Arc::default(),
             }),
         })
     }
@@ -388,9 +436,10 @@ impl ReadPool {
 
     /// The pool's [`RingStats`], summed over its rings: the regions that readers are
     /// reading into and the frames (or frozen regions) still held, and the bytes they
-    /// take; `largest_free` is the largest of any ring's (the longest region a reader
-    /// could claim now: a reader whose next frame needs more waits). It walks the
-    /// region headers under each ring's lock: for tuning and tests, not a hot loop.
+    /// take (those served from the heap too, in the stead of the gaps that pay for
+    /// them); `largest_free` is the largest of any ring's (the longest region a reader
+    /// could claim now). It walks the region headers under each ring's lock, one shard
+    /// after another: for tuning and tests, not a hot loop.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
@@ -407,10 +456,18 @@ impl ReadPool {
                 sum.bytes_in_use += s.bytes_in_use;
                 sum.capacity += s.capacity;
                 sum.blocks += s.blocks;
-                sum.heap_fallbacks += s.heap_fallbacks;
                 sum.largest_free = sum.largest_free.max(s.largest_free);
             }
         }
+        // The frames served from the heap, in the stead of the ring regions that pay
+        // for them (Relaxed: counts, which order nothing).
+        let heap = &self.shared.heap;
+        let load = |n: &AtomicUsize| n.load(Ordering::Relaxed);
+        sum.live_buffers =
+            (sum.live_buffers + load(&heap.regions)).saturating_sub(load(&heap.ballast));
+        sum.bytes_in_use =
+            (sum.bytes_in_use + load(&heap.bytes)).saturating_sub(load(&heap.ballast_bytes));
+        sum.heap_fallbacks = heap.served.load(Ordering::Relaxed);
         sum
     }
 
@@ -433,10 +490,11 @@ impl ReadPool {
         given
     }
 
-    /// What the pool has counted so far ([`RingCounters`]): its readers' waits for room
-    /// and the bytes of pages given back (a pool's rings never serve from the heap). Two
-    /// atomic loads, no lock and no walk: cheap enough for a server to export every
-    /// second, unlike [`stats`](Self::stats), which walks every shard under its lock.
+    /// What the pool has counted so far ([`RingCounters`]): its readers' waits for room,
+    /// the frames served from the heap (paid for with gaps of its rings: see
+    /// [`ReadPool`], "When full") and the bytes of pages given back. Three atomic loads,
+    /// no lock and no walk: cheap enough for a server to export every second, unlike
+    /// [`stats`](Self::stats), which walks every shard under its lock.
     ///
     /// ```
     /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -450,7 +508,7 @@ impl ReadPool {
         // Relaxed: counts, which order nothing.
         RingCounters {
             waits: self.shared.waits.load(Ordering::Relaxed),
-            heap_fallbacks: 0,
+            heap_fallbacks: self.shared.heap.served.load(Ordering::Relaxed),
             bytes_given_back: self.shared.given_back.load(Ordering::Relaxed),
         }
     }
@@ -520,17 +578,73 @@ impl ReadPool {
     }
 
     /// Runs `f` on the ring that holds the byte at `addr` (a region's), under its
-    /// shard's lock.
-    fn with_ring_of<T>(&self, addr: usize, f: impl FnOnce(&Ring) -> T) -> T {
+    /// shard's lock; `None` for a region of none of them (one served from the heap: see
+    /// [`claim_paid`](Self::claim_paid)).
+    fn with_ring_of<T>(&self, addr: usize, f: impl FnOnce(&Ring) -> T) -> Option<T> {
         let shards = &self.shared.shards;
-        let (shard, copies) = (shards.iter())
-            .find_map(|s| Some((s, s.spans.iter().position(|r| r.holds(addr))?)))
-            .expect("a region of a pool lies in one of its rings");
+        let (shard, copies) =
+            (shards.iter()).find_map(|s| Some((s, s.spans.iter().position(|r| r.holds(addr))?)))?;
         let rings = lock(shard);
-        match (copies, &rings.copies) {
+        Some(match (copies, &rings.copies) {
             (1, Some(ring)) => f(ring),
             _ => f(&rings.reads),
+        })
+    }
+
+    /// A region of `least` bytes for a frame that no free run of the pool's rings holds,
+    /// while their free runs together hold that many bytes: from the heap, paid for with
+    /// regions of the rings' free runs of at least as many bytes (the ballast: never
+    /// written, their pages given back to the system), which the heap region holds and
+    /// gives back when it is freed, on whatever thread drops its last handle. The bytes
+    /// the pool's frames and reads hold, in its rings or on the heap, thus never pass
+    /// the budget, and a reader waits only when they reach it, never because the frames
+    /// kept leave no gap its next frame fits in. `None` when the rings' free runs hold
+    /// fewer bytes: a walk of every ring counts them first, and then no ballast is
+    /// taken. Some of them may go unused: a free run of one word (a header alone) holds
+    /// no region.
+    fn claim_paid(&self, least: usize) -> Option<FixedBufMut> {
+        let shared = &*self.shared;
+        let need = FixedBufMut::heap_carrying_span(least)?;
+        let free: usize = (shared.shards.iter())
+            .map(|shard| (lock(shard).for_reads()).map(free_bytes).sum::<usize>())
+            .sum();
+        if free < need {
+            return None;
         }
+        let mut ballast = Vec::new();
+        let mut paid = 0;
+        for shard in shared.shards.iter() {
+            let rings = lock(shard);
+            for r in rings.for_reads() {
+                while paid < need {
+                    let Some(mut piece) = claim_or_least(r, need - paid, WORD, true) else {
+                        break;
+                    };
+                    paid += HDR + piece.capacity();
+                    piece.discard_pages();
+                    ballast.push(piece);
+                }
+            }
+        }
+        if paid < need {
+            // Claims on other threads took the room since it was counted.
+            return None;
+        }
+        let share = &shared.heap;
+        // Relaxed: counts, which order nothing.
+        share.served.fetch_add(1, Ordering::Relaxed);
+        share.regions.fetch_add(1, Ordering::Relaxed);
+        share.bytes.fetch_add(need, Ordering::Relaxed);
+        share.ballast.fetch_add(ballast.len(), Ordering::Relaxed);
+        share.ballast_bytes.fetch_add(paid, Ordering::Relaxed);
+        let paid = Paid {
+            ballast,
+            bytes: need,
+            ballast_bytes: paid,
+            share: share.clone(),
+        };
+        // The allocator refusing: the ballast goes back (`Paid`'s drop).
+        FixedBufMut::on_heap_carrying(least, Box::new(paid)).ok()
     }
 
     /// Runs `f` on the first shard's read ring, under its lock: for tests of a pool of
@@ -622,7 +736,8 @@ impl Memory {
                 .claim(|r| (r.for_reads()).find_map(|r| claim_fair(r, n, least)))
                 .or_else(|| {
                     pool.claim(|r| (r.for_reads()).find_map(|r| claim_or_least(r, n, least, true)))
-                }),
+                })
+                .or_else(|| pool.claim_paid(least)),
         }
     }
 
@@ -631,9 +746,11 @@ impl Memory {
     pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {
         match self {
             Memory::Own(ring) => claim_or_least(ring, n, least, walk),
-            Memory::Pool(pool) => {
-                pool.claim(|r| (r.for_reads()).find_map(|r| claim_or_least(r, n, least, walk)))
-            }
+            // Served from the heap, paid for, only by a try that walks: the others stay
+            // cheap (a poll without a wake-up).
+            Memory::Pool(pool) => pool
+                .claim(|r| (r.for_reads()).find_map(|r| claim_or_least(r, n, least, walk)))
+                .or_else(|| walk.then(|| pool.claim_paid(least)).flatten()),
         }
     }
 
@@ -759,7 +876,10 @@ impl Memory {
     pub(crate) fn shrink(&self, buf: &mut FixedBufMut) {
         match self {
             Memory::Own(ring) => buf.shrink_in(ring),
-            Memory::Pool(pool) => pool.with_ring_of(buf.as_ptr() as usize, |r| buf.shrink_in(r)),
+            // A region served from the heap keeps its capacity.
+            Memory::Pool(pool) => {
+                _ = pool.with_ring_of(buf.as_ptr() as usize, |r| buf.shrink_in(r));
+            }
         }
     }
 
@@ -768,8 +888,9 @@ impl Memory {
     pub(crate) fn shrink_to(&self, buf: &mut FixedBufMut, cap: usize) {
         match self {
             Memory::Own(ring) => buf.shrink_to_in(cap, ring),
+            // As in `shrink`.
             Memory::Pool(pool) => {
-                pool.with_ring_of(buf.as_ptr() as usize, |r| buf.shrink_to_in(cap, r))
+                _ = pool.with_ring_of(buf.as_ptr() as usize, |r| buf.shrink_to_in(cap, r));
             }
         }
     }
@@ -843,6 +964,12 @@ fn claim_copy(r: &Ring, n: usize, walked: &mut bool) -> Option<FixedBufMut> {
         }
         claim_or_least(r, n, n, true)
     })
+}
+
+/// Bytes of `r`'s free runs, their headers included (a walk of its headers).
+fn free_bytes(r: &Ring) -> usize {
+    let stats = r.stats();
+    stats.capacity - stats.bytes_in_use
 }
 
 impl fmt::Debug for Memory {
@@ -1020,6 +1147,62 @@ mod tests {
         // The region, trimmed; and the claim's region, released at once.
         assert_eq!(seen, Some((1, true)), "what the waker saw");
         assert!(got, "woken, yet no room");
+    }
+
+    /// A frame that no gap between the regions held fits comes from the heap while the
+    /// gaps together hold its bytes, paid for with them: the pool's bytes stay within
+    /// its budget, its stats count the frame and not what pays for it, and the frame's
+    /// release gives the gaps back and wakes a reader waiting for room.
+    #[test]
+    fn a_frame_from_the_heap_pays_with_the_gaps() {
+        let pool = ReadPool::new(256 << 10); // one shard: a read ring alone
+        let mem = Memory::Pool(pool.clone());
+        let in_ring =
+            |buf: &FixedBufMut| pool.shared.shards[0].spans[0].holds(buf.as_ptr() as usize);
+        // The ring full, one region in two kept: gaps of 6,008 bytes.
+        let mut held: Vec<_> = core::iter::from_fn(|| pool.with(|r| r.fixed(6000))).collect();
+        let short: Vec<_> = core::iter::from_fn(|| pool.with(|r| r.fixed(8))).collect();
+        let mut i = 0;
+        held.retain(|_| {
+            i += 1;
+            i % 2 == 1
+        });
+        let before = pool.stats();
+        let frame = mem
+            .first_try(20_000, 20_000)
+            .expect("the gaps hold 20,000 bytes");
+        assert!(!in_ring(&frame) && frame.capacity() >= 20_000);
+        let stats = pool.stats();
+        assert_eq!(stats.live_buffers, before.live_buffers + 1, "{stats:?}");
+        let span = FixedBufMut::heap_carrying_span(20_000).unwrap();
+        assert_eq!(stats.bytes_in_use, before.bytes_in_use + span, "{stats:?}");
+        assert_eq!(pool.counters().heap_fallbacks, 1);
+        // What the ring holds, ballast included, is within the budget.
+        let ring = pool.with(Ring::stats);
+        assert!(ring.bytes_in_use >= stats.bytes_in_use && ring.bytes_in_use <= pool.budget());
+        // The rest of the gaps held: a reader waits.
+        let rest: Vec<_> = core::iter::from_fn(|| mem.try_claim(6000, 8, true)).collect();
+        assert!(pool.stats().bytes_in_use <= pool.budget());
+        let waiter = {
+            let mem = Memory::Pool(pool.clone());
+            std::thread::spawn(move || mem.fixed_wait(6000, 6000).map(|r| r.capacity()))
+        };
+        while pool.counters().waits == 0 {
+            assert!(!waiter.is_finished(), "a region past the budget");
+            std::thread::yield_now();
+        }
+        drop(frame);
+        assert!(
+            waiter.join().unwrap().unwrap() >= 6000,
+            "no room after the release"
+        );
+        drop((held, short, rest));
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.live_buffers, stats.bytes_in_use),
+            (0, 0),
+            "{stats:?}"
+        );
     }
 
     /// A split budget keeps shards of 16 MiB or more whatever the parallelism, so the

@@ -4,7 +4,8 @@
 //!
 //! | bits    | field  | meaning                                                     |
 //! |---------|--------|-------------------------------------------------------------|
-//! | 0..32   | count  | 0 = free, 1 = owned by one handle, n = n frozen handles     |
+//! | 0..31   | count  | 0 = free, 1 = owned by one handle, n = n frozen handles     |
+//! | 31      | carry  | a heap region that drops a value it carries when freed      |
 //! | 32..63  | words  | the region's length in 8-byte words, header included        |
 //! | 63      | heap   | the region is its own heap allocation (`WhenFull::Heap`)    |
 //!
@@ -18,15 +19,20 @@ use crate::sync::{AtomicU64, Ordering};
 /// Granularity of regions: every region starts and ends on an 8-byte boundary.
 pub(crate) const WORD: usize = 8;
 /// Mask of the reference count.
-pub(crate) const COUNT_MASK: u64 = (1 << 32) - 1;
+pub(crate) const COUNT_MASK: u64 = (1 << 31) - 1;
+/// Marks a heap region that carries a value, dropped when the region is freed (see
+/// `heap::claim_carrying`); never set on a ring region.
+pub(crate) const CARRY: u64 = 1 << 31;
 const WORDS_SHIFT: u32 = 32;
 const WORDS_MASK: u64 = (1 << 31) - 1;
 /// Marks a region that is its own heap allocation.
 pub(crate) const HEAP: u64 = 1 << 63;
 /// The largest region, in words.
 pub(crate) const MAX_WORDS: usize = WORDS_MASK as usize;
-/// Frozen handles of one region beyond this count abort the clone (as `Arc` does).
-pub(crate) const MAX_REFS: u64 = i32::MAX as u64;
+/// Frozen handles of one region beyond this count make the clone panic (as `Arc`
+/// aborts), having taken its increment back: half the count's range, so that the
+/// increments of clones on every thread at once never reach [`CARRY`].
+pub(crate) const MAX_REFS: u64 = (1 << 30) - 1;
 
 /// The header that leads every region.
 #[repr(transparent)]
@@ -92,8 +98,9 @@ mod tests {
                 let h = pack(bytes, count);
                 assert_eq!(span(h), bytes);
                 assert_eq!(super::count(h), count);
-                assert_eq!(h & HEAP, 0);
-                assert_eq!(span(h | HEAP), bytes);
+                assert_eq!(h & (HEAP | CARRY), 0);
+                assert_eq!(span(h | HEAP | CARRY), bytes);
+                assert_eq!(super::count(h | HEAP | CARRY), count);
             }
         }
     }

@@ -1,20 +1,34 @@
-//! Regions served by the global allocator (`WhenFull::Heap`), with the same header
-//! as ring regions so that every buffer type releases through one path.
+//! Regions served by the global allocator (`WhenFull::Heap`, and a pool's frames that no
+//! free run holds), with the same header as ring regions so that every buffer type
+//! releases through one path.
 //!
-//! Layout: `A = max(align, WORD)`; the allocation is `A + data` bytes aligned to `A`,
-//! the header sits in the word just before the data, and its `words` field holds the
-//! whole allocation size, so the release path rebuilds the exact layout from the
-//! header and the buffer's alignment.
+//! Layout: `A = max(align, WORD)` (a power of two that holds the header, and for a
+//! region that carries a value the pointer to it too, in the word before the header);
+//! the allocation is `A + data` bytes aligned to `A`, the header sits in the word just
+//! before the data, and its `words` field holds the whole allocation size, so the
+//! release path rebuilds the exact layout from the header and the buffer's alignment.
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use super::block::Claim;
-use super::header::{pack, span, Header, HDR, HEAP, MAX_WORDS, WORD};
+use super::header::{pack, span, Header, CARRY, HDR, HEAP, MAX_WORDS, WORD};
 use crate::raw;
+use alloc::boxed::Box;
 
-fn layout(bytes: usize, align: usize) -> Option<(Layout, usize)> {
-    let a = align.max(WORD).max(HDR.next_power_of_two());
+/// What a region made by [`claim_carrying`] carries: a value dropped once the region is
+/// freed, on the thread that frees it.
+#[cfg(real_std)]
+pub(crate) type Carried = Box<dyn Send>;
+
+/// Bytes before the data of a heap region of alignment `align` (see the module docs).
+fn prefix(align: usize, carry: bool) -> usize {
+    let before = if carry { HDR + WORD } else { HDR };
+    align.max(WORD).max(before.next_power_of_two())
+}
+
+fn layout(bytes: usize, align: usize, carry: bool) -> Option<(Layout, usize)> {
+    let a = prefix(align, carry);
     let total = a.checked_add(bytes.checked_add(WORD - 1)? & !(WORD - 1))?;
     if total / WORD > MAX_WORDS {
         return None;
@@ -22,10 +36,49 @@ fn layout(bytes: usize, align: usize) -> Option<(Layout, usize)> {
     Some((Layout::from_size_align(total, a).ok()?, a))
 }
 
+/// The word before the header of a region made by [`claim_carrying`]: where the pointer
+/// to what it carries is.
+fn carried_slot(hdr: NonNull<Header>) -> *mut *mut Box<dyn Send> {
+    // The slot lies in the allocation's prefix (`prefix` leaves a word before the
+    // header), so the offset stays inside it.
+    hdr.as_ptr().cast::<u8>().wrapping_sub(WORD).cast()
+}
+
 /// Allocates a heap region for `bytes` data bytes aligned to `align`, marked with
 /// `init` handles.
 pub(crate) fn claim(bytes: usize, align: usize, init: u64) -> Option<Claim> {
-    let (layout, a) = layout(bytes, align)?;
+    claim_marked(bytes, align, init, false)
+}
+
+/// [`claim`], for a region that carries `value` until it is freed (by the release of
+/// its last handle, on any thread), which then drops it: a value that must live exactly
+/// as long as the region (what paid for it). `Err(value)` when the allocator refuses.
+#[cfg(real_std)]
+pub(crate) fn claim_carrying(
+    bytes: usize,
+    align: usize,
+    init: u64,
+    value: Carried,
+) -> Result<Claim, Carried> {
+    let Some(c) = claim_marked(bytes, align, init, true) else {
+        return Err(value);
+    };
+    // SAFETY: the slot lies in the fresh allocation's prefix, word-aligned (`a` is a
+    // multiple of WORD, as HDR is), and nothing else refers to it.
+    unsafe { carried_slot(c.hdr).write(Box::into_raw(Box::new(value))) };
+    Ok(c)
+}
+
+/// The bytes of the allocation (the region's span) that [`claim_carrying`] makes for
+/// `bytes` data bytes aligned to `align`; `None` past the largest region.
+#[cfg(real_std)]
+pub(crate) fn carrying_span(bytes: usize, align: usize) -> Option<usize> {
+    Some(layout(bytes, align, true)?.0.size())
+}
+
+/// [`claim`], with the header's `CARRY` bit and the prefix it needs when `carry`.
+fn claim_marked(bytes: usize, align: usize, init: u64, carry: bool) -> Option<Claim> {
+    let (layout, a) = layout(bytes, align, carry)?;
     let base = raw::alloc(layout)?;
     // SAFETY: `a <= layout.size()`, so `base + a` is in (or one past) the allocation,
     // and `base + a - HDR >= base` since `a >= HDR`.
@@ -33,8 +86,9 @@ pub(crate) fn claim(bytes: usize, align: usize, init: u64) -> Option<Claim> {
         let data = base.as_ptr().add(a);
         (data, data.sub(HDR).cast::<Header>())
     };
+    let mark = if carry { HEAP | CARRY } else { HEAP };
     // SAFETY: `hdr` is inside the fresh allocation, aligned to WORD (as `a` is).
-    unsafe { hdr.write(Header::new(pack(layout.size(), init) | HEAP)) };
+    unsafe { hdr.write(Header::new(pack(layout.size(), init) | mark)) };
     Some(Claim {
         // SAFETY: derived from a non-null allocation.
         hdr: unsafe { NonNull::new_unchecked(hdr) },
@@ -65,7 +119,8 @@ pub(crate) unsafe fn resize(hdr: NonNull<Header>, align: usize, bytes: usize) ->
         h & HEAP != 0 && count(h) == 1,
         "heap resize of header {h:#x} at {hdr:p}"
     );
-    let (new_layout, a) = layout(bytes, align)?;
+    debug_assert_eq!(h & CARRY, 0, "a carrying region is never resized");
+    let (new_layout, a) = layout(bytes, align, false)?;
     // SAFETY: the header sits `a - HDR` bytes after the allocation base (see `claim`).
     let base = unsafe { NonNull::new_unchecked(hdr.as_ptr().cast::<u8>().add(HDR).sub(a)) };
     // SAFETY: the size and alignment the region was allocated with (see `free`).
@@ -90,16 +145,26 @@ pub(crate) unsafe fn resize(hdr: NonNull<Header>, align: usize, bytes: usize) ->
     })
 }
 
-/// Frees a heap region whose last handle is gone.
+/// Frees a heap region whose last handle is gone, and then drops what it carries, if
+/// anything.
 ///
 /// # Safety
-/// - `hdr` leads a heap region created by [`claim`] with this `align`, and `h` is its
-///   header value;
+/// - `hdr` leads a heap region created by [`claim`] or [`claim_carrying`] with this
+///   `align`, and `h` is its header value (at least its `CARRY` bit and `words`);
 /// - no handle refers to it any more.
 pub(crate) unsafe fn free(hdr: NonNull<Header>, h: u64, align: usize) {
-    let a = align.max(WORD).max(HDR.next_power_of_two());
+    let carry = h & CARRY != 0;
+    let a = prefix(align, carry);
+    // SAFETY: a carrying region's slot holds the pointer `claim_carrying` wrote, read
+    // before the allocation is freed.
+    let carried = carry.then(|| unsafe { carried_slot(hdr).read() });
     // SAFETY: the header sits `a - HDR` bytes after the allocation base (see `claim`).
     let base = unsafe { NonNull::new_unchecked(hdr.as_ptr().cast::<u8>().add(HDR).sub(a)) };
     // SAFETY: the same size and alignment as in `claim`; no handle remains (contract).
     unsafe { raw::dealloc(base, Layout::from_size_align_unchecked(span(h), a)) }
+    if let Some(carried) = carried {
+        // SAFETY: made by `Box::into_raw` in `claim_carrying`, taken back once: the
+        // region is freed once.
+        drop(unsafe { Box::from_raw(carried) });
+    }
 }

@@ -20,6 +20,8 @@ use block::BlockCtl;
 pub(crate) use block::{Claim, MAX_ALIGN};
 pub(crate) use header::{round_up, Header, HDR, MAX_WORDS, WORD};
 #[cfg(real_std)]
+pub(crate) use heap::{carrying_span, claim_carrying as heap_claim_carrying, Carried};
+#[cfg(real_std)]
 pub(crate) use region::region_span;
 #[cfg(feature = "allocator-api2")]
 pub(crate) use region::{claim_in, expose, header_of, resize_in};
@@ -325,7 +327,9 @@ pub struct RingCounters {
     /// # drop(full);
     /// ```
     pub waits: u64,
-    /// [`RingStats::heap_fallbacks`]: requests served from the heap so far.
+    /// [`RingStats::heap_fallbacks`]: requests served from the heap so far (on a
+    /// `ReadPool`, frames that no gap between the frames held fitted, paid for with
+    /// the gaps' room).
     ///
     /// ```
     /// use ringmem::{Ring, WhenFull};
