@@ -680,6 +680,14 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             field("kept", held as f64);
             field("kept_max", q.held_max() as f64);
             field("pool_in_use", in_use);
+            // Since the server started: its readers' waits for room, and the frames no
+            // gap held, served from the heap.
+            let counters = pool.map(|p| p.counters());
+            field("pool_waits", counters.map_or(-1.0, |c| c.waits as f64));
+            field(
+                "pool_heap",
+                counters.map_or(-1.0, |c| c.heap_fallbacks as f64),
+            );
             field("base_rss_kib", base_rss as f64);
             field("rss_kib", rss as f64);
             field("hwm_kib", status_kib("VmHWM") as f64);
