@@ -664,6 +664,10 @@ fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
         row("pool bytes in use (MiB)", &|r| {
             Some(held_pool(r)? / f64::from(1 << 20))
         });
+        // Counted since the server started, warm-up included.
+        let counted = |key: &'static str| move |r: &Record| r.get(key).filter(|&n| n >= 0.0);
+        row("pool: waits for room", &counted("pool_waits"));
+        row("pool: frames from the heap", &counted("pool_heap"));
         row("connections STALLED (no echo for 5 s)", &|r| {
             r.get("stalled")
         });
@@ -713,7 +717,9 @@ fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
              `--server 'ringmem (ring each)'` runs it by hand. The process's pool has a \
              budget of {POOL_MIB} MiB, which bounds what ringmem (new) holds: where the frames \
              FramedRead's server holds would not fit in it, ringmem (new)'s readers wait for \
-             room (its pool bytes in use near the budget), and its rate is what the budget \
+             room, or take frames that no gap between those held fits from the heap, paid for \
+             with the gaps (its pool bytes in use near the budget; the pool's counts of both \
+             are rows, counted from the server's start), and its rate is what the budget \
              allows for frames held {QUEUE_HOLD} s; FramedRead's memory has no bound.",
             QUEUE_HOLD + 0.5
         ),
