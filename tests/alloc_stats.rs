@@ -120,10 +120,17 @@ fn ring_ref_counts_its_heap_path_in_heap_fallbacks() {
     );
     v.push(0); // the doubled capacity is above the threshold: it moves to the heap
     assert_eq!(ring.stats().heap_fallbacks, 1);
+    let moved = v.capacity() as u64;
+    assert_eq!(ring.counters().heap_bytes, moved);
     v.reserve(4 << 20); // `realloc` of the heap region: not a new fallback
     assert_eq!(ring.stats().heap_fallbacks, 1);
     let other: Vec<u64, &Ring> = Vec::with_capacity_in(100_000, &ring);
     assert_eq!(ring.stats().heap_fallbacks, 2);
+    assert_eq!(
+        ring.counters().heap_bytes,
+        moved + 800_000,
+        "the requests' bytes"
+    );
     assert_eq!(ring.stats().live_buffers, 0, "both on the heap");
     assert_eq!(v[1000], (1000 % 256) as u8);
     drop((v, other));

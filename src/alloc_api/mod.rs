@@ -233,7 +233,7 @@ impl<'r> Source<'r> {
     fn allocate_heap(self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         let block = ring::claim_in(None, layout.size(), layout.align(), 0).ok_or(AllocError)?;
         if let Some(ring) = self.ring {
-            ring.count_heap_fallback();
+            ring.count_heap_fallback(layout.size());
         }
         // SAFETY: just handed out for `layout`, and live.
         unsafe { self.counts.sent(block.cast(), layout) };

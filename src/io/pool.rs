@@ -122,8 +122,9 @@ struct Shared {
 /// stead, and [`RingCounters::heap_fallbacks`].
 #[derive(Default)]
 struct HeapShare {
-    /// Frames served from the heap so far.
+    /// Frames served from the heap so far, and the bytes they asked for.
     served: AtomicU64,
+    served_bytes: AtomicU64,
     /// Heap regions alive, and their bytes.
     regions: AtomicUsize,
     bytes: AtomicUsize,
@@ -492,9 +493,9 @@ impl ReadPool {
 
     /// What the pool has counted so far ([`RingCounters`]): its readers' waits for room,
     /// the frames served from the heap (paid for with gaps of its rings: see
-    /// [`ReadPool`], "When full") and the bytes of pages given back. Three atomic loads,
-    /// no lock and no walk: cheap enough for a server to export every second, unlike
-    /// [`stats`](Self::stats), which walks every shard under its lock.
+    /// [`ReadPool`], "When full") and their bytes, and the bytes of pages given back.
+    /// Four atomic loads, no lock and no walk: cheap enough for a server to export every
+    /// second, unlike [`stats`](Self::stats), which walks every shard under its lock.
     ///
     /// ```
     /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -509,6 +510,7 @@ impl ReadPool {
         RingCounters {
             waits: self.shared.waits.load(Ordering::Relaxed),
             heap_fallbacks: self.shared.heap.served.load(Ordering::Relaxed),
+            heap_bytes: self.shared.heap.served_bytes.load(Ordering::Relaxed),
             bytes_given_back: self.shared.given_back.load(Ordering::Relaxed),
         }
     }
@@ -633,6 +635,9 @@ impl ReadPool {
         let share = &shared.heap;
         // Relaxed: counts, which order nothing.
         share.served.fetch_add(1, Ordering::Relaxed);
+        share
+            .served_bytes
+            .fetch_add(least as u64, Ordering::Relaxed);
         share.regions.fetch_add(1, Ordering::Relaxed);
         share.bytes.fetch_add(need, Ordering::Relaxed);
         share.ballast.fetch_add(ballast.len(), Ordering::Relaxed);
@@ -1177,6 +1182,7 @@ mod tests {
         let span = FixedBufMut::heap_carrying_span(20_000).unwrap();
         assert_eq!(stats.bytes_in_use, before.bytes_in_use + span, "{stats:?}");
         assert_eq!(pool.counters().heap_fallbacks, 1);
+        assert_eq!(pool.counters().heap_bytes, 20_000);
         // What the ring holds, ballast included, is within the budget.
         let ring = pool.with(Ring::stats);
         assert!(ring.bytes_in_use >= stats.bytes_in_use && ring.bytes_in_use <= pool.budget());

@@ -224,6 +224,7 @@ impl RingBuilder {
             spare_blocks: self.spare_blocks,
             give_back_skip: Cell::new((0, 0)),
             heap_fallbacks: Cell::new(0),
+            heap_bytes: Cell::new(0),
             waits: Cell::new(0),
             given_back: Cell::new(0),
             #[cfg(real_std)]
@@ -309,7 +310,7 @@ pub struct RingStats {
 /// let given = ring.give_back_pages();
 /// let counters = ring.counters();
 /// assert_eq!(counters.bytes_given_back, given as u64);
-/// assert_eq!((counters.waits, counters.heap_fallbacks), (0, 0));
+/// assert_eq!((counters.waits, counters.heap_fallbacks, counters.heap_bytes), (0, 0, 0));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -338,6 +339,16 @@ pub struct RingCounters {
     /// assert_eq!(ring.counters().heap_fallbacks, 1);
     /// ```
     pub heap_fallbacks: u64,
+    /// Bytes those requests asked for, all told: what went to the heap for want of
+    /// room (or, with the allocator adapters, for its size).
+    ///
+    /// ```
+    /// use ringmem::{Ring, WhenFull};
+    /// let ring = Ring::builder().capacity(64).when_full(WhenFull::Heap).build().unwrap();
+    /// let _big = ring.fixed(100).unwrap();
+    /// assert_eq!(ring.counters().heap_bytes, 100);
+    /// ```
+    pub heap_bytes: u64,
     /// Bytes of pages given back to the system so far ([`Ring::give_back_pages`], and
     /// a `Grow` ring's or a `ReadPool`'s own, once a second at most), whether or not
     /// claims touched them again since.
@@ -421,6 +432,8 @@ pub struct Ring {
     /// look costs little however long it stays (see `give_back_drained`).
     give_back_skip: Cell<(u32, u32)>,
     heap_fallbacks: Cell<u64>,
+    /// Bytes of the requests served from the heap (see [`RingCounters::heap_bytes`]).
+    heap_bytes: Cell<u64>,
     /// Claims that waited for room (see [`Ring::counters`]).
     waits: Cell<u64>,
     /// Bytes of pages given back to the system so far.
@@ -590,6 +603,7 @@ impl Ring {
         RingCounters {
             waits: self.waits.get(),
             heap_fallbacks: self.heap_fallbacks.get(),
+            heap_bytes: self.heap_bytes.get(),
             bytes_given_back: self.given_back.get(),
         }
     }
@@ -630,13 +644,19 @@ impl Ring {
         self.waits.set(self.waits.get() + 1);
     }
 
-    /// Counts in [`RingStats::heap_fallbacks`] a request that an allocator adapter sent
-    /// to the heap for its size (above its threshold), as the ring's own policy counts
-    /// its fallbacks: so `stats` tells where the ring's users' memory went.
+    /// Counts in [`RingStats::heap_fallbacks`] a request of `bytes` that an allocator
+    /// adapter sent to the heap for its size (above its threshold), as the ring's own
+    /// policy counts its fallbacks: so `stats` tells where the ring's users' memory went.
     #[cfg(feature = "allocator-api2")]
     #[cold]
-    pub(crate) fn count_heap_fallback(&self) {
+    pub(crate) fn count_heap_fallback(&self, bytes: usize) {
+        self.count_heap(bytes);
+    }
+
+    /// Counts a request of `bytes` served from the heap.
+    fn count_heap(&self, bytes: usize) {
         self.heap_fallbacks.set(self.heap_fallbacks.get() + 1);
+        self.heap_bytes.set(self.heap_bytes.get() + bytes as u64);
     }
 
     /// Gives back to the system every block of a [`WhenFull::Grow`] ring whose buffers
@@ -806,7 +826,7 @@ impl Ring {
             WhenFull::Fail => None,
             WhenFull::Heap => {
                 let c = heap::claim(bytes, align, init)?;
-                self.heap_fallbacks.set(self.heap_fallbacks.get() + 1);
+                self.count_heap(bytes);
                 Some(c)
             }
             WhenFull::Grow => {
