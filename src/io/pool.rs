@@ -57,13 +57,11 @@ use crate::{FixedBufMut, Ring, RingCounters, RingError, RingStats, WaitError, Wh
 ///   far as live buffers reach. A reader holds at most one read region (80 KiB by
 ///   default) between polls, an idle async one none. A kept frame costs its own bytes
 ///   (short frames that outlive their read are copied out of it).
-/// - **When full.** Readers wait for a release instead of failing; reads get shorter
-///   first. A reader waits only when the frames held and the regions being read leave
-///   too few bytes for its next frame: a frame that no gap between frames kept for long
-///   fits is served from the heap, paid for by holding as many bytes of the gaps (a
-///   walk of every ring, only then), so the bytes held never pass the budget
-///   ([`RingCounters::heap_fallbacks`] counts those frames). A frame larger than a
-///   shard's read ring is [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
+/// - **When full.** Readers wait for a release instead of failing, only when what is
+///   held leaves too few bytes for the next frame: one that no gap between frames kept
+///   fits comes from the heap, paid for by holding as many bytes of the gaps, so what is
+///   held stays within the budget ([`RingCounters::heap_fallbacks`]). A frame larger
+///   than a shard's read ring is [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
 /// - **Locks.** The budget is split into shards ([`with_shards`](Self::with_shards)),
 ///   each behind a lock taken once per read region and once per batch of copies, never
 ///   while a reader reads or waits. Frames are released without a lock, on any thread.
