@@ -123,12 +123,12 @@ struct HeapShare {
     /// Frames served from the heap so far, and the bytes they asked for.
     served: AtomicU64,
     served_bytes: AtomicU64,
-    /// Heap regions alive, and their bytes.
-    regions: AtomicUsize,
-    bytes: AtomicUsize,
-    /// Ring regions held to pay for them, and their bytes (headers included).
-    ballast: AtomicUsize,
-    ballast_bytes: AtomicUsize,
+    /// What the rings' walk counts beyond the frames served from the heap that are
+    /// alive: their ballast's regions less the frames, and its bytes (headers
+    /// included) less theirs. Never negative: a frame's ballast is at least one region
+    /// of at least its bytes.
+    over_regions: AtomicUsize,
+    over_bytes: AtomicUsize,
 }
 
 /// What a region served from the heap carries until it is freed (see
@@ -136,9 +136,8 @@ struct HeapShare {
 struct Paid {
     /// Free runs of the pool's rings, held for their room alone (never written).
     ballast: Vec<FixedBufMut>,
-    /// The heap region's bytes, and the ballast's (headers included).
-    bytes: usize,
-    ballast_bytes: usize,
+    /// Its share of [`HeapShare::over_bytes`].
+    over_bytes: usize,
     share: Arc<HeapShare>,
 }
 
@@ -147,12 +146,10 @@ impl Drop for Paid {
         // Relaxed: counts, which order nothing (the ballast's releases below make room
         // with their own ordering).
         let share = &self.share;
-        share.regions.fetch_sub(1, Ordering::Relaxed);
-        share.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        (share.over_regions).fetch_sub(self.ballast.len() - 1, Ordering::Relaxed);
         share
-            .ballast
-            .fetch_sub(self.ballast.len(), Ordering::Relaxed);
-        (share.ballast_bytes).fetch_sub(self.ballast_bytes, Ordering::Relaxed);
+            .over_bytes
+            .fetch_sub(self.over_bytes, Ordering::Relaxed);
         // The ballast goes back to its rings (a release each, which wakes waiters)
         // once the heap region is freed (`heap::free` drops this after it).
     }
@@ -461,11 +458,9 @@ impl ReadPool {
         // The frames served from the heap, in the stead of the ring regions that pay
         // for them (Relaxed: counts, which order nothing).
         let heap = &self.shared.heap;
-        let load = |n: &AtomicUsize| n.load(Ordering::Relaxed);
-        sum.live_buffers =
-            (sum.live_buffers + load(&heap.regions)).saturating_sub(load(&heap.ballast));
-        sum.bytes_in_use =
-            (sum.bytes_in_use + load(&heap.bytes)).saturating_sub(load(&heap.ballast_bytes));
+        let over = |n: &AtomicUsize| n.load(Ordering::Relaxed);
+        sum.live_buffers = sum.live_buffers.saturating_sub(over(&heap.over_regions));
+        sum.bytes_in_use = sum.bytes_in_use.saturating_sub(over(&heap.over_bytes));
         sum.heap_fallbacks = heap.served.load(Ordering::Relaxed);
         sum
     }
@@ -614,6 +609,9 @@ impl ReadPool {
         let mut ballast = Vec::new();
         let mut paid = 0;
         for shard in shared.shards.iter() {
+            if paid >= need {
+                break;
+            }
             let rings = lock(shard);
             for r in rings.for_reads() {
                 while paid < need {
@@ -636,14 +634,12 @@ impl ReadPool {
         share
             .served_bytes
             .fetch_add(least as u64, Ordering::Relaxed);
-        share.regions.fetch_add(1, Ordering::Relaxed);
-        share.bytes.fetch_add(need, Ordering::Relaxed);
-        share.ballast.fetch_add(ballast.len(), Ordering::Relaxed);
-        share.ballast_bytes.fetch_add(paid, Ordering::Relaxed);
+        let over_bytes = paid - need;
+        (share.over_regions).fetch_add(ballast.len() - 1, Ordering::Relaxed);
+        share.over_bytes.fetch_add(over_bytes, Ordering::Relaxed);
         let paid = Paid {
             ballast,
-            bytes: need,
-            ballast_bytes: paid,
+            over_bytes,
             share: share.clone(),
         };
         // The allocator refusing: the ballast goes back (`Paid`'s drop).

@@ -644,17 +644,12 @@ impl Ring {
         self.waits.set(self.waits.get() + 1);
     }
 
-    /// Counts in [`RingStats::heap_fallbacks`] a request of `bytes` that an allocator
-    /// adapter sent to the heap for its size (above its threshold), as the ring's own
-    /// policy counts its fallbacks: so `stats` tells where the ring's users' memory went.
-    #[cfg(feature = "allocator-api2")]
+    /// Counts in [`RingStats::heap_fallbacks`] (and [`RingCounters::heap_bytes`]) a
+    /// request of `bytes` served from the heap: by the ring's `WhenFull::Heap` policy, or
+    /// sent there by an allocator adapter for its size (above its threshold), so that
+    /// `stats` tells where the ring's users' memory went.
     #[cold]
     pub(crate) fn count_heap_fallback(&self, bytes: usize) {
-        self.count_heap(bytes);
-    }
-
-    /// Counts a request of `bytes` served from the heap.
-    fn count_heap(&self, bytes: usize) {
         self.heap_fallbacks.set(self.heap_fallbacks.get() + 1);
         self.heap_bytes.set(self.heap_bytes.get() + bytes as u64);
     }
@@ -826,7 +821,7 @@ impl Ring {
             WhenFull::Fail => None,
             WhenFull::Heap => {
                 let c = heap::claim(bytes, align, init)?;
-                self.count_heap(bytes);
+                self.count_heap_fallback(bytes);
                 Some(c)
             }
             WhenFull::Grow => {
