@@ -603,6 +603,45 @@ pub(crate) unsafe fn discard_pages(start: *mut u8, len: usize) -> bool {
     false
 }
 
+/// Bytes of the pages `start..start + len` (whole pages, as for [`discard_pages`]) that
+/// are resident, by `mincore`: for a count of pages given back that only counts pages
+/// that were there to give. 0 where [`discard_pages`] does nothing, or when the kernel
+/// refused.
+#[allow(unused_variables)] // where it does nothing
+pub(crate) fn resident_bytes(start: *const u8, len: usize) -> usize {
+    debug_assert!(
+        start as usize % PAGE == 0 && len % PAGE == 0,
+        "not whole pages"
+    );
+    #[cfg(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom)))]
+    {
+        const SYS_MINCORE: usize = 27;
+        // A byte per page, for this many pages per call.
+        let mut flags = [0u8; 256];
+        let mut resident = 0;
+        for at in (0..len).step_by(flags.len() * PAGE) {
+            let pages = ((len - at) / PAGE).min(flags.len());
+            // SAFETY: `mincore` writes one byte per page of the range into `flags`, which
+            // holds `pages` bytes; it reads no memory of the range.
+            let ret = unsafe {
+                raw_syscall(
+                    SYS_MINCORE,
+                    start as usize + at,
+                    pages * PAGE,
+                    flags.as_mut_ptr() as usize,
+                )
+            };
+            if ret != 0 {
+                return 0;
+            }
+            resident += flags[..pages].iter().filter(|&&f| f & 1 != 0).count() * PAGE;
+        }
+        resident
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(miri), not(loom))))]
+    0
+}
+
 /// `syscall(nr, a, b, c)` on Linux x86-64, without a libc dependency.
 ///
 /// # Safety

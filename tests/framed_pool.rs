@@ -1044,8 +1044,9 @@ fn a_pool_gives_a_spikes_pages_back() {
 /// kept leave no gap its next frame fits in: frames of a sixteenth of the budget, each
 /// kept, fill 90 % of it without a wait, though the rings of its shards hold only about
 /// half as many (a frame no gap holds comes from the heap, paid for with the gaps'
-/// room). What is held never passes the budget: the next frame waits, and the release
-/// of a frame served from the heap gives its room back and wakes the reader.
+/// room). What is held never passes the budget: the next frame, longer, waits, and
+/// the release of a frame served from the heap gives its room back and wakes the
+/// reader.
 #[test]
 fn kept_frames_fill_the_budget_before_a_reader_waits() {
     // Under Miri a pool of one shard (its read ring and its copy ring).
@@ -1053,7 +1054,13 @@ fn kept_frames_fill_the_budget_before_a_reader_waits() {
     let pool = ReadPool::new(budget);
     let size = budget / 16 - 64;
     let count = 16;
-    let wire = numbered(count, size);
+    // The last frame a 32nd of the budget longer: with the fifteen before it held, it
+    // cannot fit, whatever the rings' layout leaves over.
+    let big = size + budget / 32;
+    let mut wire = numbered(count - 1, size).to_vec();
+    wire.extend_from_slice(&(big as u32).to_be_bytes());
+    wire.extend_from_slice(&(count as u32 - 1).to_be_bytes());
+    wire.resize(wire.len() + big - 4, 0);
     // The last frame's bytes come once the others are checked: until then the reader
     // waits for bytes, not room.
     let (more, gate) = std::sync::mpsc::channel();
@@ -1065,7 +1072,7 @@ fn kept_frames_fill_the_budget_before_a_reader_waits() {
             tx.send(frame).unwrap();
         }
     });
-    let last = wire.len() - (size + 4);
+    let last = wire.len() - (big + 4);
     more.send(wire[..last].to_vec()).unwrap();
     let timeout = Duration::from_secs(if cfg!(miri) { 600 } else { 20 });
     let mut held: Vec<FixedBuf> = Vec::new();
@@ -1094,7 +1101,7 @@ fn kept_frames_fill_the_budget_before_a_reader_waits() {
     // reads the next one into.
     assert!(stats.live_buffers >= held.len(), "{stats:?}");
     assert!(stats.bytes_in_use <= budget, "{stats:?}");
-    // The budget is a bound: the next frame, a sixteenth, waits.
+    // The budget is a bound: the next frame, a sixteenth and a 32nd, waits.
     more.send(wire[last..].to_vec()).unwrap();
     drop(more);
     let waited = std::time::Instant::now();

@@ -264,6 +264,36 @@ impl FixedBufMut {
         }
     }
 
+    /// Cuts the unused capacity off into a buffer of its own in `ring`, if it holds at
+    /// least `least` bytes (else `None`, nothing changed): a framed reader freezes the
+    /// frames a read brought and reads on into the rest, without a claim.
+    #[cfg(real_std)]
+    pub(crate) fn split_spare_in(
+        &mut self,
+        least: usize,
+        ring: &crate::Ring,
+    ) -> Option<FixedBufMut> {
+        let keep = HDR + round_up(self.len, WORD);
+        debug_assert_eq!(self.ptr.as_ptr() as usize - self.hdr.as_ptr() as usize, HDR);
+        // SAFETY: as in `shrink_in`.
+        let c = unsafe { ring.split_in_place(self.hdr, keep, least) }?;
+        self.cap = keep - HDR;
+        debug_assert!(self.len <= self.cap, "{} > {}", self.len, self.cap);
+        Some(FixedBufMut::from_claim(c, 0))
+    }
+
+    /// Releases the buffer on `ring`'s own thread: back into its block's window when it
+    /// is the latest region (see `ring::release_unique_in`), so a region claimed and
+    /// not written leaves the window as the claim found it.
+    #[cfg(real_std)]
+    pub(crate) fn release_in(self, ring: &crate::Ring) {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `&Ring` is on the ring's own thread (it is not `Sync`); this handle is
+        // the region's only one, given up here; byte buffers are claimed with WORD
+        // alignment.
+        unsafe { ring::release_unique_in(ring, this.hdr, WORD, None) }
+    }
+
     /// Grows the capacity to `cap` bytes, or to as many as the ring's window holds past
     /// the region if that is less: when the region is `ring`'s latest, from the window's
     /// front and the free regions after it (swept as a claim sweeps them). Any other
@@ -431,5 +461,41 @@ mod tests {
         let cap = big.capacity();
         big.grow_in(200_000, &heap);
         assert_eq!(big.capacity(), cap, "a heap region");
+    }
+
+    /// `split_spare_in` cuts the unused capacity off into a buffer of its own: two live
+    /// regions that tile what the one did, each released on its own; a rest shorter
+    /// than asked, or another ring's region, stays as it is.
+    #[test]
+    fn split_spare_in_makes_two_regions_of_one() {
+        let ring = Ring::new(4096);
+        let mut buf = ring.fixed(1000).unwrap();
+        buf.try_extend_from_slice(&[1; 10]).unwrap();
+        assert!(
+            buf.split_spare_in(1000, &ring).is_none(),
+            "the rest is shorter"
+        );
+        assert_eq!(buf.capacity(), 1000);
+        let mut rest = buf.split_spare_in(100, &ring).unwrap();
+        // The buffer keeps its bytes, rounded to a word; the rest loses a header.
+        assert_eq!((buf.capacity(), rest.capacity()), (16, 1000 - 16 - 8));
+        assert_eq!(rest.as_ptr() as usize, buf.as_ptr() as usize + 16 + 8);
+        rest.try_extend_from_slice(&[2; 976]).unwrap();
+        assert_eq!(ring.stats().live_buffers, 2);
+        let frozen = buf.freeze();
+        assert_eq!(&frozen[..], &[1; 10]);
+        drop(rest);
+        assert_eq!(ring.stats().live_buffers, 1);
+        drop(frozen);
+        let stats = ring.stats();
+        assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
+        // The regions tiled the block: it serves all it can again.
+        assert!(ring.fixed(ring.largest_fit()).is_some());
+        let other = Ring::new(4096);
+        let mut buf = ring.fixed(1000).unwrap();
+        assert!(
+            buf.split_spare_in(8, &other).is_none(),
+            "not the ring's region"
+        );
     }
 }

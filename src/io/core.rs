@@ -240,11 +240,7 @@ impl<D: Decoder> Core<D> {
             let need = need.saturating_mul(2).min(self.fit).max(need);
             return Step::Alloc { need, least: need };
         }
-        let read_size = if self.copy_left == 0 && !self.trusted {
-            self.read_size.min(PROBE_READ)
-        } else {
-            self.read_size
-        };
+        let read_size = self.bulk_read();
         let slack = if self.top_up { read_size / 4 } else { 0 };
         let bulk = need.max(read_size + slack);
         // A line doubles, as above, so that its copies stay in proportion to it.
@@ -256,6 +252,16 @@ impl<D: Decoder> Core<D> {
         Step::Alloc {
             need: bulk,
             least: least.max(LEAST_READ).min(bulk),
+        }
+    }
+
+    /// Bytes of a bulk read: [`read_size`](Self::read_size), or a probe's (see
+    /// [`retire`](Self::retire)), also when the region is larger (a pool's spare).
+    fn bulk_read(&self) -> usize {
+        if self.copy_left == 0 && !self.trusted {
+            self.read_size.min(PROBE_READ)
+        } else {
+            self.read_size
         }
     }
 
@@ -310,12 +316,12 @@ impl<D: Decoder> Core<D> {
     /// dropped before the next is taken, the loop most readers run. So frames are slices
     /// of bulk reads until a region is found held when the reader is done with it (a
     /// frame of it kept, or queued for another task). From then on the reader copies the
-    /// short frames of [`probe_gap`](Self::probe_gap) regions, then reads a probe: a
-    /// region of at most [`PROBE_READ`] bytes, without copies. A probe found held
-    /// doubles the gap (to [`PROBE_MAX`]); found free, it halves it (to [`PROBE_MIN`]),
-    /// and once probes in a row have shown [`TRUST_FRAMES`] frames free, the reader
-    /// reads without copies again. A reader starts with a probe, and one found free
-    /// is enough then.
+    /// short frames (see [`copied`]) of [`probe_gap`](Self::probe_gap) regions, then
+    /// reads a probe: a region of at most [`PROBE_READ`] bytes, without copies. A probe
+    /// found held doubles the gap (to [`PROBE_MAX`]); found free, it halves it (to
+    /// [`PROBE_MIN`]), and once probes in a row have shown [`TRUST_FRAMES`] frames
+    /// free, the reader reads without copies again. A reader starts with a probe, and
+    /// one found free is enough then.
     ///
     /// So a frame kept for good holds its own bytes and a header, or a probe's 4 KiB
     /// (about one frame in `TRUST_FRAMES` read, once frames were found kept), or, once
@@ -374,7 +380,7 @@ impl<D: Decoder> Core<D> {
         let (mut plan, mut planned, mut bytes) = ([None; BATCH], 0, 0);
         for f in self.queue.iter().take(BATCH) {
             let len = f.end - f.start;
-            if short(len, region) {
+            if copied(len, region, true) {
                 bytes += len;
                 if bytes > BATCH_BYTES && bytes > len {
                     break;
@@ -497,9 +503,8 @@ impl<D: Decoder> Core<D> {
     fn freeze_pending(&mut self, mem: &Memory) {
         debug_assert!(self.ready.is_none());
         self.walked = 0;
-        let mut p = self.pending.take().expect("no region to freeze");
-        mem.shrink(&mut p);
-        self.ready = Some(p.freeze());
+        let p = self.pending.take().expect("no region to freeze");
+        self.ready = Some(mem.freeze_read(p));
     }
 
     /// As [`settle`](Self::settle), after a top-up read failed with `e`: the frames
@@ -565,7 +570,8 @@ impl<D: Decoder> Core<D> {
         debug_assert!(self.carry.is_none() && !self.spilled, "idle while carrying");
         let len = p.len();
         if len == 0 {
-            self.pending = None;
+            let p = self.pending.take().expect("matched above");
+            mem.give_back(p);
             return;
         }
         if len < TOP_UP_MIN {
@@ -577,7 +583,8 @@ impl<D: Decoder> Core<D> {
             }
             self.spill.extend_from_slice(p);
             self.spilled = true;
-            self.pending = None;
+            let p = self.pending.take().expect("matched above");
+            mem.give_back(p);
             return;
         }
         let twice = len.saturating_mul(2);
@@ -643,7 +650,16 @@ impl<D: Decoder> Core<D> {
         if self.long_open_frame() {
             return cap - len;
         }
-        let limit = self.need.max(self.read_size).min(cap);
+        // A probe's bytes and its slack (as `region_for` sizes it) into a region that
+        // holds more (a pool's spare), when it starts a frame: a partial frame reads
+        // on as a bulk read does.
+        let probe = self.bulk_read();
+        let bulk = if len == 0 && probe < self.read_size {
+            probe + if self.top_up { probe / 4 } else { 0 }
+        } else {
+            self.read_size
+        };
+        let limit = self.need.max(bulk).min(cap);
         let limit = if limit > len { limit } else { cap };
         let spare = limit - len;
         let stride = self.stride;
@@ -899,23 +915,33 @@ impl<D: Decoder> Core<D> {
     }
 }
 
+/// Bytes of a frame at most that a reader on a pool whose frames are kept copies out
+/// of its region whatever the region holds besides (a frame read alone too): the copy
+/// goes to the shard's copy ring, so that frames kept never stay in its read ring.
+/// There, each would cut the room readers lap into gaps, and every claim would walk
+/// them (a server keeping one 4 KiB frame in ten, mostly read one to a region: some
+/// 7,000 kept in each read ring, 2.6 rings tried per claim). A batch's worth
+/// ([`BATCH_BYTES`]): the copy of a frame costs about what its read did.
+const POOL_COPY_MAX: usize = BATCH_BYTES;
+
 /// The bytes of a region at most this many times a frame's that the frame may hold
 /// alone: a shorter frame is copied into a region of its own as it is yielded.
 const PIN_MAX: usize = 4;
 
 /// The frame at `range` of `region`'s bytes: a view of the region when the frame is at
-/// least a [`PIN_MAX`]th of it, else a copy in a region of its own, so that a frame the
-/// application keeps holds at most `PIN_MAX` times its bytes (the copy: its own, and
-/// a header), never the bytes of the frames read with it. Without room for the copy
-/// now, the view: a frame is never held back for memory.
+/// least a [`PIN_MAX`]th of it (and, on a pool, longer than [`POOL_COPY_MAX`]), else a
+/// copy in a region of its own (see [`copied`]), so that a frame the application keeps
+/// holds at most `PIN_MAX` times its bytes (the copy: its own, and a header), never the
+/// bytes of the frames read with it. Without room for the copy now, the view: a frame
+/// is never held back for memory.
 ///
 /// The copy costs a claim (on a pool, under its lock) and the frame's bytes, and saves
-/// the view's two atomic operations on the shared region's count; it is taken only for
-/// frames that share their region with others, so a stream of long frames (a quarter of
-/// a read or more) is not copied.
+/// the view's two atomic operations on the shared region's count; on a reader's own
+/// ring it is taken only for frames that share their region with others, so a stream of
+/// long frames (a quarter of a read or more) is not copied.
 fn frame_of(region: &FixedBuf, range: Range<usize>, mem: &Memory) -> FixedBuf {
     let len = range.len();
-    if short(len, region.region_span()) {
+    if copied(len, region.region_span(), mem.pool().is_some()) {
         if let Some(own) = mem.claim_now(len) {
             return filled(own, &region[range]);
         }
@@ -931,11 +957,12 @@ fn filled(mut copy: FixedBufMut, bytes: &[u8]) -> FixedBuf {
 }
 
 /// Whether a frame of `len` bytes is copied out of a region of `span` bytes (header
-/// included) rather than held as a slice of it: when it is less than a [`PIN_MAX`]th of
-/// the region.
+/// included) rather than held as a slice of it, by a reader whose frames are kept (see
+/// [`Core::retire`]): when it is less than a [`PIN_MAX`]th of the region, and on a
+/// pool (`pooled`) also when it is at most [`POOL_COPY_MAX`] bytes.
 #[inline]
-fn short(len: usize, span: usize) -> bool {
-    len.saturating_mul(PIN_MAX) < span
+fn copied(len: usize, span: usize, pooled: bool) -> bool {
+    len.saturating_mul(PIN_MAX) < span || (pooled && len <= POOL_COPY_MAX)
 }
 
 /// A decoder's frame must lie inside the bytes it was shown and consume some.

@@ -41,7 +41,7 @@ use core::ptr::NonNull;
 
 use super::header::{count, pack, round_up, span, Header, HDR, WORD};
 use crate::raw;
-use crate::sync::{discard_pages, Cell, Ordering, PAGE};
+use crate::sync::{discard_pages, resident_bytes, Cell, Ordering, PAGE};
 
 /// The largest alignment the ring serves; the block base is aligned to it, so every
 /// alignment computation is an offset computation (no address arithmetic).
@@ -1155,6 +1155,38 @@ impl BlockCtl {
         }
     }
 
+    /// Splits the live region led by `hdr` after `keep` bytes (a multiple of [`WORD`],
+    /// at least the header): the rest becomes a region of its own with one handle,
+    /// returned as a claim of it (data right after its header). `None` (nothing changed)
+    /// when the rest would have fewer than `least` data bytes (or none). The window and the walk's
+    /// scan are untouched: the two regions tile what the one did, both live.
+    #[cfg(real_std)]
+    pub(crate) fn split(&self, hdr: NonNull<Header>, keep: usize, least: usize) -> Option<Claim> {
+        debug_assert!(keep % WORD == 0 && keep >= HDR, "bad split at {keep}");
+        let off = self.offset_of(hdr);
+        // SAFETY: `hdr` leads a live region of this block, held by this thread.
+        let h = unsafe { self.hdr(off) }.load(Ordering::Relaxed);
+        let have = span(h);
+        if have < keep + HDR + least.max(WORD) {
+            return None;
+        }
+        let tail = self.hdr_ptr(off + keep);
+        // SAFETY: `off + keep` is inside our own region (`keep + HDR <= have`), on a word
+        // boundary; its bytes are ours, and become the new region's header. A plain
+        // write: the new region reaches other threads as the handle made below, through
+        // a synchronising channel that carries this write with it (as a claim's does).
+        unsafe { tail.write(Header::new(pack(have - keep, 1))) };
+        // SAFETY: `hdr` is ours (see above).
+        unsafe { self.hdr(off) }.store(pack(keep, count(h)), Ordering::Relaxed);
+        Some(Claim {
+            // SAFETY: derived from the block pointer, which is non-null.
+            hdr: unsafe { NonNull::new_unchecked(tail) },
+            // SAFETY: `HDR < have - keep`: the data starts inside the new region.
+            data: unsafe { NonNull::new_unchecked(tail.cast::<u8>().add(HDR)) },
+            cap: have - keep - HDR,
+        })
+    }
+
     /// The regions from offset `from` (a header offset) to the block end, as (offset,
     /// header word) pairs, each header read with Acquire: it pairs with the region's
     /// release, so once a region reads free, no handle touches it any more. The window
@@ -1217,24 +1249,32 @@ impl BlockCtl {
     /// no room (as they do after the block is made), so the pages given back stay so
     /// while what is live fits below it. Live regions past it (frames kept from before)
     /// stay where they are; once released, a later call gives their pages back too.
-    pub(crate) fn give_back_pages(&self) -> usize {
+    ///
+    /// `lapped`: the block's claims lap all of it ([`without_edge`](Self::without_edge)):
+    /// the pages of every free run are given back, and the edge stays at the end.
+    pub(crate) fn give_back_pages(&self, lapped: bool) -> usize {
         self.close();
-        let live: usize = (self.regions_from(0))
-            .filter(|&(_, h)| count(h) != 0)
-            .map(|(_, h)| span(h))
-            .sum();
         let edge = self.edge.get();
-        let keep = round_up(live.saturating_mul(2), WORD)
-            .max(EDGE_STEP.min(self.len / 16))
-            .min(self.len);
-        if keep >= edge {
-            return 0;
-        }
+        let keep = if lapped {
+            0
+        } else {
+            let live: usize = (self.regions_from(0))
+                .filter(|&(_, h)| count(h) != 0)
+                .map(|(_, h)| span(h))
+                .sum();
+            let keep = round_up(live.saturating_mul(2), WORD)
+                .max(EDGE_STEP.min(self.len / 16))
+                .min(self.len);
+            if keep >= edge {
+                return 0;
+            }
+            self.edge.set(keep);
+            keep
+        };
         // Claims start over from the block start, a region boundary whatever is merged
         // below: the head may lie inside a run about to become one region (a header
         // no more, whose old span may reach into the pages given back).
         self.set_head(0);
-        self.edge.set(keep);
         let (mut given, mut run) = (0, None);
         let mut off = 0;
         while off < self.len {
@@ -1280,10 +1320,17 @@ impl BlockCtl {
             return 0;
         }
         let pages = self.regions.as_ptr().wrapping_add(lo - base);
+        // Below the old edge, every page was touched; where claims lap the whole block
+        // (`keep` 0: see `give_back_pages`), those still resident.
+        let given = if keep == 0 {
+            resident_bytes(pages, hi - lo)
+        } else {
+            hi - lo
+        };
         // SAFETY: whole pages inside the run past its header, in this block's allocation:
         // free memory nobody reads before a claim writes a header there again.
-        if unsafe { discard_pages(pages, hi - lo) } {
-            hi - lo
+        if given != 0 && unsafe { discard_pages(pages, hi - lo) } {
+            given
         } else {
             0
         }

@@ -438,6 +438,7 @@ pub struct Ring {
     waits: Cell<u64>,
     /// Bytes of pages given back to the system so far.
     given_back: Cell<u64>,
+
     /// A `Grow` ring's walks since it last looked at the time, and when it last gave its
     /// free pages back (see `give_back_if_due`).
     #[cfg(real_std)]
@@ -583,12 +584,41 @@ impl Ring {
     /// # drop(kept);
     /// ```
     pub fn give_back_pages(&self) -> usize {
+        self.give_back_pages_of(false)
+    }
+
+    /// [`give_back_pages`](Self::give_back_pages), `lapped` for a ring made to
+    /// [`lap_whole`](Self::lap_whole).
+    fn give_back_pages_of(&self, lapped: bool) -> usize {
         let given: usize = (self.blocks().iter())
             // SAFETY: the ring's blocks stay alive while the ring does.
-            .map(|b| unsafe { b.as_ref() }.give_back_pages())
+            .map(|b| unsafe { b.as_ref() }.give_back_pages(lapped))
             .sum();
         self.given_back.set(self.given_back.get() + given as u64);
         given
+    }
+
+    /// Lets claims lap the whole of each block of the ring (made so far), with no edge
+    /// of the memory handed out (see `BlockCtl::edge`): all its pages are touched as
+    /// soon as claims have gone round once. For a ring whose regions go back about in
+    /// the order they came (a pool's read ring), where the edge would only shorten the
+    /// window. Its free pages then go back with
+    /// [`give_back_lapped_pages`](Self::give_back_lapped_pages).
+    #[cfg(real_std)]
+    pub(crate) fn lap_whole(&self) {
+        for b in self.blocks() {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            unsafe { b.as_ref() }.without_edge();
+        }
+    }
+
+    /// [`give_back_pages`](Self::give_back_pages) for a ring made to
+    /// [`lap_whole`](Self::lap_whole): the pages of every free run go back (counted as
+    /// far as they were resident), and claims still lap the whole block, touching them
+    /// again as they come round (for a ring claims have left alone a while).
+    #[cfg(real_std)]
+    pub(crate) fn give_back_lapped_pages(&self) -> usize {
+        self.give_back_pages_of(true)
     }
 
     /// What the ring has counted so far: its waits, heap fallbacks and pages given

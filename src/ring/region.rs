@@ -210,6 +210,24 @@ impl Ring {
         Some(region_span(hdr))
     }
 
+    /// Splits the region led by `hdr`, in one of this ring's blocks, after `keep` bytes
+    /// (a multiple of [`WORD`], at least the header and the data in use): the rest,
+    /// if it holds `least` data bytes, becomes a region of its own with one handle (see
+    /// [`BlockCtl::split`]). `None` (nothing changed): too short, or not this ring's.
+    ///
+    /// # Safety
+    /// As for [`shrink_in_place`](Self::shrink_in_place).
+    #[cfg(real_std)]
+    #[inline]
+    pub(crate) unsafe fn split_in_place(
+        &self,
+        hdr: NonNull<Header>,
+        keep: usize,
+        least: usize,
+    ) -> Option<Claim> {
+        self.block_of(hdr)?.split(hdr, keep, least)
+    }
+
     /// Moves the region led by `hdr` (data right after its header, `len` bytes of it in
     /// use) to the first place of its block, in the order a claim walks, where `bytes`
     /// data bytes fit, its own region counted free (see [`BlockCtl::relocate`]).
