@@ -54,22 +54,39 @@ struct QueueCase {
     keep_every: u64,
     /// Runs of each reader, alternated (FramedRead, ringmem, FramedRead, ...).
     reps: usize,
+    /// The budget of the process's pool, MiB.
+    budget_mib: usize,
 }
 
-/// The queue row's cases: 4 KiB frames, one in 10 kept (twice per reader: the figure
-/// the row is for) and one in 100; with `--full`, 1 KiB and 16 KiB frames too.
+/// The queue row's cases: 4 KiB frames, one in 10 kept, on a pool that holds what
+/// FramedRead's server keeps (twice per reader: the figure the row is for) and on the
+/// process's pool of [`POOL_MIB`], which does not; one in 100; with `--full`, 1 KiB and
+/// 16 KiB frames too, on the larger pool.
 fn queue_cases(cfg: &Config) -> Vec<QueueCase> {
-    let case = |size, keep_every, reps| QueueCase {
+    let case = |size, keep_every, reps, budget_mib| QueueCase {
         size,
         keep_every,
         reps,
+        budget_mib,
     };
-    let mut cases = vec![case(4096, 10, 2), case(4096, 100, 1)];
+    let mut cases = vec![
+        case(4096, 10, 2, KEEPING_MIB),
+        case(4096, 10, 1, POOL_MIB),
+        case(4096, 100, 1, POOL_MIB),
+    ];
     if cfg.scale >= 1.0 {
-        cases.extend([case(1024, 10, 1), case(16 << 10, 10, 1)]);
+        cases.extend([
+            case(1024, 10, 1, KEEPING_MIB),
+            case(16 << 10, 10, 1, KEEPING_MIB),
+        ]);
     }
     cases
 }
+
+/// The pool's budget, MiB, of the queue cases that keep 1 frame in 10: what
+/// FramedRead's server keeps there (some 52,000 frames of 4 KiB, 210 MB, held 2 s)
+/// fits with room to spare.
+const KEEPING_MIB: usize = 512;
 
 /// The budget of the process's pool, MiB (the child's `--budget-mib`), which
 /// `ringmem (new)` reads into.
@@ -202,9 +219,10 @@ fn server(
         row.into(),
         "--conns".into(),
         conns.to_string(),
-        "--budget-mib".into(),
-        POOL_MIB.to_string(),
     ];
+    if !extra.iter().any(|a| a == "--budget-mib") {
+        args.extend(["--budget-mib".into(), POOL_MIB.to_string()]);
+    }
     args.extend_from_slice(extra);
     let out = child(&args)?;
     parse_records(&out)?
@@ -647,7 +665,7 @@ fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
     let mut parts = Vec::new();
     let mut trouble = Vec::new();
     for (case, runs) in cases {
-        let label = format!("{}, keep 1 in {}", size_label(case.size), case.keep_every);
+        let label = queue_label(case);
         let mut row = |what: &str, f: &dyn Fn(&Record) -> Option<f64>| {
             t.rows.push(Row {
                 params: vec![label.clone(), what.into()],
@@ -715,7 +733,8 @@ fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
              runs alternate (FramedRead, ringmem (new), FramedRead, ...); a cell is the median \
              of its runs. Ring each is left out of this table to keep the main job short: \
              `--server 'ringmem (ring each)'` runs it by hand. The process's pool has a \
-             budget of {POOL_MIB} MiB, which bounds what ringmem (new) holds: where the frames \
+             budget of {POOL_MIB} MiB ({KEEPING_MIB} MiB where the row says so: room for what \
+             FramedRead's server keeps), which bounds what ringmem (new) holds: where the frames \
              FramedRead's server holds would not fit in it, ringmem (new)'s readers wait for \
              room, or take frames that no gap between those held fits from the heap, paid for \
              with the gaps (its pool bytes in use near the budget; the pool's counts of both \
@@ -734,6 +753,21 @@ fn queue_table(cases: &[(QueueCase, QueueRuns)]) -> Table {
     t
 }
 
+/// A queue case's name: its frames, what it keeps, and its pool's budget where that is
+/// not [`POOL_MIB`].
+fn queue_label(case: &QueueCase) -> String {
+    let pool = if case.budget_mib == POOL_MIB {
+        String::new()
+    } else {
+        format!(", {} MiB pool", case.budget_mib)
+    };
+    format!(
+        "{}, keep 1 in {}{pool}",
+        size_label(case.size),
+        case.keep_every
+    )
+}
+
 /// The runs of a queue case: each reader in turn, `case.reps` times.
 fn queue_runs(case: QueueCase) -> QueueRuns {
     let extra: Vec<String> = [
@@ -742,11 +776,12 @@ fn queue_runs(case: QueueCase) -> QueueRuns {
         ("--hold", QUEUE_HOLD.to_string()),
         ("--pipeline", QUEUE_PIPELINE.to_string()),
         ("--secs", QUEUE_SECS.to_string()),
+        ("--budget-mib", case.budget_mib.to_string()),
     ]
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v])
     .collect();
-    let label = format!(", {}, keep 1 in {}", size_label(case.size), case.keep_every);
+    let label = format!(", {}", queue_label(&case));
     let mut runs: QueueRuns = QUEUE_READERS.iter().map(|_| Vec::new()).collect();
     for _ in 0..case.reps {
         for (col, &k) in QUEUE_READERS.iter().enumerate() {
@@ -927,6 +962,7 @@ mod tests {
             size: 4096,
             keep_every: 10,
             reps: 2,
+            budget_mib: POOL_MIB,
         };
         let t = queue_table(&[(case, runs)]);
         let verdict = t.notes.last().unwrap();
