@@ -1140,6 +1140,7 @@ mod tests {
     /// given back unread is too: parked as the shard's spare, taken by the next claim
     /// that it holds, without a walk; counted free.
     #[test]
+    #[cfg(feature = "tokio")] // `give_back`: an async reader's, going idle
     fn a_read_regions_rest_serves_the_next_read() {
         use crate::ring::HDR;
         let pool = ReadPool::new(1 << 20);
