@@ -1239,7 +1239,7 @@ mod tests {
         assert!(copied >= 180, "{copied} of 200 frames copied");
     }
 
-    /// The first try of a claim on a pool walks it: room left by a release behind the    /// The first try of a claim on a pool walks it: room left by a release behind the
+    /// The first try of a claim on a pool walks it: room left by a release behind the
     /// oldest live region serves, where a plain claim looks at the oldest region only.
     #[test]
     fn a_first_try_on_a_pool_walks_it() {

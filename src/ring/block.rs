@@ -1158,8 +1158,8 @@ impl BlockCtl {
     /// Splits the live region led by `hdr` after `keep` bytes (a multiple of [`WORD`],
     /// at least the header): the rest becomes a region of its own with one handle,
     /// returned as a claim of it (data right after its header). `None` (nothing changed)
-    /// when the rest would have fewer than `least` data bytes (or none). The window and the walk's
-    /// scan are untouched: the two regions tile what the one did, both live.
+    /// when the rest would have fewer than `least` data bytes (or none). The window and
+    /// the walk's scan are untouched: the two regions tile what the one did, both live.
     #[cfg(real_std)]
     pub(crate) fn split(&self, hdr: NonNull<Header>, keep: usize, least: usize) -> Option<Claim> {
         debug_assert!(keep % WORD == 0 && keep >= HDR, "bad split at {keep}");
