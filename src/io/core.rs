@@ -241,8 +241,7 @@ impl<D: Decoder> Core<D> {
             return Step::Alloc { need, least: need };
         }
         let read_size = self.bulk_read();
-        let slack = if self.top_up { read_size / 4 } else { 0 };
-        let bulk = need.max(read_size + slack);
+        let bulk = need.max(read_size + self.slack(read_size));
         // A line doubles, as above, so that its copies stay in proportion to it.
         let least = if self.open_ended {
             need.saturating_mul(2)
@@ -262,6 +261,16 @@ impl<D: Decoder> Core<D> {
             self.read_size.min(PROBE_READ)
         } else {
             self.read_size
+        }
+    }
+
+    /// The room a region for a read of `read_size` bytes has beyond it, for a top-up
+    /// ([`Step::TopUp`]): a quarter more, when the reader can read without waiting.
+    fn slack(&self, read_size: usize) -> usize {
+        if self.top_up {
+            read_size / 4
+        } else {
+            0
         }
     }
 
@@ -655,7 +664,7 @@ impl<D: Decoder> Core<D> {
         // on as a bulk read does.
         let probe = self.bulk_read();
         let bulk = if len == 0 && probe < self.read_size {
-            probe + if self.top_up { probe / 4 } else { 0 }
+            probe + self.slack(probe)
         } else {
             self.read_size
         };

@@ -1025,11 +1025,9 @@ impl Memory {
         buf.clear();
         match self {
             Memory::Own(_) => drop(buf),
+            // A region served from the heap is released as it goes (with the closure).
             Memory::Pool(pool) => {
-                let mut buf = Some(buf);
-                let addr = buf.as_ref().map_or(0, |b| b.as_ptr() as usize);
-                // A region served from the heap is released as it goes.
-                _ = pool.with_rings_of(addr, |rings, _| rings.park(buf.take().expect("once")));
+                _ = pool.with_rings_of(buf.as_ptr() as usize, move |rings, _| rings.park(buf));
             }
         }
     }

@@ -1171,10 +1171,10 @@ impl BlockCtl {
             return None;
         }
         let tail = self.hdr_ptr(off + keep);
+        // A plain write: the new region reaches other threads as the handle made below,
+        // through a synchronising channel that carries this write with it (as a claim's).
         // SAFETY: `off + keep` is inside our own region (`keep + HDR <= have`), on a word
-        // boundary; its bytes are ours, and become the new region's header. A plain
-        // write: the new region reaches other threads as the handle made below, through
-        // a synchronising channel that carries this write with it (as a claim's does).
+        // boundary; its bytes are ours, and become the new region's header.
         unsafe { tail.write(Header::new(pack(have - keep, 1))) };
         // SAFETY: `hdr` is ours (see above).
         unsafe { self.hdr(off) }.store(pack(keep, count(h)), Ordering::Relaxed);

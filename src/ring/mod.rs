@@ -438,7 +438,6 @@ pub struct Ring {
     waits: Cell<u64>,
     /// Bytes of pages given back to the system so far.
     given_back: Cell<u64>,
-
     /// A `Grow` ring's walks since it last looked at the time, and when it last gave its
     /// free pages back (see `give_back_if_due`).
     #[cfg(real_std)]
