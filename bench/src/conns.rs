@@ -6,7 +6,8 @@
 //! reader's), the clients in another.
 //!
 //! - `idle`: every client sends a 1 KiB and a 16 KiB frame, then stays open and idle;
-//!   the server's resident set and address space over its baseline, per connection.
+//!   the server's resident set and address space over its baseline, per connection,
+//!   once they have idled 2.5 s.
 //! - `active`: after that burst, a tenth of the connections stream 1 KiB frames as
 //!   fast as they can; their frames per second, each frame's latency (the client
 //!   stamps the wall clock, `SystemTime`, into the payload when it hands the frame to
@@ -55,6 +56,12 @@ const STAMP: usize = 8;
 /// The burst of every connection: a 1 KiB frame, then a 16 KiB frame (payloads of
 /// zeros: a zero stamp marks them as not timed).
 const BURST: [usize; 2] = [1024, 16 << 10];
+
+/// How long the `idle` row's connections idle before the resident set is read: what
+/// they cost idle, past the instant after their burst (a `ReadPool` gives its free
+/// pages back a second or two after claims stop; `FramedRead`'s buffers stay as they
+/// are).
+const IDLE_FOR: Duration = Duration::from_millis(2500);
 
 /// No frame for this long: the run is stalled.
 pub const STALL: Duration = Duration::from_secs(5);
@@ -635,7 +642,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     }
     match s.row {
         Row::Idle => {
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(IDLE_FOR);
             field("base_rss_kib", base_rss as f64);
             field("base_vm_kib", base_vm as f64);
             field("rss_kib", status_kib("VmRSS") as f64);

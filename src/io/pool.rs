@@ -34,15 +34,14 @@ use core::cell::Cell;
 use core::fmt;
 use core::ops::Deref;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, TryLockError};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, TryLockError, Weak};
 
 use crate::buf::hopeless;
 use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
-// How often claims give the pool's free pages back, at most: the walk over every header
-// and the page faults of pages given back that claims touch again are paid once a
-// second at most (for a 16 MiB shard, some 4,000 pages).
+// The sweeper's tick: the walk over every header and the page faults of pages given
+// back that claims touch again are paid once a second at most (for a 16 MiB shard,
+// some 4,000 pages).
 use crate::ring::GIVE_BACK_EVERY;
 use crate::ring::{HDR, WORD};
 use crate::sync::{Mutex, MutexGuard};
@@ -57,7 +56,9 @@ use crate::{FixedBuf, FixedBufMut, Ring, RingCounters, RingError, RingStats, Wai
 /// - **Cost.** The readers' address space is the budget; its pages are touched only as
 ///   far as live buffers reach. A reader holds at most one read region (80 KiB by
 ///   default) between polls, an idle async one none. A kept frame costs its own bytes
-///   (frames of up to 16 KiB that outlive their read are copied out of it).
+///   (frames of up to 16 KiB that outlive their read are copied out of it). Free pages
+///   go back to the system a second or two after claims stop touching them (see
+///   [`give_back_pages`](Self::give_back_pages)).
 /// - **When full.** Readers wait for a release instead of failing, only when what is
 ///   held leaves too few bytes for the next frame: one that no gap between frames kept
 ///   fits comes from the heap, paid for by holding as many bytes of the gaps, so what is
@@ -105,10 +106,8 @@ struct Shared {
     block_len: usize,
     /// The most bytes one region can have (`Ring::largest_fit` of the larger ring), fixed.
     fit: usize,
-    /// When the pool was made, and when claims last gave its free pages back, in
-    /// milliseconds after that (see [`GIVE_BACK_EVERY`]).
-    born: Instant,
-    gave_back: AtomicU64,
+    /// Whether the pool's sweeper runs (see [`sweep`]).
+    sweeping: AtomicBool,
     /// [`RingCounters`]' waits and bytes given back, for the whole pool.
     waits: AtomicU64,
     given_back: AtomicU64,
@@ -166,6 +165,70 @@ impl Shared {
     }
 }
 
+/// The pool's sweeper, a thread that gives the free pages of its rings back to the
+/// system: once a tick ([`GIVE_BACK_EVERY`]) while claims come, a read ring's only
+/// when no claim came to its shard for a tick (within a lap, claims would touch them
+/// again, a fault each), and once more when none came to any shard; then it stops, and
+/// the next claim starts it again. So a spike's pages go back a tick or two after
+/// claims run below it, and those of a server whose connections all went idle, which
+/// no claim is left to give back, too; an idle process has no such thread. It ends
+/// with the pool (it holds a `Weak`).
+///
+/// Stopping races with claims, and loses none: it lowers [`Shared::sweeping`], then
+/// looks at every shard's claim count under its lock. A claim counts under that lock
+/// and then reads the flag: one made before the sweeper's look, it sees, and goes on
+/// for; one made after reads the flag lowered (the lock orders the two), and starts a
+/// sweeper. Whichever raises the flag again first runs; the other leaves it.
+fn sweep(pool: &Weak<Shared>) {
+    // Each shard's claims at the last tick.
+    let mut seen = Vec::new();
+    loop {
+        std::thread::sleep(GIVE_BACK_EVERY);
+        let Some(shared) = pool.upgrade() else {
+            return;
+        };
+        if shared.sweep_tick(&mut seen) {
+            continue;
+        }
+        // Relaxed: ordered by the shards' locks (above).
+        shared.sweeping.store(false, Ordering::Relaxed);
+        if !shared.claimed_since(&seen) || shared.sweeping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+    }
+}
+
+/// The sweeper's stack: it walks headers, gives pages back, and runs the wake-ups its
+/// releases owe (executors' wakers).
+const SWEEPER_STACK: usize = 256 << 10;
+
+impl Shared {
+    /// A tick of the sweeper (see [`sweep`]): gives back the free pages of every shard
+    /// whose lock is free, its read ring's where no claim came since the last tick
+    /// (`seen`, each shard's claim count then, which it updates). Whether claims came.
+    fn sweep_tick(&self, seen: &mut Vec<u64>) -> bool {
+        seen.resize(self.shards.len(), u64::MAX);
+        let (mut busy, mut given) = (false, 0);
+        for (shard, seen) in self.shards.iter().zip(seen.iter_mut()) {
+            let Some(rings) = try_lock(shard) else {
+                busy = true;
+                continue;
+            };
+            let quiet = rings.claims.get() == *seen;
+            *seen = rings.claims.get();
+            busy |= !quiet;
+            given += rings.give_back_pages(quiet);
+        }
+        self.count_given_back(given);
+        busy
+    }
+
+    /// Whether a claim came to any shard since its count was `seen`.
+    fn claimed_since(&self, seen: &[u64]) -> bool {
+        (self.shards.iter().zip(seen)).any(|(shard, &seen)| lock(shard).claims.get() != seen)
+    }
+}
+
 /// One part of a pool: its rings, behind one lock.
 struct Shard {
     rings: Mutex<Rings>,
@@ -190,9 +253,8 @@ struct Rings {
     /// did not read into (see [`Rings::park`]): the next read region, without a walk.
     /// First, so that it is released before the rings are dropped.
     spare: Cell<Option<FixedBufMut>>,
-    /// When the last claim was tried here, in milliseconds after the pool was made
-    /// (see [`give_back_pages`](Self::give_back_pages)).
-    claimed: Cell<u64>,
+    /// Claims tried here so far: the sweeper looks at it once a tick (see [`sweep`]).
+    claims: Cell<u64>,
     /// Read regions, and copies while the copy ring has no room.
     reads: Ring,
     /// Copies of short frames.
@@ -261,17 +323,14 @@ impl Rings {
     }
 
     /// Gives the rings' free pages back (`Ring::give_back_pages`); returns their bytes.
-    /// The read ring of a split shard, which claims lap whole, only `at` a time
-    /// [`GIVE_BACK_EVERY`] or more after the shard's last claim (`None`: now): while
-    /// claims go on, they would touch its pages again within a lap, a fault each.
-    fn give_back_pages(&self, at: Option<u64>) -> usize {
+    /// The read ring of a split shard, which claims lap whole, only when `quiet` (no
+    /// claim came for a while): while claims go on, they would touch its pages again
+    /// within a lap, a fault each.
+    fn give_back_pages(&self, quiet: bool) -> usize {
         self.return_spare();
         let Some(copies) = &self.copies else {
             return self.reads.give_back_pages();
         };
-        let quiet = at.is_none_or(|now| {
-            now.saturating_sub(self.claimed.get()) >= GIVE_BACK_EVERY.as_millis() as u64
-        });
         let reads = if quiet {
             self.reads.give_back_lapped_pages()
         } else {
@@ -440,7 +499,7 @@ impl ReadPool {
                 Ok(Shard {
                     rings: Mutex::new(Rings {
                         spare: Cell::new(None),
-                        claimed: Cell::new(0),
+                        claims: Cell::new(0),
                         reads,
                         copies,
                     }),
@@ -466,8 +525,7 @@ impl ReadPool {
                 block_len,
                 fit,
                 shards,
-                born: Instant::now(),
-                gave_back: AtomicU64::new(0),
+                sweeping: AtomicBool::new(false),
                 waits: AtomicU64::new(0),
                 given_back: AtomicU64::new(0),
                 heap: Arc::default(),
@@ -562,10 +620,12 @@ impl ReadPool {
     }
 
     /// Gives back to the system the pages of free memory past what each ring of the
-    /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. Claims do
-    /// it by themselves, once a second at most (for every shard whose lock is free):
-    /// after a spike of frames held, the resident memory follows the frames held again.
-    /// A call walks every region header under each shard's lock in turn.
+    /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. A thread of
+    /// the pool's does it by itself once a second while claims come, and once after
+    /// they stop (for every shard whose lock is free), then ends until the next claim:
+    /// after a spike of frames held, or once every reader is idle, the resident memory
+    /// follows the frames held again. A call walks every region header under each
+    /// shard's lock in turn.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
@@ -574,7 +634,7 @@ impl ReadPool {
     /// ```
     pub fn give_back_pages(&self) -> usize {
         let given = (self.shared.shards.iter())
-            .map(|shard| lock(shard).give_back_pages(None))
+            .map(|shard| lock(shard).give_back_pages(true))
             .sum();
         self.shared.count_given_back(given);
         given
@@ -604,34 +664,6 @@ impl ReadPool {
         }
     }
 
-    /// Gives the free pages of every shard whose lock is free back, if no claim has
-    /// since [`GIVE_BACK_EVERY`]: so a spike's pages go back once claims run below it
-    /// again, in the shards they use and in those they no longer do.
-    ///
-    /// Returns the time, in milliseconds after the pool was made.
-    fn give_back_if_due(&self) -> u64 {
-        let shared = &*self.shared;
-        let now = shared.born.elapsed().as_millis() as u64;
-        // Relaxed: a time, which only decides who gives back; the locks order the rest.
-        let last = shared.gave_back.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < GIVE_BACK_EVERY.as_millis() as u64 {
-            return now;
-        }
-        // One claim gives back; the others go on (Relaxed: as above).
-        let won =
-            shared
-                .gave_back
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed);
-        if won.is_ok() {
-            let given = (shared.shards.iter())
-                .filter_map(try_lock)
-                .map(|rings| rings.give_back_pages(Some(now)))
-                .sum();
-            shared.count_given_back(given);
-        }
-        now
-    }
-
     /// What `f` claims from a shard: the thread's own shard if its lock is free, then
     /// the others whose locks are free, then those whose locks were held, waiting for
     /// each. The shard that serves becomes the thread's own.
@@ -639,14 +671,46 @@ impl ReadPool {
     /// A shard `f` found no room in is not tried again: on a full pool `f` walks each
     /// ring, and a claim that fails goes on to wait, armed before its next try, so room
     /// made meanwhile wakes it (see `wait::block_until`).
+    ///
+    /// Each shard tried counts a claim, and a claim that finds the pool's sweeper
+    /// stopped starts it (see [`sweep`]).
     fn claim<T>(&self, mut f: impl FnMut(&Rings) -> Option<T>) -> Option<T> {
+        // Whether the sweeper was found stopped, under a shard's lock.
+        let mut stopped = false;
+        let claimed = self.claim_in_shards(|rings| {
+            rings.claims.set(rings.claims.get() + 1);
+            // Relaxed: the shard's lock orders it after the sweeper's stop.
+            stopped |= !self.shared.sweeping.load(Ordering::Relaxed);
+            f(rings)
+        });
+        if stopped {
+            self.start_sweeper();
+        }
+        claimed
+    }
+
+    /// Starts the pool's sweeper (see [`sweep`]) unless it runs. A thread the system
+    /// refuses is not asked for again: pages then go back on
+    /// [`give_back_pages`](Self::give_back_pages) only. Under Miri, which gives no page
+    /// back, there is none.
+    #[cold]
+    fn start_sweeper(&self) {
+        // Relaxed: the flag only says which claim starts it; the shards' locks order
+        // the rest (see `sweep`).
+        if self.shared.sweeping.swap(true, Ordering::Relaxed) || cfg!(miri) {
+            return;
+        }
+        let pool = Arc::downgrade(&self.shared);
+        _ = std::thread::Builder::new()
+            .name("ringmem-pool-sweep".into())
+            .stack_size(SWEEPER_STACK)
+            .spawn(move || sweep(&pool));
+    }
+
+    /// [`claim`](Self::claim)'s search of the shards.
+    fn claim_in_shards<T>(&self, mut f: impl FnMut(&Rings) -> Option<T>) -> Option<T> {
         let shards = &self.shared.shards;
         let n = shards.len();
-        let now = self.give_back_if_due();
-        let mut f = |rings: &Rings| {
-            rings.claimed.set(now);
-            f(rings)
-        };
         if n == 1 {
             return f(&lock(&shards[0]));
         }
@@ -1177,9 +1241,36 @@ mod tests {
     #[test]
     fn a_read_ring_gives_its_pages_back_once_quiet() {
         let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
+        // No sweeper: this test gives back itself.
+        pool.shared.sweeping.store(true, Ordering::Relaxed);
         let mem = Memory::Pool(pool.clone());
-        let every = GIVE_BACK_EVERY.as_millis() as u64;
-        // A lap of the read ring, each region written (its pages touched) and dropped.
+        let reads = lap_the_read_ring(&mem);
+        let rings = lock(&pool.shared.shards[0]);
+        let given = rings.give_back_pages(true);
+        assert!(
+            !GIVES_BACK || given >= reads / 2,
+            "{given} bytes given back"
+        );
+        // Only those resident count.
+        assert_eq!(rings.give_back_pages(true), 0);
+        drop(rings);
+        let mut r = mem.first_try(64 << 10, 64 << 10).unwrap();
+        r.try_extend_from_slice(&vec![1; r.capacity()]).unwrap();
+        drop(r);
+        let rings = lock(&pool.shared.shards[0]);
+        let busy = rings.give_back_pages(false);
+        assert_eq!(busy, 0, "a read ring in use keeps its pages");
+        let quiet = rings.give_back_pages(true);
+        assert!(!GIVES_BACK || quiet >= 60 << 10, "{quiet} bytes given back");
+    }
+
+    /// Whether pages given back are counted: on the targets `discard_pages` serves.
+    const GIVES_BACK: bool = cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri)));
+
+    /// Claims, writes and drops regions of `mem`'s first read ring for two laps of it,
+    /// touching its pages; returns its bytes.
+    fn lap_the_read_ring(mem: &Memory) -> usize {
+        let pool = mem.pool().unwrap();
         let reads = lock(&pool.shared.shards[0]).reads.block_len();
         let mut claimed = 0;
         while claimed < 2 * reads {
@@ -1187,24 +1278,34 @@ mod tests {
             claimed += r.capacity();
             r.try_extend_from_slice(&vec![1; r.capacity()]).unwrap();
         }
-        let gives_back = cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri)));
-        let rings = lock(&pool.shared.shards[0]);
-        let given = rings.give_back_pages(None);
+        reads
+    }
+
+    /// The sweeper gives a read ring's pages back once claims stop, though no claim is
+    /// left to do it (a server whose connections all went idle), and then stops; the
+    /// next claim starts it again.
+    #[test]
+    #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
+    fn the_sweeper_gives_pages_back_once_claims_stop() {
+        use std::time::{Duration, Instant};
+        let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
+        let mem = Memory::Pool(pool.clone());
+        let reads = lap_the_read_ring(&mem);
+        let sweeping = || pool.shared.sweeping.load(Ordering::Relaxed);
+        assert!(sweeping(), "a claim starts the sweeper");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sweeping() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!sweeping(), "the sweeper stops once claims have");
+        let given = pool.counters().bytes_given_back as usize;
         assert!(
-            !gives_back || given >= reads / 2,
+            !GIVES_BACK || given >= reads / 2,
             "{given} bytes given back"
         );
-        // Only those resident count.
-        assert_eq!(rings.give_back_pages(None), 0);
-        drop(rings);
-        let mut r = mem.first_try(64 << 10, 64 << 10).unwrap();
-        r.try_extend_from_slice(&vec![1; r.capacity()]).unwrap();
-        drop(r);
-        let rings = lock(&pool.shared.shards[0]);
-        let busy = rings.give_back_pages(Some(rings.claimed.get() + every / 2));
-        assert_eq!(busy, 0, "a read ring in use keeps its pages");
-        let quiet = rings.give_back_pages(Some(rings.claimed.get() + every));
-        assert!(!gives_back || quiet >= 60 << 10, "{quiet} bytes given back");
+        assert_eq!(pool.give_back_pages(), 0, "the sweeper gave them all back");
+        drop(mem.first_try(64, 64).unwrap());
+        assert!(sweeping(), "a claim starts it again");
     }
 
     /// A reader whose frames are kept copies them to the copy ring, also those read one

@@ -234,8 +234,8 @@ impl RingBuilder {
     }
 }
 
-/// How often a `Grow` ring, and a `ReadPool`'s claims, give free pages back by
-/// themselves, at most (see `Ring::give_back_if_due`).
+/// How often a `Grow` ring, and a `ReadPool`'s sweeper, give free pages back by
+/// themselves, at most (see `Ring::give_back_if_due`, `io::pool::sweep`).
 #[cfg(real_std)]
 pub(crate) const GIVE_BACK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -567,8 +567,9 @@ impl Ring {
     /// ring: after a spike, the resident memory follows the buffers held again.
     ///
     /// It walks every region header: a call a second (a server's timer) costs little.
-    /// A [`WhenFull::Grow`] ring and the framed readers' `ReadPool` do it by themselves
-    /// (feature `std`), once a second at most, from the claims that walk.
+    /// A [`WhenFull::Grow`] ring does it by itself (feature `std`), once a second at
+    /// most, from the claims that walk; the framed readers' `ReadPool` from a thread of
+    /// its own while claims come and once after they stop.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4 << 20);
