@@ -394,6 +394,86 @@ pub(crate) mod model {
     }
 }
 
+/// The run flag of a helper thread that works while work comes and stops once none has
+/// (a `ReadPool`'s sweeper, `io::pool::sweep`), without missing work that comes as it
+/// stops. Work is counted under locks the helper also takes to look at it:
+///
+/// - who brings work counts it under its lock and, under that lock, asks
+///   [`stopped`](Self::stopped); if so, after letting the lock go, [`start`](Self::start)
+///   says whether it is the one to start a helper;
+/// - the helper, finding no work, calls [`stop`](Self::stop), which lowers the flag and
+///   then looks at the counts under their locks: work counted before its look it sees,
+///   and goes on (unless a starter raised the flag first); work counted after reads the
+///   flag lowered (the lock orders the two), and starts a helper. So after work comes,
+///   exactly one helper runs (the loom model `a_helper_that_stops_misses_no_work`).
+///
+/// Relaxed throughout: the locks order what matters, and the swap makes one starter.
+#[cfg(any(real_std, all(test, loom)))]
+pub(crate) struct RunFlag(AtomicBool);
+
+#[cfg(any(real_std, all(test, loom)))]
+impl RunFlag {
+    /// A flag that says "stopped".
+    pub(crate) fn new() -> RunFlag {
+        RunFlag(AtomicBool::new(false))
+    }
+
+    /// Whether no helper runs; asked under the lock the work was counted under.
+    #[inline]
+    pub(crate) fn stopped(&self) -> bool {
+        !self.0.load(Ordering::Relaxed)
+    }
+
+    /// Raises the flag: whether this caller raised it, and so starts the helper.
+    pub(crate) fn start(&self) -> bool {
+        !self.0.swap(true, Ordering::Relaxed)
+    }
+
+    /// The helper's stop, `worked_since` looking at the work counts under their locks:
+    /// whether the helper goes on (work came, and no starter took its place).
+    pub(crate) fn stop(&self, worked_since: impl FnOnce() -> bool) -> bool {
+        if switch::on("mutant_look_then_stop") {
+            // The known bug: work counted between the look and the store is lost.
+            let worked = worked_since();
+            self.0.store(false, Ordering::Relaxed);
+            return worked && self.start();
+        }
+        self.0.store(false, Ordering::Relaxed);
+        worked_since() && self.start()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod run_flag_tests {
+    use super::model::{run_model, thread};
+    use super::{Mutex, RunFlag};
+    use std::sync::Arc;
+
+    /// A helper stopping while work comes on another thread: afterwards exactly one
+    /// helper runs, the old one going on or one the work started.
+    #[test]
+    fn a_helper_that_stops_misses_no_work() {
+        run_model("a_helper_that_stops_misses_no_work", || {
+            let shared = Arc::new((Mutex::new(0u64), RunFlag::new()));
+            assert!(shared.1.start(), "the helper runs");
+            let work = shared.clone();
+            let comes = thread::spawn(move || {
+                let stopped = {
+                    let mut count = work.0.lock().unwrap();
+                    *count += 1;
+                    work.1.stopped()
+                };
+                stopped && work.1.start()
+            });
+            // The helper saw no work at its last look (count 0), and stops.
+            let goes_on = shared.1.stop(|| *shared.0.lock().unwrap() != 0);
+            let started = comes.join().unwrap();
+            assert!(goes_on != started, "goes on: {goes_on}, started: {started}");
+            assert!(!shared.1.stopped());
+        });
+    }
+}
+
 /// `r` itself, through a pointer whose origin the compiler cannot see.
 ///
 /// For thread-local state that every call updates (`OneRingAlloc`'s chunk cursor). On

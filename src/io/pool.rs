@@ -34,7 +34,7 @@ use core::cell::Cell;
 use core::fmt;
 use core::ops::Deref;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError, Weak};
 
 use crate::buf::hopeless;
@@ -44,7 +44,7 @@ use crate::ring::wait::{block_until, hold_wakes, HeldWakes, Span};
 // some 4,000 pages).
 use crate::ring::GIVE_BACK_EVERY;
 use crate::ring::{HDR, WORD};
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{Mutex, MutexGuard, RunFlag};
 use crate::{FixedBuf, FixedBufMut, Ring, RingCounters, RingError, RingStats, WaitError, WhenFull};
 
 /// Memory for many framed readers under one byte budget, whatever thread polls them: a
@@ -107,7 +107,7 @@ struct Shared {
     /// The most bytes one region can have (`Ring::largest_fit` of the larger ring), fixed.
     fit: usize,
     /// Whether the pool's sweeper runs (see [`sweep`]).
-    sweeping: AtomicBool,
+    sweeping: RunFlag,
     /// [`RingCounters`]' waits and bytes given back, for the whole pool.
     waits: AtomicU64,
     given_back: AtomicU64,
@@ -174,11 +174,9 @@ impl Shared {
 /// no claim is left to give back, too; an idle process has no such thread. It ends
 /// with the pool (it holds a `Weak`).
 ///
-/// Stopping races with claims, and loses none: it lowers [`Shared::sweeping`], then
-/// looks at every shard's claim count under its lock. A claim counts under that lock
-/// and then reads the flag: one made before the sweeper's look, it sees, and goes on
-/// for; one made after reads the flag lowered (the lock orders the two), and starts a
-/// sweeper. Whichever raises the flag again first runs; the other leaves it.
+/// Stopping races with claims, and loses none ([`RunFlag`]'s protocol): a claim counts
+/// under its shard's lock and asks the flag there; the sweeper lowers it, then looks at
+/// every shard's claim count under its lock.
 fn sweep(pool: &Weak<Shared>) {
     // Each shard's claims at the last tick.
     let mut seen = Vec::new();
@@ -190,9 +188,7 @@ fn sweep(pool: &Weak<Shared>) {
         if shared.sweep_tick(&mut seen) {
             continue;
         }
-        // Relaxed: ordered by the shards' locks (above).
-        shared.sweeping.store(false, Ordering::Relaxed);
-        if !shared.claimed_since(&seen) || shared.sweeping.swap(true, Ordering::Relaxed) {
+        if !shared.sweeping.stop(|| shared.claimed_since(&seen)) {
             return;
         }
     }
@@ -525,7 +521,7 @@ impl ReadPool {
                 block_len,
                 fit,
                 shards,
-                sweeping: AtomicBool::new(false),
+                sweeping: RunFlag::new(),
                 waits: AtomicU64::new(0),
                 given_back: AtomicU64::new(0),
                 heap: Arc::default(),
@@ -679,8 +675,7 @@ impl ReadPool {
         let mut stopped = false;
         let claimed = self.claim_in_shards(|rings| {
             rings.claims.set(rings.claims.get() + 1);
-            // Relaxed: the shard's lock orders it after the sweeper's stop.
-            stopped |= !self.shared.sweeping.load(Ordering::Relaxed);
+            stopped |= self.shared.sweeping.stopped();
             f(rings)
         });
         if stopped {
@@ -695,9 +690,7 @@ impl ReadPool {
     /// back, there is none.
     #[cold]
     fn start_sweeper(&self) {
-        // Relaxed: the flag only says which claim starts it; the shards' locks order
-        // the rest (see `sweep`).
-        if self.shared.sweeping.swap(true, Ordering::Relaxed) || cfg!(miri) {
+        if !self.shared.sweeping.start() || cfg!(miri) {
             return;
         }
         let pool = Arc::downgrade(&self.shared);
@@ -1242,7 +1235,7 @@ mod tests {
     fn a_read_ring_gives_its_pages_back_once_quiet() {
         let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
         // No sweeper: this test gives back itself.
-        pool.shared.sweeping.store(true, Ordering::Relaxed);
+        assert!(pool.shared.sweeping.start());
         let mem = Memory::Pool(pool.clone());
         let reads = lap_the_read_ring(&mem);
         let rings = lock(&pool.shared.shards[0]);
@@ -1291,7 +1284,7 @@ mod tests {
         let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
         let mem = Memory::Pool(pool.clone());
         let reads = lap_the_read_ring(&mem);
-        let sweeping = || pool.shared.sweeping.load(Ordering::Relaxed);
+        let sweeping = || !pool.shared.sweeping.stopped();
         assert!(sweeping(), "a claim starts the sweeper");
         let deadline = Instant::now() + Duration::from_secs(30);
         while sweeping() && Instant::now() < deadline {
