@@ -414,6 +414,13 @@ pub(crate) struct RunFlag(AtomicBool);
 #[cfg(any(real_std, all(test, loom)))]
 impl RunFlag {
     /// A flag that says "stopped".
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> RunFlag {
+        RunFlag(AtomicBool::new(false))
+    }
+
+    /// A flag that says "stopped" (loom's atomics are not `const`).
+    #[cfg(loom)]
     pub(crate) fn new() -> RunFlag {
         RunFlag(AtomicBool::new(false))
     }

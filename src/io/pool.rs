@@ -106,7 +106,7 @@ struct Shared {
     block_len: usize,
     /// The most bytes one region can have (`Ring::largest_fit` of the larger ring), fixed.
     fit: usize,
-    /// Whether the pool's sweeper runs (see [`sweep`]).
+    /// Whether the pool is on the sweeper's list (see [`sweep`]).
     sweeping: RunFlag,
     /// [`RingCounters`]' waits and bytes given back, for the whole pool.
     waits: AtomicU64,
@@ -165,33 +165,58 @@ impl Shared {
     }
 }
 
-/// The pool's sweeper, a thread that gives the free pages of its rings back to the
-/// system: once a tick ([`GIVE_BACK_EVERY`]) while claims come, a read ring's only
-/// when no claim came to its shard for a tick (within a lap, claims would touch them
-/// again, a fault each), and once more when none came to any shard; then it stops, and
-/// the next claim starts it again. So a spike's pages go back a tick or two after
-/// claims run below it, and those of a server whose connections all went idle, which
-/// no claim is left to give back, too; an idle process has no such thread. It ends
-/// with the pool (it holds a `Weak`).
+/// The sweeper: one thread for every pool of the process, which gives the free pages of
+/// their rings back to the system. Once a tick ([`GIVE_BACK_EVERY`]) it looks at each
+/// pool that claims have come to ([`SWEPT`]): the free pages of every shard whose lock
+/// is free go back, a read ring's only when no claim came to its shard for a tick
+/// (within a lap, claims would touch them again, a fault each); a pool that had no
+/// claim at all since the last tick gives everything back and leaves the list, until
+/// its next claim puts it back. With no pool left the thread ends, until a claim starts
+/// it again. So a spike's pages go back a tick or two after claims run below it, and
+/// those of a server whose connections all went idle, which no claim is left to give
+/// back, too; an idle process has no such thread, and a process of many pools one.
 ///
-/// Stopping races with claims, and loses none ([`RunFlag`]'s protocol): a claim counts
-/// under its shard's lock and asks the flag there; the sweeper lowers it, then looks at
-/// every shard's claim count under its lock.
-fn sweep(pool: &Weak<Shared>) {
-    // Each shard's claims at the last tick.
-    let mut seen = Vec::new();
+/// Neither stop loses a claim ([`RunFlag`]'s protocol, twice): a claim counts under its
+/// shard's lock and asks the pool's flag there, and a pool put on the list asks the
+/// thread's flag under the list's lock; the sweeper lowers a flag, then looks at the
+/// claim counts (the list) under their locks.
+fn sweep() {
     loop {
         std::thread::sleep(GIVE_BACK_EVERY);
-        let Some(shared) = pool.upgrade() else {
-            return;
-        };
-        if shared.sweep_tick(&mut seen) {
-            continue;
-        }
-        if !shared.sweeping.stop(|| shared.claimed_since(&seen)) {
+        // Taken out, so that claims putting pools on the list wait for no tick.
+        let mut pools = core::mem::take(&mut *swept());
+        pools.retain_mut(|p| {
+            let Some(shared) = p.pool.upgrade() else {
+                return false;
+            };
+            shared.sweep_tick(&mut p.seen) || shared.sweeping.stop(|| shared.claimed_since(&p.seen))
+        });
+        let mut list = swept();
+        list.append(&mut pools);
+        let empty = list.is_empty();
+        drop(list);
+        if empty && !SWEEPER.stop(|| !swept().is_empty()) {
             return;
         }
     }
+}
+
+/// A pool the sweeper looks after (see [`sweep`]).
+struct Swept {
+    pool: Weak<Shared>,
+    /// Its shards' claim counts at the last tick.
+    seen: Vec<u64>,
+}
+
+/// The pools the sweeper looks after.
+static SWEPT: Mutex<Vec<Swept>> = Mutex::new(Vec::new());
+
+/// Whether the sweeper's thread runs.
+static SWEEPER: RunFlag = RunFlag::new();
+
+/// [`SWEPT`], locked (a panic under it left a list of pools, whole: go on).
+fn swept() -> MutexGuard<'static, Vec<Swept>> {
+    SWEPT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The sweeper's stack: it walks headers, gives pages back, and runs the wake-ups its
@@ -616,12 +641,12 @@ impl ReadPool {
     }
 
     /// Gives back to the system the pages of free memory past what each ring of the
-    /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. A thread of
-    /// the pool's does it by itself once a second while claims come, and once after
-    /// they stop (for every shard whose lock is free), then ends until the next claim:
-    /// after a spike of frames held, or once every reader is idle, the resident memory
-    /// follows the frames held again. A call walks every region header under each
-    /// shard's lock in turn.
+    /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. A thread
+    /// does it by itself (one for every pool of the process, named `ringmem-sweep`)
+    /// once a second while claims come, and once after they stop (for every shard whose
+    /// lock is free), then ends until the next claim: after a spike of frames held, or
+    /// once every reader is idle, the resident memory follows the frames held again. A
+    /// call walks every region header under each shard's lock in turn.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
@@ -684,20 +709,35 @@ impl ReadPool {
         claimed
     }
 
-    /// Starts the pool's sweeper (see [`sweep`]) unless it runs. A thread the system
-    /// refuses is not asked for again: pages then go back on
-    /// [`give_back_pages`](Self::give_back_pages) only. Under Miri, which gives no page
+    /// Puts the pool on the sweeper's list, and starts its thread unless it runs (see
+    /// [`sweep`]). A thread the system refuses is asked for again by the next pool's
+    /// first claim (pages meanwhile go back on
+    /// [`give_back_pages`](Self::give_back_pages) only). Under Miri, which gives no page
     /// back, there is none.
     #[cold]
     fn start_sweeper(&self) {
         if !self.shared.sweeping.start() || cfg!(miri) {
             return;
         }
-        let pool = Arc::downgrade(&self.shared);
-        _ = std::thread::Builder::new()
-            .name("ringmem-pool-sweep".into())
-            .stack_size(SWEEPER_STACK)
-            .spawn(move || sweep(&pool));
+        let start = {
+            let mut list = swept();
+            // Pools dropped while no thread ran.
+            list.retain(|p| p.pool.strong_count() != 0);
+            list.push(Swept {
+                pool: Arc::downgrade(&self.shared),
+                seen: Vec::new(),
+            });
+            SWEEPER.stopped()
+        };
+        if start && SWEEPER.start() {
+            let thread = std::thread::Builder::new()
+                .name("ringmem-sweep".into())
+                .stack_size(SWEEPER_STACK)
+                .spawn(sweep);
+            if thread.is_err() {
+                SWEEPER.stop(|| false);
+            }
+        }
     }
 
     /// [`claim`](Self::claim)'s search of the shards.
@@ -1275,8 +1315,8 @@ mod tests {
     }
 
     /// The sweeper gives a read ring's pages back once claims stop, though no claim is
-    /// left to do it (a server whose connections all went idle), and then stops; the
-    /// next claim starts it again.
+    /// left to do it (a server whose connections all went idle), and then lets the pool
+    /// go; the next claim puts it back on the sweeper's list.
     #[test]
     #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
     fn the_sweeper_gives_pages_back_once_claims_stop() {
@@ -1285,12 +1325,12 @@ mod tests {
         let mem = Memory::Pool(pool.clone());
         let reads = lap_the_read_ring(&mem);
         let sweeping = || !pool.shared.sweeping.stopped();
-        assert!(sweeping(), "a claim starts the sweeper");
+        assert!(sweeping(), "a claim puts the pool on the sweeper's list");
         let deadline = Instant::now() + Duration::from_secs(30);
         while sweeping() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(!sweeping(), "the sweeper stops once claims have");
+        assert!(!sweeping(), "the sweeper lets the pool go once claims stop");
         let given = pool.counters().bytes_given_back as usize;
         assert!(
             !GIVES_BACK || given >= reads / 2,
@@ -1298,7 +1338,29 @@ mod tests {
         );
         assert_eq!(pool.give_back_pages(), 0, "the sweeper gave them all back");
         drop(mem.first_try(64, 64).unwrap());
-        assert!(sweeping(), "a claim starts it again");
+        assert!(sweeping(), "a claim puts it back");
+    }
+
+    /// One sweeper thread serves every pool of the process: a claim on each of 32
+    /// pools starts no thread of its own.
+    #[test]
+    #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
+    #[cfg(target_os = "linux")]
+    fn pools_share_one_sweeper_thread() {
+        let pools: Vec<_> = (0..32).map(|_| ReadPool::new(64 << 10)).collect();
+        for pool in &pools {
+            drop(Memory::Pool(pool.clone()).first_try(64, 64).unwrap());
+            assert!(
+                !pool.shared.sweeping.stopped(),
+                "a claim puts it on the list"
+            );
+        }
+        let sweepers = (std::fs::read_dir("/proc/self/task").unwrap())
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .filter(|name| name.trim() == "ringmem-sweep")
+            .count();
+        // One; two while one that has just ended leaves.
+        assert!((1..=2).contains(&sweepers), "{sweepers} sweeper threads");
     }
 
     /// A reader whose frames are kept copies them to the copy ring, also those read one

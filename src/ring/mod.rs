@@ -568,8 +568,8 @@ impl Ring {
     ///
     /// It walks every region header: a call a second (a server's timer) costs little.
     /// A [`WhenFull::Grow`] ring does it by itself (feature `std`), once a second at
-    /// most, from the claims that walk; the framed readers' `ReadPool` from a thread of
-    /// its own while claims come and once after they stop.
+    /// most, from the claims that walk; the framed readers' `ReadPool`s from one thread
+    /// of the process while claims come and once after they stop.
     ///
     /// ```
     /// let ring = ringmem::Ring::new(4 << 20);
