@@ -6,9 +6,9 @@ use core::ops::{Deref, DerefMut};
 use core::ptr::{self, NonNull};
 
 use super::{CapacityError, FixedBuf};
-use crate::ring::{self, Claim, Header, WORD};
 #[cfg(real_std)]
-use crate::ring::{round_up, HDR};
+use crate::ring::HDR;
+use crate::ring::{self, round_up, Claim, Header, WORD};
 
 /// A writable buffer of fixed capacity in ring memory, like a `Vec<u8>` that never
 /// reallocates. `Send` and `Sync`; dropping it on any thread releases its region with
@@ -83,21 +83,29 @@ impl FixedBufMut {
         ring::carrying_span(n.max(1), WORD)
     }
 
-    /// Gives the whole pages of the buffer's capacity back to the system (see
-    /// `sync::discard_pages`): for a region held for its room alone, never written
-    /// or read, whose pages an earlier region touched. Its bytes read as zeros or as
-    /// they were; the length is cleared.
-    #[cfg(real_std)]
-    pub(crate) fn discard_pages(&mut self) {
-        use crate::sync::{discard_pages, PAGE};
+    /// Gives the whole pages of the buffer's first `upto` bytes of capacity (at most
+    /// all of it) back to the system (see `sync::discard_pages`): for a region held for
+    /// its room alone, never written or read, whose pages an earlier region touched.
+    /// Its bytes read as zeros or as they were; the length is cleared. Returns the
+    /// bytes of those pages that were resident (0 where none go back).
+    pub(crate) fn discard_pages(&mut self, upto: usize) -> usize {
+        use crate::sync::{discard_pages, resident_bytes, PAGE};
         self.len = 0;
         let start = self.ptr.as_ptr() as usize;
         let first = round_up(start, PAGE);
-        let end = (start + self.cap) / PAGE * PAGE;
-        if end > first {
-            // SAFETY: whole pages inside this handle's region (its only handle), whose
-            // bytes nothing reads before writing them again: the length is 0.
-            unsafe { discard_pages(self.ptr.as_ptr().add(first - start), end - first) };
+        let end = (start + self.cap.min(upto)) / PAGE * PAGE;
+        if end <= first {
+            return 0;
+        }
+        // SAFETY: `first - start < PAGE <= end - start <= cap`: inside the region.
+        let pages = unsafe { self.ptr.as_ptr().add(first - start) };
+        let resident = resident_bytes(pages, end - first);
+        // SAFETY: whole pages inside this handle's region (its only handle), whose
+        // bytes nothing reads before writing them again: the length is 0.
+        if resident != 0 && unsafe { discard_pages(pages, end - first) } {
+            resident
+        } else {
+            0
         }
     }
 

@@ -41,7 +41,7 @@ use core::ptr::NonNull;
 
 use super::header::{count, pack, round_up, span, Header, HDR, WORD};
 use crate::raw;
-use crate::sync::{discard_pages, resident_bytes, Cell, Ordering, PAGE};
+use crate::sync::{Cell, Ordering, PAGE};
 
 /// The largest alignment the ring serves; the block base is aligned to it, so every
 /// alignment computation is an offset computation (no address arithmetic).
@@ -1238,12 +1238,16 @@ impl BlockCtl {
         (live, bytes, longest)
     }
 
-    /// Gives back to the system the pages of free memory past what the block needs now,
-    /// and keeps claims below it: the edge of the memory handed out moves back to twice
-    /// the bytes live (at least an edge step), and every run of free regions past it
-    /// becomes one region, whose whole pages (those a claim touched: below the old
-    /// edge) are given back ([`discard_pages`]). Returns their bytes (0 where pages are
-    /// not given back: Miri, other targets). A walk of every header; owner thread.
+    /// Takes the free memory past what the block needs now, for its pages to go back to
+    /// the system, and keeps claims below it: the edge of the memory handed out moves
+    /// back to twice the bytes live (at least an edge step), and every run of free
+    /// regions past it that holds a whole page a claim touched (below the old edge)
+    /// becomes one region, held (count 1) and handed to `take` with the bytes of it
+    /// that claims touched (whose handle gives their pages back with
+    /// `FixedBufMut::discard_pages`, then releases the region as any handle does, on
+    /// any thread). So a pool gives the pages back after its lock is let go, and claims
+    /// meanwhile step over the runs as over any live region. A walk of every header;
+    /// owner thread.
     ///
     /// Claims then lap the memory below the new edge and move it on only when that has
     /// no room (as they do after the block is made), so the pages given back stay so
@@ -1252,7 +1256,7 @@ impl BlockCtl {
     ///
     /// `lapped`: the block's claims lap all of it ([`without_edge`](Self::without_edge)):
     /// the pages of every free run are given back, and the edge stays at the end.
-    pub(crate) fn give_back_pages(&self, lapped: bool) -> usize {
+    pub(crate) fn take_free_runs(&self, lapped: bool, take: &mut impl FnMut(Claim, usize)) {
         self.close();
         let edge = self.edge.get();
         let keep = if lapped {
@@ -1266,7 +1270,7 @@ impl BlockCtl {
                 .max(EDGE_STEP.min(self.len / 16))
                 .min(self.len);
             if keep >= edge {
-                return 0;
+                return;
             }
             self.edge.set(keep);
             keep
@@ -1275,7 +1279,7 @@ impl BlockCtl {
         // below: the head may lie inside a run about to become one region (a header
         // no more, whose old span may reach into the pages given back).
         self.set_head(0);
-        let (mut given, mut run) = (0, None);
+        let mut run = None;
         let mut off = 0;
         while off < self.len {
             // SAFETY: `off` is a header offset (the window is closed; moves by spans).
@@ -1284,22 +1288,28 @@ impl BlockCtl {
             if count(h) == 0 {
                 run = run.or(Some(off));
             } else if let Some(start) = run.take() {
-                given += self.give_back_run(start, off, keep, edge);
+                self.take_run(start, off, keep, edge, take);
             }
             off += span(h);
         }
         if let Some(start) = run {
-            given += self.give_back_run(start, self.len, keep, edge);
+            self.take_run(start, self.len, keep, edge, take);
         }
-        given
     }
 
     /// The free regions `start..end` (a run, which this thread owns): the part past
-    /// `keep` made one region, and its whole pages below `edge` (and the header a window
-    /// split there) given back. Returns their bytes.
-    fn give_back_run(&self, start: usize, end: usize, keep: usize, edge: usize) -> usize {
+    /// `keep` made one region, held and handed to `take` with the bytes of its data
+    /// below `edge` (those claims touched) if they hold a whole page, else left free.
+    fn take_run(
+        &self,
+        start: usize,
+        end: usize,
+        keep: usize,
+        edge: usize,
+        take: &mut impl FnMut(Claim, usize),
+    ) {
         if end <= keep {
-            return 0;
+            return;
         }
         let from = start.max(keep);
         if from > start {
@@ -1310,29 +1320,29 @@ impl BlockCtl {
                     .write(Header::new(pack(from - start, 0)))
             };
         }
-        // SAFETY: as above.
-        unsafe { self.hdr_ptr(from).write(Header::new(pack(end - from, 0))) };
         self.forget_scan_in(start + 1, end);
         let base = self.regions.as_ptr() as usize;
         let lo = round_up(base + from + HDR, PAGE);
         let hi = ((base + end) & !(PAGE - 1)).min(round_up(base + edge + HDR, PAGE));
-        if hi <= lo {
-            return 0;
-        }
-        let pages = self.regions.as_ptr().wrapping_add(lo - base);
-        // Below the old edge, every page was touched; where claims lap the whole block
-        // (`keep` 0: see `give_back_pages`), those still resident.
-        let given = if keep == 0 {
-            resident_bytes(pages, hi - lo)
-        } else {
-            hi - lo
+        // Held (count 1) when its pages go back, else free: a plain write, as in `take`'s
+        // split (the handle reaches other threads through a synchronising channel).
+        let held = u64::from(hi > lo);
+        // SAFETY: `from` is `start` (a free region's header) or `keep` (written above),
+        // inside the run this thread owns; `end - from` is the rest of the run.
+        unsafe {
+            self.hdr_ptr(from)
+                .write(Header::new(pack(end - from, held)))
         };
-        // SAFETY: whole pages inside the run past its header, in this block's allocation:
-        // free memory nobody reads before a claim writes a header there again.
-        if given != 0 && unsafe { discard_pages(pages, hi - lo) } {
-            given
-        } else {
-            0
+        if held == 1 {
+            let hdr = self.hdr_ptr(from);
+            let run = Claim {
+                // SAFETY: derived from the block pointer, which is non-null.
+                hdr: unsafe { NonNull::new_unchecked(hdr) },
+                // SAFETY: the data starts after the header, inside the region.
+                data: unsafe { NonNull::new_unchecked(hdr.cast::<u8>().add(HDR)) },
+                cap: end - from - HDR,
+            };
+            take(run, hi - (base + from + HDR));
         }
     }
 

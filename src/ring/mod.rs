@@ -28,6 +28,7 @@ pub(crate) use region::{claim_in, expose, header_of, resize_in};
 pub(crate) use region::{release_shared, release_unique, release_unique_in, retain_shared};
 
 use crate::sync::{Cell, UnsafeCell};
+use crate::FixedBufMut;
 
 /// What a [`Ring`] does when no free region fits a request.
 ///
@@ -584,41 +585,45 @@ impl Ring {
     /// # drop(kept);
     /// ```
     pub fn give_back_pages(&self) -> usize {
-        self.give_back_pages_of(false)
-    }
-
-    /// [`give_back_pages`](Self::give_back_pages), `lapped` for a ring made to
-    /// [`lap_whole`](Self::lap_whole).
-    fn give_back_pages_of(&self, lapped: bool) -> usize {
-        let given: usize = (self.blocks().iter())
-            // SAFETY: the ring's blocks stay alive while the ring does.
-            .map(|b| unsafe { b.as_ref() }.give_back_pages(lapped))
-            .sum();
+        let mut runs = Vec::new();
+        self.take_free_pages(false, |run, touched| runs.push((run, touched)));
+        let given = (runs.into_iter())
+            .map(|(mut run, touched)| run.discard_pages(touched))
+            .sum::<usize>();
         self.given_back.set(self.given_back.get() + given as u64);
         given
+    }
+
+    /// The first half of [`give_back_pages`](Self::give_back_pages): the free runs
+    /// whose pages go back, each held as a buffer and handed to `f` with the bytes of
+    /// it that claims touched (see `BlockCtl::take_free_runs`). The pages go back with
+    /// `FixedBufMut::discard_pages`, on any thread (a pool's, after its lock is let
+    /// go); dropping the buffer makes the run free again. `lapped`: for a ring made to
+    /// [`lap_whole`](Self::lap_whole), the pages of every free run, as far as they are
+    /// resident, and claims still lap the whole block, touching them again as they come
+    /// round (for a ring claims have left alone a while).
+    pub(crate) fn take_free_pages(&self, lapped: bool, mut f: impl FnMut(FixedBufMut, usize)) {
+        for b in self.blocks() {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            let block = unsafe { b.as_ref() };
+            block.take_free_runs(lapped, &mut |run, touched| {
+                f(FixedBufMut::from_claim(run, 0), touched)
+            });
+        }
     }
 
     /// Lets claims lap the whole of each block of the ring (made so far), with no edge
     /// of the memory handed out (see `BlockCtl::edge`): all its pages are touched as
     /// soon as claims have gone round once. For a ring whose regions go back about in
     /// the order they came (a pool's read ring), where the edge would only shorten the
-    /// window. Its free pages then go back with
-    /// [`give_back_lapped_pages`](Self::give_back_lapped_pages).
+    /// window. Its free pages then go back through
+    /// [`take_free_pages`](Self::take_free_pages), `lapped`.
     #[cfg(real_std)]
     pub(crate) fn lap_whole(&self) {
         for b in self.blocks() {
             // SAFETY: the ring's blocks stay alive while the ring does.
             unsafe { b.as_ref() }.without_edge();
         }
-    }
-
-    /// [`give_back_pages`](Self::give_back_pages) for a ring made to
-    /// [`lap_whole`](Self::lap_whole): the pages of every free run go back (counted as
-    /// far as they were resident), and claims still lap the whole block, touching them
-    /// again as they come round (for a ring claims have left alone a while).
-    #[cfg(real_std)]
-    pub(crate) fn give_back_lapped_pages(&self) -> usize {
-        self.give_back_pages_of(true)
     }
 
     /// What the ring has counted so far: its waits, heap fallbacks and pages given
