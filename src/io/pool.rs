@@ -1306,11 +1306,7 @@ mod tests {
     /// were resident; its copy ring as any ring does.
     #[test]
     fn a_read_ring_gives_its_pages_back_once_quiet() {
-        let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
-        // No sweeper: this test gives back itself.
-        assert!(pool.shared.sweeping.start());
-        let mem = Memory::Pool(pool.clone());
-        let reads = lap_the_read_ring(&mem);
+        let (pool, mem, reads) = lapped_without_sweeper(8 << 20);
         let rings = lock(&pool.shared.shards[0]);
         let given = rings.give_back_pages(true);
         assert!(
@@ -1335,11 +1331,7 @@ mod tests {
     /// live), and free again after.
     #[test]
     fn free_runs_are_held_while_their_pages_go_back() {
-        let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
-        // No sweeper: this test gives back itself.
-        assert!(pool.shared.sweeping.start());
-        let mem = Memory::Pool(pool.clone());
-        let reads = lap_the_read_ring(&mem);
+        let (pool, mem, reads) = lapped_without_sweeper(4 << 20);
         let mut runs = Vec::new();
         lock(&pool.shared.shards[0]).take_free_pages(true, &mut runs);
         let held: usize = runs.iter().map(|(run, _)| run.capacity()).sum();
@@ -1365,6 +1357,17 @@ mod tests {
 
     /// Whether pages given back are counted: on the targets `discard_pages` serves.
     const GIVES_BACK: bool = cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri)));
+
+    /// A pool of one shard of `budget` bytes whose read ring was lapped (see
+    /// [`lap_the_read_ring`]), off the sweeper's list (its test gives back itself);
+    /// the ring's bytes.
+    fn lapped_without_sweeper(budget: usize) -> (ReadPool, Memory, usize) {
+        let pool = ReadPool::with_shards(budget, 1).unwrap();
+        assert!(pool.shared.sweeping.start());
+        let mem = Memory::Pool(pool.clone());
+        let reads = lap_the_read_ring(&mem);
+        (pool, mem, reads)
+    }
 
     /// Claims, writes and drops regions of `mem`'s first read ring for two laps of it,
     /// touching its pages; returns its bytes.
