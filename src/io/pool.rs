@@ -241,6 +241,7 @@ impl Shared {
             rings.take_free_pages(quiet, &mut runs);
             drop(rings);
             given += give_back(&mut runs);
+            lock(shard).let_go(&mut runs);
         }
         self.count_given_back(given);
         busy
@@ -278,6 +279,10 @@ struct Rings {
     spare: Cell<Option<FixedBufMut>>,
     /// Claims tried here so far: the sweeper looks at it once a tick (see [`sweep`]).
     claims: Cell<u64>,
+    /// The free runs held while their pages go back (see
+    /// [`take_free_pages`](Self::take_free_pages)), as regions and bytes (headers
+    /// included): live to a walk, not to [`ReadPool::stats`].
+    held: Cell<(usize, usize)>,
     /// Read regions, and copies while the copy ring has no room.
     reads: Ring,
     /// Copies of short frames.
@@ -345,13 +350,16 @@ impl Rings {
         }
     }
 
-    /// The first half of giving the rings' free pages back, under the shard's lock: the
-    /// free runs whose pages go back, held, into `runs` (see `Ring::take_free_pages`);
-    /// [`give_back`] does the rest once the lock is let go, so that claims wait for no
-    /// system call (a spike's 70 MiB took 18-40 ms). The read ring of a split shard,
-    /// which claims lap whole, only when `quiet` (no claim came for a while): while
-    /// claims go on, they would touch its pages again within a lap, a fault each.
+    /// The first of giving the rings' free pages back, under the shard's lock: the free
+    /// runs whose pages go back, held, into `runs` (empty; see `Ring::take_free_pages`).
+    /// [`give_back`] gives their pages back once the lock is let go, so that claims
+    /// wait for no system call (a spike's 70 MiB took 18-40 ms), and
+    /// [`let_go`](Self::let_go), under the lock again, frees the runs. The read ring of a
+    /// split shard, which claims lap whole, only when `quiet` (no claim came for a
+    /// while): while claims go on, they would touch its pages again within a lap, a
+    /// fault each.
     fn take_free_pages(&self, quiet: bool, runs: &mut Runs) {
+        debug_assert!(runs.is_empty());
         self.return_spare();
         let mut push = |run, touched| runs.push((run, touched));
         match &self.copies {
@@ -363,14 +371,37 @@ impl Rings {
                 copies.take_free_pages(false, &mut push);
             }
         }
+        self.hold(runs, true);
     }
 
-    /// Both halves at once, under the lock.
+    /// Counts `runs` in (or, `held` false, out of) [`held`](Self::held): a give-back
+    /// on call may run beside the sweeper's.
+    fn hold(&self, runs: &Runs, held: bool) {
+        let bytes: usize = runs.iter().map(|(run, _)| HDR + run.capacity()).sum();
+        let (n, b) = self.held.get();
+        self.held.set(if held {
+            (n + runs.len(), b + bytes)
+        } else {
+            (n - runs.len(), b - bytes)
+        });
+    }
+
+    /// Frees the runs [`take_free_pages`](Self::take_free_pages) held (a release each,
+    /// which wakes waiters), once their pages went back: under the lock, so that
+    /// [`ReadPool::stats`] sees them held and leaves them out, or free.
+    fn let_go(&self, runs: &mut Runs) {
+        self.hold(runs, false);
+        runs.clear();
+    }
+
+    /// All three steps under the lock.
     #[cfg(test)]
     fn give_back_pages(&self, quiet: bool) -> usize {
         let mut runs = Vec::new();
         self.take_free_pages(quiet, &mut runs);
-        give_back(&mut runs)
+        let given = give_back(&mut runs);
+        self.let_go(&mut runs);
+        given
     }
 
     /// The larger ring: the one every region fits (see [`reads_of`]).
@@ -383,12 +414,12 @@ impl Rings {
 /// that claims touched (see [`Rings::take_free_pages`]).
 type Runs = Vec<(FixedBufMut, usize)>;
 
-/// The second half of giving a shard's free pages back ([`Rings::take_free_pages`]),
-/// after its lock is let go: the pages of `runs` go back to the system, and the runs
-/// are let go (free again, a release each). Returns the bytes given back.
+/// The second step of giving a shard's free pages back ([`Rings::take_free_pages`]),
+/// with its lock let go: the pages of `runs` go back to the system. Returns their
+/// bytes.
 fn give_back(runs: &mut Runs) -> usize {
-    (runs.drain(..))
-        .map(|(mut run, touched)| run.discard_pages(touched))
+    (runs.iter_mut())
+        .map(|(run, touched)| run.discard_pages(*touched))
         .sum()
 }
 
@@ -547,6 +578,7 @@ impl ReadPool {
                     rings: Mutex::new(Rings {
                         spare: Cell::new(None),
                         claims: Cell::new(0),
+                        held: Cell::new((0, 0)),
                         reads,
                         copies,
                     }),
@@ -655,6 +687,11 @@ impl ReadPool {
                 sum.blocks += s.blocks;
                 sum.largest_free = sum.largest_free.max(s.largest_free);
             }
+            // The runs held while their pages go back are free to the pool (the walks
+            // above counted them live).
+            let (held, held_bytes) = rings.held.get();
+            sum.live_buffers -= held;
+            sum.bytes_in_use -= held_bytes;
         }
         // The frames served from the heap, in the stead of the ring regions that pay
         // for them (Relaxed: counts, which order nothing).
@@ -684,7 +721,9 @@ impl ReadPool {
         let given = (self.shared.shards.iter())
             .map(|shard| {
                 lock(shard).take_free_pages(true, &mut runs);
-                give_back(&mut runs)
+                let given = give_back(&mut runs);
+                lock(shard).let_go(&mut runs);
+                given
             })
             .sum();
         self.shared.count_given_back(given);
@@ -1327,19 +1366,22 @@ mod tests {
     }
 
     /// A pool's pages go back after its shard's lock is let go: its free runs are held
-    /// meanwhile (a claim steps over them as over any live region, and they count as
-    /// live), and free again after.
+    /// meanwhile (a claim steps over them as over any live region; the pool's stats
+    /// count them free), and free again after.
     #[test]
     fn free_runs_are_held_while_their_pages_go_back() {
         let (pool, mem, reads) = lapped_without_sweeper(4 << 20);
+        let shard = &pool.shared.shards[0];
         let mut runs = Vec::new();
-        lock(&pool.shared.shards[0]).take_free_pages(true, &mut runs);
+        lock(shard).take_free_pages(true, &mut runs);
         let held: usize = runs.iter().map(|(run, _)| run.capacity()).sum();
         assert!(
             held >= reads / 2,
             "{held} bytes held of a {reads}-byte read ring"
         );
-        assert_eq!(pool.stats().live_buffers, runs.len());
+        assert_eq!(lock(shard).reads.stats().live_buffers, runs.len());
+        let stats = pool.stats();
+        assert_eq!((stats.live_buffers, stats.bytes_in_use), (0, 0));
         let claimed = mem.first_try(64 << 10, 64 << 10).unwrap();
         let at = claimed.as_ptr() as usize;
         for (run, _) in &runs {
@@ -1352,7 +1394,9 @@ mod tests {
             !GIVES_BACK || given >= reads / 2,
             "{given} bytes given back"
         );
-        assert_eq!(pool.stats().live_buffers, 0, "the runs are free again");
+        lock(shard).let_go(&mut runs);
+        assert_eq!(lock(shard).reads.stats().live_buffers, 0, "free again");
+        assert_eq!(pool.stats().live_buffers, 0);
     }
 
     /// Whether pages given back are counted: on the targets `discard_pages` serves.
