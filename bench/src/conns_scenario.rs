@@ -394,11 +394,11 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
     );
     t.notes.insert(
         1,
-        "Figures: `VmRSS` and `VmSize` of `/proc/self/status` 2.5 s after the last burst was \
-         read (the connections idle a while; a pool gives its free pages back a second or \
-         two after claims stop), less the same read just before the clients connected (the runtime running, \
-         the process's pool not yet made: its budget counts as the connections' address \
-         space), divided by the connections. The kernel's socket buffers are in neither. \
+        "Figures: `VmRSS` and `VmSize` of `/proc/self/status` 2.5 s after the last burst \
+         was read (the connections idle a while; a pool gives its free pages back a \
+         second or two after claims stop), less the same read just before the clients \
+         connected (the runtime running, the process's pool not yet made: its budget \
+         counts as the connections' address space), divided by the connections. The kernel's socket buffers are in neither. \
          glibc reserves its heaps 64 MiB at a time, before the baseline, so heap growth \
          inside a reserved heap adds no address space (FramedRead's can come out 0): the \
          whole-process row is `VmSize` divided by the connections, no baseline subtracted, \

@@ -53,20 +53,18 @@ use crate::{FixedBuf, FixedBufMut, Ring, RingCounters, RingError, RingStats, Wai
 /// [`FramedReader::with_pool`](super::FramedReader::with_pool) (and the async reader's,
 /// feature `tokio`) names another.
 ///
-/// - **Cost.** The readers' address space is the budget; its pages are touched only as
-///   far as live buffers reach. A reader holds at most one read region (80 KiB by
-///   default) between polls, an idle async one none. A kept frame costs its own bytes
-///   (frames of up to 16 KiB that outlive their read are copied out of it). Free pages
-///   go back to the system a second or two after claims stop touching them (see
-///   [`give_back_pages`](Self::give_back_pages)).
-/// - **When full.** Readers wait for a release instead of failing, only when what is
-///   held leaves too few bytes for the next frame: one that no gap between frames kept
-///   fits comes from the heap, paid for by holding as many bytes of the gaps, so what is
-///   held stays within the budget ([`RingCounters::heap_fallbacks`]). A frame larger
-///   than a shard's copy ring is [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
-/// - **Locks.** The budget is split into shards ([`with_shards`](Self::with_shards)),
-///   each behind a lock taken once per read region and once per batch of copies, never
-///   while a reader reads or waits. Frames are released without a lock, on any thread.
+/// - **Cost.** The budget is address space; its pages are touched as far as live
+///   buffers reach, and go back a second or two after claims stop touching them
+///   ([`give_back_pages`](Self::give_back_pages)). A reader holds at most one read
+///   region (80 KiB by default) between polls, an idle async one none. A kept frame
+///   costs its own bytes (one of up to 16 KiB is copied out of its read region).
+/// - **When full.** Readers wait for a release, not fail, only when what is held leaves
+///   too few bytes for the next frame: one no gap between frames kept fits comes from
+///   the heap, paid for by holding as many bytes of the gaps, within the budget
+///   ([`RingCounters::heap_fallbacks`]). A frame larger than a shard's copy ring is
+///   [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing).
+/// - **Locks.** One per shard ([`with_shards`](Self::with_shards)), taken per read
+///   region and batch of copies, never while reading or waiting; frames go back lock-free.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -229,7 +227,7 @@ impl Shared {
     /// (`seen`, each shard's claim count then, which it updates). Whether claims came.
     fn sweep_tick(&self, seen: &mut Vec<u64>) -> bool {
         seen.resize(self.shards.len(), u64::MAX);
-        let (mut busy, mut given, mut runs) = (false, 0, Vec::new());
+        let (mut busy, mut given, mut runs) = (false, 0, Runs::new());
         for (shard, seen) in self.shards.iter().zip(seen.iter_mut()) {
             let Some(rings) = try_lock(shard) else {
                 busy = true;
@@ -238,10 +236,7 @@ impl Shared {
             let quiet = rings.claims.get() == *seen;
             *seen = rings.claims.get();
             busy |= !quiet;
-            rings.take_free_pages(quiet, &mut runs);
-            drop(rings);
-            given += give_back(&mut runs);
-            lock(shard).let_go(&mut runs);
+            given += shard.give_back_pages(rings, quiet, &mut runs);
         }
         self.count_given_back(given);
         busy
@@ -259,6 +254,19 @@ struct Shard {
     /// The spans of its read ring and of its copy ring (`Span::NONE` without one),
     /// fixed (one block each for life).
     spans: [Span; 2],
+}
+
+impl Shard {
+    /// Gives the free pages of this shard's `rings` (locked) back, in the three steps
+    /// of [`Rings::take_free_pages`]: the lock is let go while the pages go back.
+    /// `runs`: an empty list to reuse. Returns the bytes given back.
+    fn give_back_pages(&self, rings: Locked<'_>, quiet: bool, runs: &mut Runs) -> usize {
+        rings.take_free_pages(quiet, runs);
+        drop(rings);
+        let given = give_back(runs);
+        lock(self).let_go(runs);
+        given
+    }
 }
 
 /// A shard's memory: read regions in one ring, the copies of frames kept (see
@@ -717,14 +725,9 @@ impl ReadPool {
     /// assert_eq!(given, 0);
     /// ```
     pub fn give_back_pages(&self) -> usize {
-        let mut runs = Vec::new();
+        let mut runs = Runs::new();
         let given = (self.shared.shards.iter())
-            .map(|shard| {
-                lock(shard).take_free_pages(true, &mut runs);
-                let given = give_back(&mut runs);
-                lock(shard).let_go(&mut runs);
-                given
-            })
+            .map(|shard| shard.give_back_pages(lock(shard), true, &mut runs))
             .sum();
         self.shared.count_given_back(given);
         given
