@@ -667,6 +667,9 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             let (echoed1, t1) = (q.echoed(), Instant::now());
             // The memory with the queue as full as it gets, before the clients stop.
             let rss = status_kib("VmRSS");
+            // The sweeper's count (at most a second or two old), before `stats`
+            // counts again.
+            let counted = pool.map_or(-1.0, |p| p.counters().bytes_in_use as f64);
             let (held, in_use) = (
                 q.held(),
                 pool.map_or(-1.0, |p| p.stats().bytes_in_use as f64),
@@ -687,6 +690,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             field("kept", held as f64);
             field("kept_max", q.held_max() as f64);
             field("pool_in_use", in_use);
+            field("pool_counted", counted);
             // Since the server started: its readers' waits for room, and the frames no
             // gap held, served from the heap.
             let counters = pool.map(|p| p.counters());
@@ -694,6 +698,10 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             field(
                 "pool_heap",
                 counters.map_or(-1.0, |c| c.heap_fallbacks as f64),
+            );
+            field(
+                "pool_given_back",
+                counters.map_or(-1.0, |c| c.bytes_given_back as f64),
             );
             field("base_rss_kib", base_rss as f64);
             field("rss_kib", rss as f64);

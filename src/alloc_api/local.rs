@@ -207,6 +207,8 @@ impl RingAlloc {
 
     /// A handle to `ring`; `Err(ring)` when the global allocator refuses the few bytes
     /// the handles share.
+    // The ring given back whole, as the caller passed it (moved once, on a cold path).
+    #[allow(clippy::result_large_err)]
     fn from_ring(ring: Ring, recyclable: bool) -> Result<Self, Ring> {
         let Some(p) = raw::alloc(Layout::new::<Shared>()) else {
             return Err(ring);

@@ -167,12 +167,15 @@ impl Shared {
 /// their rings back to the system. Once a tick ([`GIVE_BACK_EVERY`]) it looks at each
 /// pool that claims have come to ([`SWEPT`]): the free pages of every shard whose lock
 /// is free go back, a read ring's only when no claim came to its shard for a tick
-/// (within a lap, claims would touch them again, a fault each); a pool that had no
-/// claim at all since the last tick gives everything back and leaves the list, until
-/// its next claim puts it back. With no pool left the thread ends, until a claim starts
-/// it again. So a spike's pages go back a tick or two after claims run below it, and
-/// those of a server whose connections all went idle, which no claim is left to give
-/// back, too; an idle process has no such thread, and a process of many pools one.
+/// (within a lap, claims would touch them again, a fault each); a shard no claim came
+/// to since the last tick gives everything back, and again whenever frames were
+/// released since. Each tick counts what is live (the pool's counters). A pool with no
+/// claim since the last tick and nothing live leaves the list, until its next claim puts
+/// it back; with no pool left the thread ends, until a claim starts it again. So a
+/// spike's pages go back a tick or two after claims run below it, and those of a server
+/// whose connections all went idle, or that drains what it kept after the last frame
+/// came, which no claim is left to give back, too; an idle process that holds no frame
+/// has no such thread, and a process of many pools one.
 ///
 /// Neither stop loses a claim ([`RunFlag`]'s protocol, twice): a claim counts under its
 /// shard's lock and asks the pool's flag there, and a pool put on the list asks the
@@ -224,22 +227,36 @@ const SWEEPER_STACK: usize = 256 << 10;
 impl Shared {
     /// A tick of the sweeper (see [`sweep`]): gives back the free pages of every shard
     /// whose lock is free, its read ring's where no claim came since the last tick
-    /// (`seen`, each shard's claim count then, which it updates). Whether claims came.
+    /// (`seen`, each shard's claim count then, which it updates), and counts what is
+    /// live ([`Shard::counted`]). A shard no claim came to is counted first, and gives
+    /// pages back only if frames went since it last did. Whether claims came or
+    /// anything is live (the pool stays on the list).
     fn sweep_tick(&self, seen: &mut Vec<u64>) -> bool {
         seen.resize(self.shards.len(), u64::MAX);
-        let (mut busy, mut given, mut runs) = (false, 0, Runs::new());
+        let (mut keep, mut given, mut runs) = (false, 0, Runs::new());
         for (shard, seen) in self.shards.iter().zip(seen.iter_mut()) {
             let Some(rings) = try_lock(shard) else {
-                busy = true;
+                keep = true;
                 continue;
             };
             let quiet = rings.claims.get() == *seen;
             *seen = rings.claims.get();
-            busy |= !quiet;
+            if quiet {
+                let stats = rings.stats();
+                shard.record(stats.live_buffers, stats.bytes_in_use);
+                keep |= stats.live_buffers != 0;
+                if stats.bytes_in_use >= rings.given_at.get() {
+                    continue; // nothing went since its pages did
+                }
+                rings.given_at.set(stats.bytes_in_use);
+            } else {
+                keep = true;
+                rings.given_at.set(usize::MAX);
+            }
             given += shard.give_back_pages(rings, quiet, &mut runs);
         }
         self.count_given_back(given);
-        busy
+        keep
     }
 
     /// Whether a claim came to any shard since its count was `seen`.
@@ -254,6 +271,10 @@ struct Shard {
     /// The spans of its read ring and of its copy ring (`Span::NONE` without one),
     /// fixed (one block each for life).
     spans: [Span; 2],
+    /// Its live regions and their bytes as last counted (by the sweeper, or
+    /// [`ReadPool::stats`]), the runs held while their pages go back left out:
+    /// [`ReadPool::counters`]' count.
+    counted: [AtomicUsize; 2],
 }
 
 impl Shard {
@@ -261,11 +282,19 @@ impl Shard {
     /// of [`Rings::take_free_pages`]: the lock is let go while the pages go back.
     /// `runs`: an empty list to reuse. Returns the bytes given back.
     fn give_back_pages(&self, rings: Locked<'_>, quiet: bool, runs: &mut Runs) -> usize {
-        rings.take_free_pages(quiet, runs);
+        let (live, bytes) = rings.take_free_pages(quiet, runs);
+        self.record(live, bytes);
         drop(rings);
         let given = give_back(runs);
         lock(self).let_go(runs);
         given
+    }
+
+    /// Records `live` regions of `bytes` as the shard's [`counted`](Self::counted).
+    fn record(&self, live: usize, bytes: usize) {
+        // Relaxed: counts, which order nothing.
+        self.counted[0].store(live, Ordering::Relaxed);
+        self.counted[1].store(bytes, Ordering::Relaxed);
     }
 }
 
@@ -287,6 +316,9 @@ struct Rings {
     spare: Cell<Option<FixedBufMut>>,
     /// Claims tried here so far: the sweeper looks at it once a tick (see [`sweep`]).
     claims: Cell<u64>,
+    /// The bytes live when the sweeper last gave pages back with no claim coming
+    /// (`usize::MAX`: claims came since): it gives back again once fewer are.
+    given_at: Cell<usize>,
     /// The free runs held while their pages go back (see
     /// [`take_free_pages`](Self::take_free_pages)), as regions and bytes (headers
     /// included): live to a walk, not to [`ReadPool::stats`].
@@ -366,20 +398,50 @@ impl Rings {
     /// split shard, which claims lap whole, only when `quiet` (no claim came for a
     /// while): while claims go on, they would touch its pages again within a lap, a
     /// fault each.
-    fn take_free_pages(&self, quiet: bool, runs: &mut Runs) {
+    ///
+    /// Returns the live regions and their bytes, as [`stats`](Self::stats) counts them,
+    /// from the walks that take the runs (a read ring not walked for its pages walked
+    /// for them alone: a small ring).
+    fn take_free_pages(&self, quiet: bool, runs: &mut Runs) -> (usize, usize) {
         debug_assert!(runs.is_empty());
         self.return_spare();
+        // Runs held by a give-back on call under way: live to the walks.
+        let held = self.held.get();
         let mut push = |run, touched| runs.push((run, touched));
-        match &self.copies {
+        let (live, bytes) = match &self.copies {
             None => self.reads.take_free_pages(false, &mut push),
             Some(copies) => {
-                if quiet {
-                    self.reads.take_free_pages(true, &mut push);
-                }
-                copies.take_free_pages(false, &mut push);
+                let (l, b) = if quiet {
+                    self.reads.take_free_pages(true, &mut push)
+                } else {
+                    let s = self.reads.stats();
+                    (s.live_buffers, s.bytes_in_use)
+                };
+                let (cl, cb) = copies.take_free_pages(false, &mut push);
+                (l + cl, b + cb)
             }
-        }
+        };
         self.hold(runs, true);
+        (live - held.0, bytes - held.1)
+    }
+
+    /// What the rings hold (see [`ReadPool::stats`]), the runs held while their pages
+    /// go back counted free.
+    fn stats(&self) -> RingStats {
+        self.return_spare();
+        let mut sum = RingStats::default();
+        for s in self.for_copies().map(Ring::stats) {
+            sum.live_buffers += s.live_buffers;
+            sum.bytes_in_use += s.bytes_in_use;
+            sum.capacity += s.capacity;
+            sum.blocks += s.blocks;
+            sum.largest_free = sum.largest_free.max(s.largest_free);
+        }
+        // The walks above counted them live.
+        let (held, held_bytes) = self.held.get();
+        sum.live_buffers -= held;
+        sum.bytes_in_use -= held_bytes;
+        sum
     }
 
     /// Counts `runs` in (or, `held` false, out of) [`held`](Self::held): a give-back
@@ -586,11 +648,13 @@ impl ReadPool {
                     rings: Mutex::new(Rings {
                         spare: Cell::new(None),
                         claims: Cell::new(0),
+                        given_at: Cell::new(usize::MAX),
                         held: Cell::new((0, 0)),
                         reads,
                         copies,
                     }),
                     spans,
+                    counted: Default::default(),
                 })
             })
             .collect::<Result<Box<[Shard]>, RingError>>()?;
@@ -686,20 +750,13 @@ impl ReadPool {
     pub fn stats(&self) -> RingStats {
         let mut sum = RingStats::default();
         for shard in self.shared.shards.iter() {
-            let rings = lock(shard);
-            rings.return_spare();
-            for s in rings.for_copies().map(Ring::stats) {
-                sum.live_buffers += s.live_buffers;
-                sum.bytes_in_use += s.bytes_in_use;
-                sum.capacity += s.capacity;
-                sum.blocks += s.blocks;
-                sum.largest_free = sum.largest_free.max(s.largest_free);
-            }
-            // The runs held while their pages go back are free to the pool (the walks
-            // above counted them live).
-            let (held, held_bytes) = rings.held.get();
-            sum.live_buffers -= held;
-            sum.bytes_in_use -= held_bytes;
+            let s = lock(shard).stats();
+            shard.record(s.live_buffers, s.bytes_in_use);
+            sum.live_buffers += s.live_buffers;
+            sum.bytes_in_use += s.bytes_in_use;
+            sum.capacity += s.capacity;
+            sum.blocks += s.blocks;
+            sum.largest_free = sum.largest_free.max(s.largest_free);
         }
         // The frames served from the heap, in the stead of the ring regions that pay
         // for them (Relaxed: counts, which order nothing).
@@ -714,10 +771,11 @@ impl ReadPool {
     /// Gives back to the system the pages of free memory past what each ring of the
     /// pool needs now ([`Ring::give_back_pages`]), and returns their bytes. A thread
     /// does it by itself (one for every pool of the process, named `ringmem-sweep`)
-    /// once a second while claims come, and once after they stop (for every shard whose
-    /// lock is free), then ends until the next claim: after a spike of frames held, or
-    /// once every reader is idle, the resident memory follows the frames held again. A
-    /// call walks every region header under each shard's lock in turn.
+    /// once a second while claims come or frames are held (for every shard whose lock
+    /// is free), then ends until the next claim: after a spike of frames held, once
+    /// every reader is idle, or as frames kept are released, the resident memory
+    /// follows the frames held again. A call walks every region header under each
+    /// shard's lock in turn.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
@@ -736,8 +794,10 @@ impl ReadPool {
     /// What the pool has counted so far ([`RingCounters`]): its readers' waits for room,
     /// the frames served from the heap (paid for with gaps of its rings: see
     /// [`ReadPool`], "When full") and their bytes, and the bytes of pages given back.
-    /// Four atomic loads, no lock and no walk: cheap enough for a server to export every
-    /// second, unlike [`stats`](Self::stats), which walks every shard under its lock.
+    /// And what is live, as the sweeper thread last counted it (once a second while
+    /// claims come or anything is live, see [`RingCounters::live_buffers`]). Atomic
+    /// loads, no lock and no walk: cheap enough for a server to export every second,
+    /// unlike [`stats`](Self::stats), which walks every shard under its lock.
     ///
     /// ```
     /// use ringmem::io::{FramedReader, LengthDelimited, ReadPool};
@@ -749,11 +809,22 @@ impl ReadPool {
     /// ```
     pub fn counters(&self) -> RingCounters {
         // Relaxed: counts, which order nothing.
+        let load = |n: &AtomicUsize| n.load(Ordering::Relaxed);
+        let counted = |i: usize| -> usize {
+            (self.shared.shards.iter())
+                .map(|s| load(&s.counted[i]))
+                .sum()
+        };
+        let heap = &self.shared.heap;
         RingCounters {
             waits: self.shared.waits.load(Ordering::Relaxed),
-            heap_fallbacks: self.shared.heap.served.load(Ordering::Relaxed),
-            heap_bytes: self.shared.heap.served_bytes.load(Ordering::Relaxed),
+            heap_fallbacks: heap.served.load(Ordering::Relaxed),
+            heap_bytes: heap.served_bytes.load(Ordering::Relaxed),
             bytes_given_back: self.shared.given_back.load(Ordering::Relaxed),
+            // As `stats` counts them: the frames served from the heap in the stead of
+            // their ballast.
+            live_buffers: counted(0).saturating_sub(load(&heap.over_regions)),
+            bytes_in_use: counted(1).saturating_sub(load(&heap.over_bytes)),
         }
     }
 
@@ -1455,6 +1526,57 @@ mod tests {
         assert_eq!(pool.give_back_pages(), 0, "the sweeper gave them all back");
         drop(mem.first_try(64, 64).unwrap());
         assert!(sweeping(), "a claim puts it back");
+    }
+
+    /// The sweeper counts what is live (the pool's counters), and gives back the pages
+    /// of frames released after the last claim: it keeps the pool on its list while
+    /// anything is live, and lets it go once nothing is.
+    #[test]
+    #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
+    fn the_sweeper_counts_and_gives_back_what_goes_after_claims_stop() {
+        use std::time::{Duration, Instant};
+        let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
+        let mem = Memory::Pool(pool.clone());
+        // Kept frames, their pages touched: 64 regions of 16 KiB.
+        let kept: Vec<_> = (0..64)
+            .map(|_| {
+                let mut r = mem.first_try(16 << 10, 16 << 10).unwrap();
+                r.try_extend_from_slice(&vec![1; r.capacity()]).unwrap();
+                r.freeze()
+            })
+            .collect();
+        let bytes: usize = kept.iter().map(FixedBuf::region_span).sum();
+        let until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !done() {
+                assert!(Instant::now() < deadline, "{what}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        until("the sweeper counts the frames kept", &|| {
+            let c = pool.counters();
+            (c.live_buffers, c.bytes_in_use) == (64, bytes)
+        });
+        // Two ticks and more, one at least with no claim: the frames keep it listed.
+        std::thread::sleep(GIVE_BACK_EVERY * 5 / 2);
+        assert!(
+            !pool.shared.sweeping.stopped(),
+            "frames are live: kept on the list"
+        );
+        let before = pool.counters().bytes_given_back;
+        // No claim from here on: the frames go, and their pages with them.
+        drop(kept);
+        until("the sweeper lets the pool go once nothing is live", &|| {
+            pool.shared.sweeping.stopped()
+        });
+        let c = pool.counters();
+        assert_eq!((c.live_buffers, c.bytes_in_use), (0, 0));
+        let given = (c.bytes_given_back - before) as usize;
+        assert!(
+            !GIVES_BACK || given >= bytes / 2,
+            "{given} of {bytes} bytes given back"
+        );
+        assert_eq!(pool.stats().bytes_in_use, 0);
     }
 
     /// One sweeper thread serves every pool of the process: a claim on each of 32

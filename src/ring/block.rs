@@ -1256,21 +1256,28 @@ impl BlockCtl {
     ///
     /// `lapped`: the block's claims lap all of it ([`without_edge`](Self::without_edge)):
     /// the pages of every free run are given back, and the edge stays at the end.
-    pub(crate) fn take_free_runs(&self, lapped: bool, take: &mut impl FnMut(Claim, usize)) {
+    ///
+    /// Returns the live regions and their bytes, as [`usage`](Self::usage) counts them
+    /// before any run is taken (its walk counts them: no walk of its own).
+    pub(crate) fn take_free_runs(
+        &self,
+        lapped: bool,
+        take: &mut impl FnMut(Claim, usize),
+    ) -> (usize, usize) {
         self.close();
         let edge = self.edge.get();
+        let (mut live, mut bytes) = (0, 0);
         let keep = if lapped {
             0
         } else {
-            let live: usize = (self.regions_from(0))
-                .filter(|&(_, h)| count(h) != 0)
-                .map(|(_, h)| span(h))
-                .sum();
-            let keep = round_up(live.saturating_mul(2), WORD)
+            for (_, h) in self.regions_from(0).filter(|&(_, h)| count(h) != 0) {
+                (live, bytes) = (live + 1, bytes + span(h));
+            }
+            let keep = round_up(bytes.saturating_mul(2), WORD)
                 .max(EDGE_STEP.min(self.len / 16))
                 .min(self.len);
             if keep >= edge {
-                return;
+                return (live, bytes);
             }
             self.edge.set(keep);
             keep
@@ -1287,14 +1294,20 @@ impl BlockCtl {
             let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
             if count(h) == 0 {
                 run = run.or(Some(off));
-            } else if let Some(start) = run.take() {
-                self.take_run(start, off, keep, edge, take);
+            } else {
+                if lapped {
+                    (live, bytes) = (live + 1, bytes + span(h));
+                }
+                if let Some(start) = run.take() {
+                    self.take_run(start, off, keep, edge, take);
+                }
             }
             off += span(h);
         }
         if let Some(start) = run {
             self.take_run(start, self.len, keep, edge, take);
         }
+        (live, bytes)
     }
 
     /// The free regions `start..end` (a run, which this thread owns): the part past

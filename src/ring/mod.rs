@@ -228,6 +228,7 @@ impl RingBuilder {
             heap_bytes: Cell::new(0),
             waits: Cell::new(0),
             given_back: Cell::new(0),
+            counted: Cell::new((0, 0)),
             #[cfg(real_std)]
             give_back_due: Cell::new((0, None)),
             _not_sync: PhantomData,
@@ -301,8 +302,9 @@ pub struct RingStats {
 
 /// Counts a ring (or an `io::ReadPool`, feature `std`) keeps as it
 /// goes, read without a walk over its headers ([`Ring::counters`]): a server can export
-/// them every second. What is live now ([`RingStats::bytes_in_use`],
-/// [`RingStats::live_buffers`]) takes a walk: [`Ring::stats`].
+/// them every second. What is live is as a walk last counted it (a pool's sweeper
+/// thread walks once a second); what is live this instant takes a walk of one's own:
+/// [`Ring::stats`].
 ///
 /// ```
 /// let ring = ringmem::Ring::new(4 << 20);
@@ -359,6 +361,34 @@ pub struct RingCounters {
     /// assert_eq!(ring.counters().bytes_given_back, 0);
     /// ```
     pub bytes_given_back: u64,
+    /// [`RingStats::live_buffers`] as last counted, without a walk of its own: on an
+    /// `io::ReadPool`, by its sweeper thread once a second while claims come or any
+    /// region is live (0 once it has seen none), and by `ReadPool::stats`; on a ring,
+    /// by [`Ring::stats`] and [`Ring::give_back_pages`] (a `Grow` ring's own, once a
+    /// second at most while claims walk). So a server that exports the counters every
+    /// second sees its pool's live frames at most a second or two late, at no cost to
+    /// its claims: the sweeper counts in the walk it makes to give pages back.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(1 << 20);
+    /// let kept = ring.fixed(1000).unwrap();
+    /// assert_eq!(ring.counters().live_buffers, 0); // not counted yet
+    /// ring.give_back_pages();
+    /// assert_eq!(ring.counters().live_buffers, 1);
+    /// # drop(kept);
+    /// ```
+    pub live_buffers: usize,
+    /// [`RingStats::bytes_in_use`] (headers included) as last counted, as
+    /// [`live_buffers`](Self::live_buffers) is.
+    ///
+    /// ```
+    /// let ring = ringmem::Ring::new(1 << 20);
+    /// let kept = ring.fixed(1000).unwrap();
+    /// assert_eq!(ring.stats().bytes_in_use, 1008);
+    /// assert_eq!(ring.counters().bytes_in_use, 1008); // as `stats` counted
+    /// # drop(kept);
+    /// ```
+    pub bytes_in_use: usize,
 }
 
 /// The bytes the global allocator holds for the adapter's allocation at `ptr` (its
@@ -439,6 +469,9 @@ pub struct Ring {
     waits: Cell<u64>,
     /// Bytes of pages given back to the system so far.
     given_back: Cell<u64>,
+    /// Live regions and their bytes at the last walk that counted them (see
+    /// [`RingCounters::bytes_in_use`]).
+    counted: Cell<(usize, usize)>,
     /// A `Grow` ring's walks since it last looked at the time, and when it last gave its
     /// free pages back (see `give_back_if_due`).
     #[cfg(real_std)]
@@ -555,6 +588,7 @@ impl Ring {
             stats.largest_free = stats.largest_free.max(free_run.saturating_sub(HDR));
             stats.capacity += b.len();
         }
+        self.counted.set((stats.live_buffers, stats.bytes_in_use));
         stats
     }
 
@@ -602,14 +636,25 @@ impl Ring {
     /// [`lap_whole`](Self::lap_whole), the pages of every free run, as far as they are
     /// resident, and claims still lap the whole block, touching them again as they come
     /// round (for a ring claims have left alone a while).
-    pub(crate) fn take_free_pages(&self, lapped: bool, mut f: impl FnMut(FixedBufMut, usize)) {
+    ///
+    /// Returns the live regions and their bytes its walk counted, before any run was
+    /// taken, which it also records as [`Ring::counters`]' count.
+    pub(crate) fn take_free_pages(
+        &self,
+        lapped: bool,
+        mut f: impl FnMut(FixedBufMut, usize),
+    ) -> (usize, usize) {
+        let (mut live, mut bytes) = (0, 0);
         for b in self.blocks() {
             // SAFETY: the ring's blocks stay alive while the ring does.
             let block = unsafe { b.as_ref() };
-            block.take_free_runs(lapped, &mut |run, touched| {
+            let (l, b) = block.take_free_runs(lapped, &mut |run, touched| {
                 f(FixedBufMut::from_claim(run, 0), touched)
             });
+            (live, bytes) = (live + l, bytes + b);
         }
+        self.counted.set((live, bytes));
+        (live, bytes)
     }
 
     /// Lets claims lap the whole of each block of the ring (made so far), with no edge
@@ -640,6 +685,8 @@ impl Ring {
             heap_fallbacks: self.heap_fallbacks.get(),
             heap_bytes: self.heap_bytes.get(),
             bytes_given_back: self.given_back.get(),
+            live_buffers: self.counted.get().0,
+            bytes_in_use: self.counted.get().1,
         }
     }
 
