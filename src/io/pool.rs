@@ -181,6 +181,11 @@ impl Shared {
 /// shard's lock and asks the pool's flag there, and a pool put on the list asks the
 /// thread's flag under the list's lock; the sweeper lowers a flag, then looks at the
 /// claim counts (the list) under their locks.
+///
+/// The wake-ups its releases owe run executors' wakers on this thread: one that panics
+/// ends that pool's tick, which the next tick does again (the thread goes on, so the
+/// pools keep their pages going back; a tick leaves nothing half done where a waker
+/// runs, see [`Shard::give_back_pages`]).
 fn sweep() {
     loop {
         std::thread::sleep(GIVE_BACK_EVERY);
@@ -190,7 +195,11 @@ fn sweep() {
             let Some(shared) = p.pool.upgrade() else {
                 return false;
             };
-            shared.sweep_tick(&mut p.seen) || shared.sweeping.stop(|| shared.claimed_since(&p.seen))
+            let tick = || {
+                shared.sweep_tick(&mut p.seen)
+                    || shared.sweeping.stop(|| shared.claimed_since(&p.seen))
+            };
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(tick)).unwrap_or(true)
         });
         let mut list = swept();
         list.append(&mut pools);
@@ -281,7 +290,11 @@ impl Shard {
     /// Gives the free pages of this shard's `rings` (locked) back, in the three steps
     /// of [`Rings::take_free_pages`]: the lock is let go while the pages go back.
     /// `runs`: an empty list to reuse. Returns the bytes given back.
+    ///
+    /// The wake-ups its releases owe run at the end, once the runs are let go: a waker
+    /// that panics leaves the runs' count right (see [`sweep`]).
     fn give_back_pages(&self, rings: Locked<'_>, quiet: bool, runs: &mut Runs) -> usize {
+        let _wakes = hold_wakes();
         let (live, bytes) = rings.take_free_pages(quiet, runs);
         self.record(live, bytes);
         drop(rings);
@@ -1577,6 +1590,81 @@ mod tests {
             "{given} of {bytes} bytes given back"
         );
         assert_eq!(pool.stats().bytes_in_use, 0);
+    }
+
+    /// A waker that panics when the sweeper's release wakes it ends that tick, not the
+    /// sweeper: the thread goes on counting and giving pages back.
+    #[test]
+    #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
+    #[cfg(feature = "tokio")]
+    fn a_panicking_waker_leaves_the_sweeper_running() {
+        use crate::ring::wait::{poll_until, TaskSlot};
+        use std::sync::atomic::AtomicBool;
+        use std::task::{Context, Wake, Waker};
+        use std::time::{Duration, Instant};
+
+        /// Panics once armed, on the thread that wakes it; counts its wakes before.
+        struct Panics(AtomicBool, AtomicUsize);
+        impl Wake for Panics {
+            fn wake(self: Arc<Self>) {
+                self.wake_by_ref();
+            }
+            fn wake_by_ref(self: &Arc<Self>) {
+                // Relaxed: set on the test's thread before the wake it arms.
+                if self.0.load(Ordering::Relaxed) {
+                    panic!("a waker that panics (expected)");
+                }
+                self.1.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+
+        // It shares the waiters' table with the other waiting tests.
+        let _one = crate::ring::orphan::one_test();
+        let pool = ReadPool::new(64 << 10);
+        let mem = Memory::Pool(pool.clone());
+        let fit = pool.shared.fit;
+        let region = mem.first_try(fit, fit).expect("an empty pool");
+        let waker = Arc::new(Panics(AtomicBool::new(false), AtomicUsize::new(0)));
+        let task = Waker::from(waker.clone());
+        let mut cx = Context::from_waker(&task);
+        let mut slot = TaskSlot::default();
+        // Polled until it registers: its first polls yield (they wake it at once).
+        loop {
+            let yields = waker.1.load(Ordering::Relaxed);
+            let pending = poll_until(&mut slot, &mut cx, mem.span(), 4 << 10, |walk| {
+                mem.try_claim(4 << 10, 4 << 10, walk)
+            });
+            assert!(pending.is_pending(), "the pool is full");
+            if waker.1.load(Ordering::Relaxed) == yields {
+                break;
+            }
+        }
+        waker.0.store(true, Ordering::Relaxed);
+        // The shard's spare: the sweeper's next tick releases it, and wakes the task.
+        mem.give_back(region);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let spare_kept = || {
+            let rings = lock(&pool.shared.shards[0]);
+            let spare = rings.spare.take();
+            let kept = spare.is_some();
+            rings.spare.set(spare);
+            kept
+        };
+        while spare_kept() {
+            assert!(
+                Instant::now() < deadline,
+                "the sweeper never took the spare"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(slot);
+        // The sweeper still counts: a frame kept now shows in the counters.
+        let kept = mem.first_try(4 << 10, 4 << 10).unwrap();
+        while pool.counters().live_buffers != 1 {
+            assert!(Instant::now() < deadline, "the sweeper stopped");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(kept);
     }
 
     /// One sweeper thread serves every pool of the process: a claim on each of 32
