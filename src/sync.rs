@@ -436,6 +436,13 @@ impl RunFlag {
         !self.0.swap(true, Ordering::Relaxed)
     }
 
+    /// Lowers the flag of a helper that cannot be running: in a process just forked,
+    /// which has none of its parent's threads.
+    #[cfg(not(loom))]
+    pub(crate) fn forget(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+
     /// The helper's stop, `worked_since` looking at the work counts under their locks:
     /// whether the helper goes on (work came, and no starter took its place).
     pub(crate) fn stop(&self, worked_since: impl FnOnce() -> bool) -> bool {

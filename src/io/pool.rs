@@ -34,7 +34,7 @@ use core::cell::Cell;
 use core::fmt;
 use core::ops::Deref;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, TryLockError, Weak};
 
 use crate::buf::hopeless;
@@ -106,6 +106,8 @@ struct Shared {
     fit: usize,
     /// Whether the pool is on the sweeper's list (see [`sweep`]).
     sweeping: RunFlag,
+    /// The process that put it there (see [`ReadPool::after_fork`]).
+    listed_by: AtomicU32,
     /// [`RingCounters`]' waits and bytes given back, for the whole pool.
     waits: AtomicU64,
     given_back: AtomicU64,
@@ -228,6 +230,27 @@ static SWEEPER: RunFlag = RunFlag::new();
 fn swept() -> MutexGuard<'static, Vec<Swept>> {
     SWEPT.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// [`swept`], unless its lock stays held through a few thousand tries (see
+/// `ReadPool::start_sweeper`).
+fn try_swept() -> Option<MutexGuard<'static, Vec<Swept>>> {
+    for _ in 0..4096 {
+        match SWEPT.try_lock() {
+            Ok(list) => return Some(list),
+            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => std::thread::yield_now(),
+        }
+    }
+    None
+}
+
+/// The process whose sweeper thread [`SWEEPER`] tells of (0: none yet).
+static SWEEPER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// A claim in this many on a shard asks whether the process forked since its pool was
+/// put on the sweeper's list (see `ReadPool::after_fork`): a system call, once in a
+/// while.
+const FORK_CHECK: u64 = 4096;
 
 /// The sweeper's stack: it walks headers, gives pages back, and runs the wake-ups its
 /// releases owe (executors' wakers).
@@ -690,6 +713,7 @@ impl ReadPool {
                 fit,
                 shards,
                 sweeping: RunFlag::new(),
+                listed_by: AtomicU32::new(0),
                 waits: AtomicU64::new(0),
                 given_back: AtomicU64::new(0),
                 heap: Arc::default(),
@@ -852,17 +876,35 @@ impl ReadPool {
     /// Each shard tried counts a claim, and a claim that finds the pool's sweeper
     /// stopped starts it (see [`sweep`]).
     fn claim<T>(&self, mut f: impl FnMut(&Rings) -> Option<T>) -> Option<T> {
-        // Whether the sweeper was found stopped, under a shard's lock.
-        let mut stopped = false;
+        // Whether the sweeper was found stopped, under a shard's lock; whether to ask
+        // if the process forked since the pool was listed.
+        let (mut stopped, mut ask) = (false, false);
         let claimed = self.claim_in_shards(|rings| {
-            rings.claims.set(rings.claims.get() + 1);
+            let claims = rings.claims.get() + 1;
+            rings.claims.set(claims);
             stopped |= self.shared.sweeping.stopped();
+            ask |= claims % FORK_CHECK == 0;
             f(rings)
         });
         if stopped {
             self.start_sweeper();
+        } else if ask {
+            self.after_fork();
         }
         claimed
+    }
+
+    /// In a process forked from the one that put the pool on the sweeper's list: puts
+    /// it on again, and starts the sweeper there. A child has none of its parent's
+    /// threads, and inherits the flags that said the sweeper ran and had the pool: its
+    /// pools would never give a page back. A claim in [`FORK_CHECK`] asks.
+    #[cold]
+    fn after_fork(&self) {
+        // Relaxed: the process id, set once per process by the listing claim.
+        if self.shared.listed_by.load(Ordering::Relaxed) != std::process::id() {
+            self.shared.sweeping.forget();
+            self.start_sweeper();
+        }
     }
 
     /// Puts the pool on the sweeper's list, and starts its thread unless it runs (see
@@ -871,23 +913,45 @@ impl ReadPool {
     /// [`give_back_pages`](Self::give_back_pages) only). Under Miri, which gives no page
     /// back, there is none.
     #[cold]
+    ///
+    /// The list's lock is tried, not waited for: in a process forked while the
+    /// sweeper held it, nothing would ever let it go. A claim that does not get it
+    /// leaves the pool's flag lowered, and a later claim tries again.
     fn start_sweeper(&self) {
         if !self.shared.sweeping.start() || cfg!(miri) {
             return;
         }
-        let start = {
-            let mut list = swept();
-            if SWEEPER.stopped() {
-                // Pools dropped while no thread ran (one refused): the thread lets them
-                // go as it ticks.
-                list.retain(|p| p.pool.strong_count() != 0);
-            }
-            list.push(Swept {
-                pool: Arc::downgrade(&self.shared),
-                seen: Vec::new(),
-            });
-            SWEEPER.stopped()
+        let pid = std::process::id();
+        // Relaxed: set and read by the claims of this process alone.
+        self.shared.listed_by.store(pid, Ordering::Relaxed);
+        // The first claim of a forked process to come here lowers the flag of the
+        // parent's thread, which does not run in it (one claim: the swap).
+        let parent = SWEEPER_PID.load(Ordering::Relaxed);
+        if parent != pid
+            && SWEEPER_PID
+                .compare_exchange(parent, pid, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            && parent != 0
+        {
+            SWEEPER.forget();
+        }
+        let Some(mut list) = try_swept() else {
+            self.shared.sweeping.forget();
+            return;
         };
+        if SWEEPER.stopped() {
+            // Pools dropped while no thread ran (one refused), and a forked process's
+            // pools listed by its parent: the thread lets them go as it ticks.
+            list.retain(|p| p.pool.strong_count() != 0);
+        }
+        let me = Arc::downgrade(&self.shared);
+        list.retain(|p| !p.pool.ptr_eq(&me));
+        list.push(Swept {
+            pool: me,
+            seen: Vec::new(),
+        });
+        let start = SWEEPER.stopped();
+        drop(list);
         if start && SWEEPER.start() {
             let thread = std::thread::Builder::new()
                 .name("ringmem-sweep".into())
@@ -1665,6 +1729,53 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         drop(kept);
+    }
+
+    /// A process forked after its parent's pool went on the sweeper's list has a
+    /// sweeper of its own: its claims put the pool on the list again, and what it keeps
+    /// is counted.
+    #[test]
+    #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
+    #[cfg(target_os = "linux")]
+    fn a_forked_process_has_a_sweeper_of_its_own() {
+        use std::time::{Duration, Instant};
+        extern "C" {
+            fn fork() -> i32;
+            fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+            fn _exit(code: i32) -> !;
+        }
+        let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
+        let mem = Memory::Pool(pool.clone());
+        drop(mem.first_try(64, 64).unwrap());
+        assert!(!pool.shared.sweeping.stopped(), "listed, in the parent");
+        // SAFETY: the child claims, spawns the sweeper, sleeps and ends with `_exit`,
+        // touching no lock another thread of the parent may have held.
+        let child = unsafe { fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let kept = mem.first_try(4 << 10, 4 << 10);
+            for _ in 0..2 * FORK_CHECK {
+                drop(mem.first_try(64, 64));
+            }
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let counted = loop {
+                if pool.counters().live_buffers == 1 {
+                    break true;
+                }
+                if Instant::now() > deadline {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            drop(kept);
+            // SAFETY: ends the child without the parent's exit handlers (its test
+            // harness's), as a forked child must.
+            unsafe { _exit(i32::from(!counted)) }
+        }
+        let mut status = -1;
+        // SAFETY: `child` is this process's child; `status` is a valid `int` to write.
+        assert_eq!(unsafe { waitpid(child, &mut status, 0) }, child);
+        assert_eq!(status, 0, "no sweeper counted what the child kept");
     }
 
     /// One sweeper thread serves every pool of the process: a claim on each of 32
