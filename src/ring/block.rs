@@ -80,6 +80,9 @@ pub(crate) struct BlockCtl {
     /// first block, so that allocation moves back there, the others can drain, and each
     /// lap of the first block checks whether they have (see `Ring::release_drained`).
     pub(crate) defer: Cell<bool>,
+    /// A try that finds no room scans on at once, never only the head region (see
+    /// [`BlockCtl::scan_eagerly`]).
+    eager: Cell<bool>,
     /// The first byte of the region area, with the provenance of the whole allocation:
     /// headers and data are reached from it, not from `&self` (whose borrow covers only
     /// the control area under Stacked Borrows).
@@ -217,6 +220,7 @@ impl BlockCtl {
                 quiet: Cell::new(0),
                 lazy: Cell::new(0),
                 defer: Cell::new(false),
+                eager: Cell::new(false),
                 regions,
             });
             base.as_ref().hdr_ptr(0).write(Header::new(pack(len, 0)));
@@ -469,6 +473,28 @@ impl BlockCtl {
         self.edge.set(self.len);
     }
 
+    /// Makes every try that finds no room go on with the scan ([`STEPS`] more
+    /// regions), not look at the head region alone for the next [`SCAN_EVERY`] tries:
+    /// for a block whose oldest regions are not the next to be released (a pool's copy
+    /// ring, where a kept frame stays for seconds among frames dropped at once). There,
+    /// seven tries in eight that met a kept frame failed, each then walking the whole
+    /// block from the head (a pool's claim, `Ring::unstick_if`) to find the room just
+    /// past it.
+    #[cfg(real_std)]
+    pub(crate) fn scan_eagerly(&self) {
+        self.eager.set(true);
+    }
+
+    /// The tries that look at the head region alone after one found no room.
+    #[inline]
+    fn quiet_tries(&self) -> u8 {
+        if self.eager.get() {
+            0
+        } else {
+            SCAN_EVERY - 1
+        }
+    }
+
     /// A claim below the edge, in the first free regions from the block start that hold
     /// it, stepping over at most [`START_LIVE`] live regions: the walk's choice over a
     /// region past the edge, so memory released behind the head is reused before pages
@@ -643,7 +669,7 @@ impl BlockCtl {
                 // one too: a merge that takes it in starts below it, after a wrap, and
                 // ends at or past it, which ends the lap above.)
                 self.cursor.set(off);
-                self.quiet.set(SCAN_EVERY - 1);
+                self.quiet.set(self.quiet_tries());
                 self.lazy.set(LAZY_CLAIMS);
                 return None;
             }
@@ -653,7 +679,7 @@ impl BlockCtl {
         let head = if off >= len { 0 } else { off };
         self.set_head(head);
         self.cursor.set(head);
-        self.quiet.set(SCAN_EVERY - 1);
+        self.quiet.set(self.quiet_tries());
         self.lazy.set(LAZY_CLAIMS);
         None
     }

@@ -671,6 +671,17 @@ impl Ring {
         }
     }
 
+    /// Makes a try that finds no room in a block of the ring (made so far) go on with
+    /// the walk's scan at once (see `BlockCtl::scan_eagerly`): for a ring whose oldest
+    /// regions are not the next to be released (a pool's copy ring).
+    #[cfg(real_std)]
+    pub(crate) fn scan_eagerly(&self) {
+        for b in self.blocks() {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            unsafe { b.as_ref() }.scan_eagerly();
+        }
+    }
+
     /// What the ring has counted so far: its waits, heap fallbacks and pages given
     /// back ([`RingCounters`]). A few loads, no walk: cheap enough for a server to
     /// export every second, unlike [`stats`](Self::stats).
