@@ -1783,7 +1783,8 @@ mod tests {
     /// with its scan at once, where a ring's try looks at the oldest region alone for
     /// seven tries (a producer waiting for its consumer to release in order): with one
     /// region in four kept a while and the others released on another thread (as
-    /// frames are), it fails far less often.
+    /// frames are), it fails far less often (none in 4,000 tries, against 2,880; 1,107
+    /// with the usual four steps a try).
     #[test]
     fn a_copy_rings_try_steps_over_kept_frames() {
         let (to_drop, dropping) = std::sync::mpsc::channel::<(FixedBufMut, _)>();
@@ -1822,7 +1823,7 @@ mod tests {
         drop(to_drop);
         releaser.join().unwrap();
         assert!(
-            eager * 2 < plain,
+            eager * 10 < plain,
             "tries failed: {eager} scanning eagerly, {plain} not"
         );
     }

@@ -105,6 +105,12 @@ const STEPS: usize = 4;
 /// try, ringal's fixed 64 B × 64 row ...)
 const SCAN_EVERY: u8 = 8;
 
+/// [`STEPS`] for a block that scans eagerly ([`BlockCtl::scan_eagerly`]): a pool's copy
+/// ring, where a kept frame's neighbours are often still in flight, and a try that
+/// fails sends the claim to a walk of the whole ring. In a model of it (1 copy in 10
+/// kept, 64 in flight), 12 % of tries failed with 4 steps, 0.1 % with 16.
+const EAGER_STEPS: usize = 16;
+
 /// [`BlockCtl::cursor`] while no scan is under way.
 const NO_SCAN: usize = usize::MAX;
 
@@ -638,7 +644,13 @@ impl BlockCtl {
             // The scan went forward from the head: below it, it has wrapped.
             at => (at, at < start),
         };
-        let mut steps = if full { usize::MAX } else { STEPS };
+        let mut steps = if full {
+            usize::MAX
+        } else if self.eager.get() {
+            EAGER_STEPS
+        } else {
+            STEPS
+        };
         // A scan resumed mid-lap that comes round to the head starts over there once,
         // with the steps it has left: regions it passed while they were live may have
         // been released since (a ring that is all free again serves any request that
