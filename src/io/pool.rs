@@ -231,10 +231,10 @@ fn swept() -> MutexGuard<'static, Vec<Swept>> {
     SWEPT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// [`swept`], unless its lock stays held through a few thousand tries (see
+/// [`swept`], unless its lock stays held through a few hundred tries (see
 /// `ReadPool::start_sweeper`).
 fn try_swept() -> Option<MutexGuard<'static, Vec<Swept>>> {
-    for _ in 0..4096 {
+    for _ in 0..256 {
         match SWEPT.try_lock() {
             Ok(list) => return Some(list),
             Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
@@ -895,10 +895,11 @@ impl ReadPool {
         claimed
     }
 
-    /// In a process forked from the one that put the pool on the sweeper's list: puts
-    /// it on again, and starts the sweeper there. A child has none of its parent's
-    /// threads, and inherits the flags that said the sweeper ran and had the pool: its
-    /// pools would never give a page back. A claim in [`FORK_CHECK`] asks.
+    /// In a process forked from the one that put the pool on the sweeper's list (or
+    /// after a claim that found the list's lock held): puts it on again, and starts the
+    /// sweeper there. A child has none of its parent's threads, and inherits the flags
+    /// that said the sweeper ran and had the pool: its pools would never give a page
+    /// back. A claim in [`FORK_CHECK`] asks.
     #[cold]
     fn after_fork(&self) {
         // Relaxed: the process id, set once per process by the listing claim.
@@ -917,7 +918,8 @@ impl ReadPool {
     ///
     /// The list's lock is tried, not waited for: in a process forked while the
     /// sweeper held it, nothing would ever let it go. A claim that does not get it
-    /// leaves the pool's flag lowered, and a later claim tries again.
+    /// leaves the pool unlisted, and the next claim that asks whether the process
+    /// forked ([`FORK_CHECK`]) tries again.
     fn start_sweeper(&self) {
         if !self.shared.sweeping.start() || cfg!(miri) {
             return;
@@ -937,7 +939,9 @@ impl ReadPool {
             SWEEPER.forget();
         }
         let Some(mut list) = try_swept() else {
-            self.shared.sweeping.forget();
+            // Listed by no process: the claim that next asks (see `after_fork`) tries
+            // again, and the claims between do not.
+            self.shared.listed_by.store(0, Ordering::Relaxed);
             return;
         };
         if SWEEPER.stopped() {
