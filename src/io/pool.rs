@@ -467,11 +467,7 @@ impl Rings {
         self.return_spare();
         let mut sum = RingStats::default();
         for s in self.for_copies().map(Ring::stats) {
-            sum.live_buffers += s.live_buffers;
-            sum.bytes_in_use += s.bytes_in_use;
-            sum.capacity += s.capacity;
-            sum.blocks += s.blocks;
-            sum.largest_free = sum.largest_free.max(s.largest_free);
+            add_stats(&mut sum, &s);
         }
         // The walks above counted them live.
         let (held, held_bytes) = self.held.get();
@@ -514,6 +510,16 @@ impl Rings {
     fn largest(&self) -> &Ring {
         self.copies.as_ref().unwrap_or(&self.reads)
     }
+}
+
+/// Adds the counts of `s` (rings' or shards') to `sum`; the largest free run is the
+/// larger of the two.
+fn add_stats(sum: &mut RingStats, s: &RingStats) {
+    sum.live_buffers += s.live_buffers;
+    sum.bytes_in_use += s.bytes_in_use;
+    sum.capacity += s.capacity;
+    sum.blocks += s.blocks;
+    sum.largest_free = sum.largest_free.max(s.largest_free);
 }
 
 /// Free runs of a pool's rings held while their pages go back, each with the bytes of it
@@ -790,11 +796,7 @@ impl ReadPool {
         for shard in self.shared.shards.iter() {
             let s = lock(shard).stats();
             shard.record(s.live_buffers, s.bytes_in_use);
-            sum.live_buffers += s.live_buffers;
-            sum.bytes_in_use += s.bytes_in_use;
-            sum.capacity += s.capacity;
-            sum.blocks += s.blocks;
-            sum.largest_free = sum.largest_free.max(s.largest_free);
+            add_stats(&mut sum, &s);
         }
         // The frames served from the heap, in the stead of the ring regions that pay
         // for them (Relaxed: counts, which order nothing).
@@ -1583,23 +1585,35 @@ mod tests {
         reads
     }
 
+    /// Whether `done` comes true within 30 s (the sweeper ticks once a second), looked
+    /// at every 20 ms.
+    fn comes_true(mut done: impl FnMut() -> bool) -> bool {
+        use std::time::{Duration, Instant};
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// The sweeper gives a read ring's pages back once claims stop, though no claim is
     /// left to do it (a server whose connections all went idle), and then lets the pool
     /// go; the next claim puts it back on the sweeper's list.
     #[test]
     #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
     fn the_sweeper_gives_pages_back_once_claims_stop() {
-        use std::time::{Duration, Instant};
         let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
         let mem = Memory::Pool(pool.clone());
         let reads = lap_the_read_ring(&mem);
         let sweeping = || !pool.shared.sweeping.stopped();
         assert!(sweeping(), "a claim puts the pool on the sweeper's list");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while sweeping() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!sweeping(), "the sweeper lets the pool go once claims stop");
+        assert!(
+            comes_true(|| !sweeping()),
+            "the sweeper lets the pool go once claims stop"
+        );
         let given = pool.counters().bytes_given_back as usize;
         assert!(
             !GIVES_BACK || given >= reads / 2,
@@ -1616,7 +1630,6 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
     fn the_sweeper_counts_and_gives_back_what_goes_after_claims_stop() {
-        use std::time::{Duration, Instant};
         let pool = ReadPool::with_shards(8 << 20, 1).unwrap();
         let mem = Memory::Pool(pool.clone());
         // Kept frames, their pages touched: 64 regions of 16 KiB.
@@ -1628,17 +1641,13 @@ mod tests {
             })
             .collect();
         let bytes: usize = kept.iter().map(FixedBuf::region_span).sum();
-        let until = |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !done() {
-                assert!(Instant::now() < deadline, "{what}");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        };
-        until("the sweeper counts the frames kept", &|| {
-            let c = pool.counters();
-            (c.live_buffers, c.bytes_in_use) == (64, bytes)
-        });
+        assert!(
+            comes_true(|| {
+                let c = pool.counters();
+                (c.live_buffers, c.bytes_in_use) == (64, bytes)
+            }),
+            "the sweeper counts the frames kept"
+        );
         // Two ticks and more, one at least with no claim: the frames keep it listed.
         std::thread::sleep(GIVE_BACK_EVERY * 5 / 2);
         assert!(
@@ -1648,9 +1657,10 @@ mod tests {
         let before = pool.counters().bytes_given_back;
         // No claim from here on: the frames go, and their pages with them.
         drop(kept);
-        until("the sweeper lets the pool go once nothing is live", &|| {
-            pool.shared.sweeping.stopped()
-        });
+        assert!(
+            comes_true(|| pool.shared.sweeping.stopped()),
+            "the sweeper lets the pool go once nothing is live"
+        );
         let c = pool.counters();
         assert_eq!((c.live_buffers, c.bytes_in_use), (0, 0));
         let given = (c.bytes_given_back - before) as usize;
@@ -1670,7 +1680,6 @@ mod tests {
         use crate::ring::wait::{poll_until, TaskSlot};
         use std::sync::atomic::AtomicBool;
         use std::task::{Context, Wake, Waker};
-        use std::time::{Duration, Instant};
 
         /// Panics once armed, on the thread that wakes it; counts its wakes before.
         struct Panics(AtomicBool, AtomicUsize);
@@ -1711,7 +1720,6 @@ mod tests {
         waker.0.store(true, Ordering::Relaxed);
         // The shard's spare: the sweeper's next tick releases it, and wakes the task.
         mem.give_back(region);
-        let deadline = Instant::now() + Duration::from_secs(20);
         let spare_kept = || {
             let rings = lock(&pool.shared.shards[0]);
             let spare = rings.spare.take();
@@ -1719,20 +1727,17 @@ mod tests {
             rings.spare.set(spare);
             kept
         };
-        while spare_kept() {
-            assert!(
-                Instant::now() < deadline,
-                "the sweeper never took the spare"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert!(
+            comes_true(|| !spare_kept()),
+            "the sweeper never took the spare"
+        );
         drop(slot);
         // The sweeper still counts: a frame kept now shows in the counters.
         let kept = mem.first_try(4 << 10, 4 << 10).unwrap();
-        while pool.counters().live_buffers != 1 {
-            assert!(Instant::now() < deadline, "the sweeper stopped");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert!(
+            comes_true(|| pool.counters().live_buffers == 1),
+            "the sweeper stopped"
+        );
         drop(kept);
     }
 
@@ -1743,7 +1748,6 @@ mod tests {
     #[cfg_attr(miri, ignore)] // Miri gives no page back: no sweeper
     #[cfg(target_os = "linux")]
     fn a_forked_process_has_a_sweeper_of_its_own() {
-        use std::time::{Duration, Instant};
         extern "C" {
             fn fork() -> i32;
             fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
@@ -1762,16 +1766,7 @@ mod tests {
             for _ in 0..2 * FORK_CHECK {
                 drop(mem.first_try(64, 64));
             }
-            let deadline = Instant::now() + Duration::from_secs(20);
-            let counted = loop {
-                if pool.counters().live_buffers == 1 {
-                    break true;
-                }
-                if Instant::now() > deadline {
-                    break false;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
+            let counted = comes_true(|| pool.counters().live_buffers == 1);
             drop(kept);
             // SAFETY: ends the child without the parent's exit handlers (its test
             // harness's), as a forked child must.
