@@ -290,6 +290,16 @@ impl FixedBufMut {
         Some(FixedBufMut::from_claim(c, 0))
     }
 
+    /// The region's header, the data's start and the capacity, with this handle's
+    /// count of the region, which the caller now holds. For an empty buffer: its bytes
+    /// are the caller's to write.
+    #[cfg_attr(not(real_std), allow(dead_code))]
+    pub(crate) fn into_raw(self) -> (NonNull<Header>, NonNull<u8>, usize) {
+        debug_assert_eq!(self.len, 0, "{self:?}");
+        let this = ManuallyDrop::new(self);
+        (this.hdr, this.ptr, this.cap)
+    }
+
     /// Releases the buffer on `ring`'s own thread: back into its block's window when it
     /// is the latest region (see `ring::release_unique_in`), so a region claimed and
     /// not written leaves the window as the claim found it.

@@ -251,6 +251,12 @@ impl BlockCtl {
         Layout::from_size_align(CTL.checked_add(len)?, MAX_ALIGN).ok()
     }
 
+    /// The window, `(head, limit)`.
+    #[cfg(all(test, real_std))]
+    pub(crate) fn window(&self) -> (usize, usize) {
+        (self.head.get(), self.limit.get())
+    }
+
     /// Bytes in the region area.
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -536,6 +542,40 @@ impl BlockCtl {
                 // the edge moves as it would have.
                 self.extend_edge(off + need);
                 return Some(self.take(off, have, need, pad, init));
+            }
+            off += have;
+        }
+        None
+    }
+
+    /// A claim of `bytes` (aligned to a word, at most the block's length) in the first
+    /// free run from the block start that holds it, stepping over every live region
+    /// before it: the lowest room. For regions claimed seldom and kept long (a pool's
+    /// pages of slots, `slots.rs`), which so pack at the block's start whatever order
+    /// they go in, leaving the pages past them untouched; the window, closed first,
+    /// moves to the region's end.
+    #[cfg(real_std)]
+    pub(crate) fn claim_lowest(&self, bytes: usize, init: u64) -> Option<Claim> {
+        self.close();
+        let (need, pad) = Self::need(0, bytes, WORD);
+        let head = self.head.get();
+        let mut off = 0;
+        while off < self.len {
+            // SAFETY: offset 0 leads a region, and each step moves by a region's span
+            // (the window is closed: the headers tile the block). Acquire: as in `walk`.
+            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
+            if count(h) != 0 {
+                off += span(h);
+                continue;
+            }
+            let have = self.merge(off, span(h), need);
+            if have >= need {
+                self.extend_edge(off + need);
+                return Some(self.take(off, have, need, pad, init));
+            }
+            if (off + 1..off + have).contains(&head) {
+                // A merge took the head's header in: the run's is the head now.
+                self.set_head(off);
             }
             off += have;
         }

@@ -6,6 +6,7 @@ mod header;
 mod heap;
 pub(crate) mod orphan;
 mod region;
+pub(crate) mod slots;
 #[cfg(feature = "std")]
 pub(crate) mod wait;
 
@@ -682,6 +683,21 @@ impl Ring {
         }
     }
 
+    /// A region of `bytes` bytes in the first free run from the start of the current
+    /// block that holds it (see `BlockCtl::claim_lowest`): for regions claimed seldom
+    /// and kept long, so that they pack low and the block's pages past them stay
+    /// untouched. Never the ring's [`WhenFull`] policy: `None` without such a run.
+    #[cfg(real_std)]
+    pub(crate) fn claim_lowest(&self, bytes: usize) -> Option<FixedBufMut> {
+        if bytes > self.block_len {
+            return None;
+        }
+        // SAFETY: `cur` is one of the ring's blocks, alive while the ring is.
+        let cur = unsafe { self.cur.get().as_ref() };
+        let c = cur.claim_lowest(bytes, 1)?;
+        Some(FixedBufMut::from_claim(c, 0))
+    }
+
     /// What the ring has counted so far: its waits, heap fallbacks and pages given
     /// back ([`RingCounters`]). A few loads, no walk: cheap enough for a server to
     /// export every second, unlike [`stats`](Self::stats).
@@ -1112,6 +1128,112 @@ mod tests {
             while_busy <= 2,
             "{while_busy} tries while another ring released"
         );
+    }
+
+    /// The regions of `ring`'s block as its walks see them, the window taken as one free
+    /// run: they tile the block, the head is a header (or the window's start), and the
+    /// live ones are `live`.
+    #[cfg(real_std)]
+    fn assert_tiled(ring: &Ring, live: usize, what: &dyn core::fmt::Display) {
+        // SAFETY: the ring's only block is alive.
+        let block = unsafe { ring.cur.get().as_ref() };
+        let (head, limit) = block.window();
+        let (mut off, mut n, mut head_seen) = (0, 0, head == 0 || head == block.len());
+        while off < block.len() {
+            head_seen |= off == head;
+            if off == head && limit > head {
+                off = limit;
+                continue;
+            }
+            // SAFETY: walking headers from offset 0, over the window.
+            let h = unsafe { block.hdr(off) }.load(Ordering::Relaxed);
+            assert!(span(h) >= HDR, "{what}: empty span at {off}");
+            off += span(h);
+            n += usize::from(count(h) != 0);
+        }
+        assert_eq!(
+            off,
+            block.len(),
+            "{what}: regions must tile the block exactly"
+        );
+        assert!(head_seen, "{what}: the head {head} is not a header");
+        assert_eq!(n, live, "{what}: live regions");
+    }
+
+    /// Every way a pool's rings change, in random order, against the ring's invariants
+    /// and the bytes of what is live: claims at the window and grown over it, the
+    /// lowest claim (which merges free runs the head may lie in), shrinks, splits,
+    /// releases on the ring's thread and elsewhere, free runs held while their pages go
+    /// back. (A lowest claim that found no room once left the head inside a run it
+    /// merged, and the next claim there cut a live region in two.)
+    #[test]
+    #[cfg(real_std)]
+    fn every_change_keeps_regions_tiled() {
+        // Under Miri, fewer steps and sizes a sixteenth as large (every byte is checked).
+        let (steps, scale) = if cfg!(miri) { (150, 16) } else { (3_000, 1) };
+        for seed in 1..=if cfg!(miri) { 1u64 } else { 8 } {
+            let ring = Ring::new((256 << 10) / scale);
+            ring.scan_eagerly();
+            let mut x: u64 = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut rnd = |m: usize| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % m as u64) as usize
+            };
+            let (mut live, mut runs): (Vec<(FixedBufMut, u8)>, Vec<_>) = (Vec::new(), Vec::new());
+            for i in 0..steps {
+                let v = (i % 250) as u8 + 1;
+                let mut fill = |mut b: FixedBufMut, n: usize| {
+                    let n = n.min(b.capacity());
+                    b.try_extend_from_slice(&vec![v; n]).unwrap();
+                    live.push((b, v));
+                };
+                match rnd(12) {
+                    0 | 1 => {
+                        let n = 1 + rnd((20 << 10) / scale);
+                        if let Some(b) = ring.claim_lowest(n) {
+                            fill(b, n);
+                        }
+                    }
+                    2..=4 => {
+                        let n = 1 + rnd((8 << 10) / scale);
+                        if let Some(mut b) = ring.fixed(1 + rnd(n)) {
+                            b.grow_in(n, &ring);
+                            fill(b, rnd(n));
+                        }
+                    }
+                    5 if !live.is_empty() => live.last_mut().unwrap().0.shrink_in(&ring),
+                    6 if !live.is_empty() => {
+                        let (b, v) = live.last_mut().unwrap();
+                        if let Some(rest) = b.split_spare_in(8, &ring) {
+                            let v = *v;
+                            live.push((rest, v));
+                        }
+                    }
+                    7 if !live.is_empty() => live.pop().unwrap().0.release_in(&ring),
+                    8 if runs.is_empty() => {
+                        ring.take_free_pages(rnd(2) == 0, |run, t| runs.push((run, t)));
+                    }
+                    8 => runs
+                        .drain(..)
+                        .for_each(|(mut run, t)| _ = run.discard_pages(t)),
+                    _ if !live.is_empty() => drop(live.swap_remove(rnd(live.len()))),
+                    _ => {}
+                }
+                assert_tiled(
+                    &ring,
+                    live.len() + runs.len(),
+                    &format_args!("seed {seed}, step {i}"),
+                );
+                for (b, v) in live.iter().filter(|_| i % 8 == 0) {
+                    assert!(
+                        b.iter().all(|x| x == v),
+                        "seed {seed}, step {i}: bytes overwritten"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

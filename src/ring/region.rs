@@ -50,8 +50,8 @@
 use core::ptr::NonNull;
 
 use super::block::{BlockCtl, Claim, MAX_ALIGN};
-use super::header::{count, round_up, span, Header, COUNT_MASK, HDR, HEAP, MAX_REFS, WORD};
-use super::{heap, orphan, Ring};
+use super::header::{count, round_up, span, Header, CARRY, COUNT_MASK, HDR, HEAP, MAX_REFS, WORD};
+use super::{heap, orphan, slots, Ring};
 use crate::sync::{AcquireCount, Ordering};
 
 impl Ring {
@@ -281,11 +281,14 @@ pub(crate) unsafe fn release_unique(hdr: NonNull<Header>, align: usize) {
         1,
         "unique release of a region with header {h:#x} at {hdr:p}"
     );
-    if h & HEAP == 0 {
+    if h & (HEAP | CARRY) == 0 {
         // Release: publishes every access to the region's bytes before the allocating
         // thread's Acquire load (`BlockCtl::extend`, or the walk) reuses them. One plain store.
         header.store(h & !COUNT_MASK, release());
         orphan::after_release(hdr);
+    } else if h & HEAP == 0 {
+        // SAFETY: a slot (`CARRY` on a ring header) with no handle left (contract).
+        unsafe { slots::release(hdr) };
     } else {
         // SAFETY: a heap region with no handle left (contract).
         unsafe { heap::free(hdr, h, align) };
@@ -344,8 +347,8 @@ unsafe fn rewind_loaded(ring: &Ring, hdr: NonNull<Header>) -> bool {
     // SAFETY: the region is alive until the caller's release (contract).
     // Relaxed: only this handle's thread changes the header of a uniquely held region.
     let h = unsafe { hdr.as_ref() }.load(Ordering::Relaxed);
-    if h & HEAP != 0 {
-        return false;
+    if h & (HEAP | CARRY) != 0 {
+        return false; // a heap region, or a slot (which ends no block's window)
     }
     // The current block's latest region first: no block lookup on the usual path.
     // SAFETY: `cur` is one of the ring's blocks, alive while the ring is; the caller's
@@ -403,8 +406,13 @@ pub(crate) unsafe fn release_shared(hdr: NonNull<Header>, align: usize) -> bool 
     // synchronises with.
     let prev = header.0.fetch_sub(1, Ordering::Release);
     if count(prev) == 1 {
-        if prev & HEAP == 0 {
+        if prev & (HEAP | CARRY) == 0 {
             orphan::after_release(hdr);
+        } else if prev & HEAP == 0 {
+            // Pairs with the other handles' Release decrements, as in `Arc`.
+            header.0.acquire_count();
+            // SAFETY: the last handle of a slot (`CARRY` on a ring header) is gone.
+            unsafe { slots::release(hdr) };
         } else {
             // Pairs with the other handles' Release decrements, as in `Arc`.
             header.0.acquire_count();
