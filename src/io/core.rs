@@ -926,7 +926,8 @@ impl<D: Decoder> Core<D> {
 
 /// Bytes of a frame at most that a reader on a pool whose frames are kept copies out
 /// of its region whatever the region holds besides (a frame read alone too): the copy
-/// goes to the shard's copy ring, so that frames kept never stay in its read ring.
+/// goes to a slot of the shard's copy ring (`ring/slots.rs`), so that frames kept never
+/// stay in its read ring.
 /// There, each would cut the room readers lap into gaps, and every claim would walk
 /// them (a server keeping one 4 KiB frame in ten, mostly read one to a region: some
 /// 7,000 kept in each read ring, 2.6 rings tried per claim). A batch's worth
