@@ -584,20 +584,23 @@ fn give_back(runs: &mut Runs) -> usize {
 /// one is a read ring alone.
 const COPIES_FROM: usize = 1 << 20;
 
-/// The bytes of a split shard's read ring: an eighth of the shard, and as much as a
-/// quarter of it up to [`READS_LEAST`]; the copy ring has the rest. The read ring holds
-/// the regions being read and those whose frames are on their way (copied out, when
-/// the application keeps frames: see `Core::retire`), which go back about in the order
-/// they came; the copy ring holds what is kept, most of a server's bytes, and the read
-/// regions of frames too long for the read ring.
+/// The bytes of a split shard's read ring: a quarter of the shard, up to
+/// [`READS_LEAST`]; the copy ring has the rest. The read ring holds the regions being
+/// read and those whose frames are on their way (copied out, when the application
+/// keeps frames: see `Core::retire`), which go back about in the order they came; the
+/// copy ring holds what is kept, most of a server's bytes, and the read regions of
+/// frames too long for the read ring.
 fn reads_of(shard: usize) -> usize {
-    (shard / 8).max((shard / 4).min(READS_LEAST))
+    (shard / 4).min(READS_LEAST)
 }
 
 /// See [`reads_of`]: room for a few dozen read regions (80 KiB by default) in flight,
-/// and frames kept from readers that trust their consumer among them (a 64 MiB pool's
-/// shards get an eighth, 2 MiB: a server keeping one 4 KiB frame in 100 served as many
-/// frames a second with it as with 4 MiB, 265-272k against 264-274k).
+/// and frames kept from readers that trust their consumer among them. Claims lap the
+/// read ring whole, keeping all of it resident while they come. A 64 MiB pool's shards
+/// get 2 MiB: a server keeping one 4 KiB frame in 100 served as many frames a second
+/// with it as with 4 MiB, 265-272k against 264-274k. A 512 MiB pool's four shards had
+/// an eighth each, 16 MiB (64 MiB resident for reads), which 2 MiB serve as well: the
+/// same server held 73-91 MB resident against 97-117 (`FramedRead`'s: 69-83).
 const READS_LEAST: usize = 2 << 20;
 
 /// The process's pool.
@@ -689,8 +692,8 @@ impl ReadPool {
     }
 
     /// A pool of `budget` bytes in `shards` shards of equal length (at least one), each
-    /// behind its own lock; a shard of 1 MiB or more is a read ring of an eighth of it
-    /// (a quarter, up to 2 MiB) and a ring of the rest for the copies of frames kept
+    /// behind its own lock; a shard of 1 MiB or more is a read ring of a quarter of it,
+    /// up to 2 MiB, and a ring of the rest for the copies of frames kept
     /// and for regions too long for the read ring.
     ///
     /// Each thread that claims from a pool starts at a shard of its own and keeps it, so
