@@ -830,11 +830,13 @@ impl ReadPool {
     }
 
     /// The pool's [`RingStats`], summed over its rings: the regions that readers are
-    /// reading into and the frames (or frozen regions) still held, and the bytes they
-    /// take (those served from the heap too, in the stead of the gaps that pay for
-    /// them); `largest_free` is the largest of any ring's (the longest region a reader
-    /// could claim now). It walks the region headers under each ring's lock, one shard
-    /// after another: for tuning and tests, not a hot loop.
+    /// reading into and the frames (or frozen regions) still held, a kept copy counted
+    /// once, and the bytes they take (those served from the heap too, in the stead of
+    /// the gaps that pay for them; copies' pages whole); `largest_free` is the largest
+    /// of any ring's (the longest region a reader could claim now). It walks the region
+    /// headers under each ring's lock, one shard after another, and gives the pages of
+    /// copies none of whose slots is live back to their rings: for tuning and tests,
+    /// not a hot loop.
     ///
     /// ```
     /// let pool = ringmem::io::ReadPool::new(1 << 20);
