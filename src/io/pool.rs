@@ -58,9 +58,7 @@ use crate::{FixedBuf, FixedBufMut, Ring, RingCounters, RingError, RingStats, Wai
 ///   buffers reach, and go back a second or two after claims stop touching them
 ///   ([`give_back_pages`](Self::give_back_pages)). A reader holds at most one read
 ///   region (80 KiB by default) between polls, an idle async one none. A kept frame
-///   costs its own bytes (one of up to 16 KiB is copied out of its read region, into
-///   a slot of its size: at most a quarter more, and a page of 16 to 63 slots held
-///   while any of them is).
+///   costs its own bytes (one of up to 16 KiB is copied into a slot: a quarter more).
 /// - **When full.** Readers wait for a release, not fail, only when what is held leaves
 ///   too few bytes for the next frame: one no gap between frames kept fits comes from
 ///   the heap, paid for by holding as many bytes of the gaps, within the budget
