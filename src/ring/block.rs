@@ -516,16 +516,43 @@ impl BlockCtl {
     /// out, when a claim reaches its edge.
     #[cold]
     fn claim_at_start(&self, bytes: usize, align: usize, init: u64) -> Option<Claim> {
-        let edge = self.edge.get();
+        self.first_fit(bytes, align, init, self.edge.get(), START_LIVE)
+    }
+
+    /// A claim of `bytes` (aligned to a word, at most the block's length) in the first
+    /// free run from the block start that holds it, stepping over every live region
+    /// before it: the lowest room. For regions claimed seldom and kept long (a pool's
+    /// pages of slots, `slots.rs`), which so pack at the block's start whatever order
+    /// they go in, leaving the pages past them untouched; the window, closed first,
+    /// moves to the region's end.
+    #[cfg(real_std)]
+    pub(crate) fn claim_lowest(&self, bytes: usize, init: u64) -> Option<Claim> {
+        self.close();
+        self.first_fit(bytes, WORD, init, self.len, usize::MAX)
+    }
+
+    /// The first free run from the block start, below `end`, that holds `bytes` aligned
+    /// to `align`, stepping over at most `max_live` live regions; free regions merged
+    /// on the way. The window is closed. A merge that takes the head's header in, in a
+    /// run too short, makes that run's header the head.
+    fn first_fit(
+        &self,
+        bytes: usize,
+        align: usize,
+        init: u64,
+        end: usize,
+        max_live: usize,
+    ) -> Option<Claim> {
+        let head = self.head.get();
         let (mut off, mut live) = (0, 0);
-        while off < edge {
+        while off < end {
             // SAFETY: offset 0 leads a region, and each step moves by a region's span
             // (the window is closed, as for every walk: the headers tile the block).
             // Acquire: as in `walk`.
             let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
             if count(h) != 0 {
                 live += 1;
-                if live > START_LIVE {
+                if live > max_live {
                     return None;
                 }
                 off += span(h);
@@ -543,38 +570,7 @@ impl BlockCtl {
                 self.extend_edge(off + need);
                 return Some(self.take(off, have, need, pad, init));
             }
-            off += have;
-        }
-        None
-    }
-
-    /// A claim of `bytes` (aligned to a word, at most the block's length) in the first
-    /// free run from the block start that holds it, stepping over every live region
-    /// before it: the lowest room. For regions claimed seldom and kept long (a pool's
-    /// pages of slots, `slots.rs`), which so pack at the block's start whatever order
-    /// they go in, leaving the pages past them untouched; the window, closed first,
-    /// moves to the region's end.
-    #[cfg(real_std)]
-    pub(crate) fn claim_lowest(&self, bytes: usize, init: u64) -> Option<Claim> {
-        self.close();
-        let (need, pad) = Self::need(0, bytes, WORD);
-        let head = self.head.get();
-        let mut off = 0;
-        while off < self.len {
-            // SAFETY: offset 0 leads a region, and each step moves by a region's span
-            // (the window is closed: the headers tile the block). Acquire: as in `walk`.
-            let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
-            if count(h) != 0 {
-                off += span(h);
-                continue;
-            }
-            let have = self.merge(off, span(h), need);
-            if have >= need {
-                self.extend_edge(off + need);
-                return Some(self.take(off, have, need, pad, init));
-            }
             if (off + 1..off + have).contains(&head) {
-                // A merge took the head's header in: the run's is the head now.
                 self.set_head(off);
             }
             off += have;
