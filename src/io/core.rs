@@ -46,12 +46,26 @@ const QUEUE: usize = 32;
 /// a frame kept from it holds.
 const PROBE_READ: usize = 4 << 10;
 
-/// Regions of copies after a region found held, at first (see [`Core::retire`]).
-const PROBE_MIN: u32 = 4;
+/// Regions of copies after a region found held, at first and at least (see
+/// [`Core::retire`]): as many as [`PROBE_EASE`], so that a probe found free shortens
+/// the gap by at least one. With 4, probes were more frequent while one frame in ten
+/// was kept, each a region a kept frame may hold: 4 KiB frames ran at 0.87-0.88 times
+/// the rate they run at with 32 (conns scenario, keep row, two rounds).
+const PROBE_MIN: u32 = 32;
 
 /// Regions of copies after a region found held, at most: a frame kept from a region read
 /// without copies holds that region, once in this many regions read.
 const PROBE_MAX: u32 = 1024;
+
+/// A probe found free shortens the gap by this fraction of it (see [`Core::retire`]):
+/// one found held doubles it, so the gap stays long while more than one probe in some
+/// 23 is found held (`ln 2 / ln(32/31)`). Halving it instead kept it near
+/// [`PROBE_MIN`] under a consumer keeping one frame in ten (a probe found held one
+/// time in ten): the probes whose frames were kept held their regions for seconds
+/// among the read regions of a pool and left the read rings no room (conns scenario,
+/// 16 KiB frames: some 470 regions live in a read ring of 2 MiB, the other reads
+/// going to the copy rings and spreading over them).
+const PROBE_EASE: u32 = 32;
 
 /// Frames of probes in a row found free after which a reader whose frames were found
 /// held reads without copies again: evidence enough that no more than about one frame
@@ -327,10 +341,10 @@ impl<D: Decoder> Core<D> {
     /// frame of it kept, or queued for another task). From then on the reader copies the
     /// short frames (see [`copied`]) of [`probe_gap`](Self::probe_gap) regions, then
     /// reads a probe: a region of at most [`PROBE_READ`] bytes, without copies. A probe
-    /// found held doubles the gap (to [`PROBE_MAX`]); found free, it halves it (to
-    /// [`PROBE_MIN`]), and once probes in a row have shown [`TRUST_FRAMES`] frames
-    /// free, the reader reads without copies again. A reader starts with a probe, and
-    /// one found free is enough then.
+    /// found held doubles the gap (to [`PROBE_MAX`]); found free, it shortens it by a
+    /// [`PROBE_EASE`]th (to [`PROBE_MIN`]), and once probes in a row have shown
+    /// [`TRUST_FRAMES`] frames free, the reader reads without copies again. A reader
+    /// starts with a probe, and one found free is enough then.
     ///
     /// So a frame kept for good holds its own bytes and a header, or a probe's 4 KiB
     /// (about one frame in `TRUST_FRAMES` read, once frames were found kept), or, once
@@ -348,7 +362,7 @@ impl<D: Decoder> Core<D> {
             self.copy_left = self.probe_gap;
             self.probe_gap = self.probe_gap.saturating_mul(2).min(PROBE_MAX);
         } else if !self.trusted {
-            self.probe_gap = (self.probe_gap / 2).max(PROBE_MIN);
+            self.probe_gap = (self.probe_gap - self.probe_gap / PROBE_EASE).max(PROBE_MIN);
             self.free_frames = self.free_frames.saturating_add(frames);
             if self.free_frames >= self.trust_after {
                 self.trusted = true;
