@@ -672,6 +672,17 @@ impl Ring {
         }
     }
 
+    /// Says that every claim of the ring takes its lowest room
+    /// ([`claim_lowest`](Self::claim_lowest)), so that its blocks' free pages go back
+    /// down to an eighth more than what is live (see `BlockCtl::pack_low`).
+    #[cfg(real_std)]
+    pub(crate) fn pack_low(&self) {
+        for b in self.blocks() {
+            // SAFETY: the ring's blocks stay alive while the ring does.
+            unsafe { b.as_ref() }.pack_low();
+        }
+    }
+
     /// Makes a try that finds no room in a block of the ring (made so far) go on with
     /// the walk's scan at once (see `BlockCtl::scan_eagerly`): for a ring whose oldest
     /// regions are not the next to be released (a pool's copy ring).
@@ -1158,6 +1169,39 @@ mod tests {
         );
         assert!(head_seen, "{what}: the head {head} is not a header");
         assert_eq!(n, live, "{what}: live regions");
+    }
+
+    /// A ring whose claims take the lowest room gives free pages back down to an eighth
+    /// over what is live; any other, down to twice it (see `BlockCtl::pack_low`).
+    #[test]
+    #[cfg(real_std)]
+    fn a_ring_that_packs_low_keeps_an_eighth_over_what_is_live() {
+        let region = 60 << 10;
+        let live = 16 * (HDR + region);
+        // The bytes below the first free run taken, from the first region.
+        let kept = |low: bool| {
+            let ring = Ring::new(8 << 20);
+            if low {
+                ring.pack_low();
+            }
+            let mut held: Vec<_> = (0..64)
+                .map(|_| ring.claim_lowest(region).unwrap())
+                .collect();
+            held.truncate(16);
+            let mut runs = Vec::new();
+            ring.take_free_pages(false, |run, _| runs.push(run));
+            let first = runs.iter().map(|r| r.as_ptr() as usize).min().unwrap();
+            first - held[0].as_ptr() as usize
+        };
+        let (low, plain) = (kept(true), kept(false));
+        assert!(
+            (live..live + live / 8 + HDR).contains(&low),
+            "{low} for {live} live"
+        );
+        assert!(
+            (2 * live..2 * live + HDR).contains(&plain),
+            "{plain} for {live} live"
+        );
     }
 
     /// Every way a pool's rings change, in random order, against the ring's invariants
