@@ -177,6 +177,15 @@ const EDGE_STEP: usize = 64 * 1024;
 /// out.
 const START_LIVE: usize = 1024;
 
+/// Bytes of a free run of a block that packs low (see [`BlockCtl::pack_low`]) from
+/// which its pages go back wherever it lies, not only past the memory the block keeps
+/// ([`BlockCtl::take_free_runs`]): about the largest page of slots (`slots.rs`).
+/// Claims take the lowest room first, so a run this long amid what is live (pages let
+/// go together) is reached last; a claim that reaches it faults its pages in again (in
+/// the conns scenario's 16 KiB keep row, 33-57 MiB went back in a run of 5.5 s: some
+/// 2,000 pages a second).
+const LOW_RUN: usize = 256 << 10;
+
 /// Bytes of the control area; the region area starts here.
 const CTL: usize = core::mem::size_of::<BlockCtl>();
 
@@ -503,9 +512,9 @@ impl BlockCtl {
     /// Says that the block's claims take its lowest room ([`claim_lowest`]), so that
     /// what is live packs at its start: [`take_free_runs`](Self::take_free_runs) keeps
     /// the memory handed out down to an eighth more than the live bytes, not twice
-    /// them (a pool's copy ring, where twice what a server kept was most of the ring:
-    /// its free pages stayed resident, some 80 MB over the bytes kept in the conns
-    /// scenario's 16 KiB keep row).
+    /// them, and gives back the pages of free runs of [`LOW_RUN`] bytes or more
+    /// wherever they lie (a pool's copy ring, where twice what a server kept was most
+    /// of the ring, and pages of slots let go together leave runs amid those kept).
     ///
     /// [`claim_lowest`]: Self::claim_lowest
     #[cfg(real_std)]
@@ -1346,7 +1355,9 @@ impl BlockCtl {
     /// stay where they are; once released, a later call gives their pages back too.
     ///
     /// `lapped`: the block's claims lap all of it ([`without_edge`](Self::without_edge)):
-    /// the pages of every free run are given back, and the edge stays at the end.
+    /// the pages of every free run are given back, and the edge stays at the end. In a
+    /// block that packs low ([`pack_low`](Self::pack_low)), those of every free run of
+    /// [`LOW_RUN`] bytes or more too.
     ///
     /// Returns the live regions and their bytes, as [`usage`](Self::usage) counts them
     /// before any run is taken (its walk counts them: no walk of its own).
@@ -1369,10 +1380,22 @@ impl BlockCtl {
                 .max(EDGE_STEP.min(self.len / 16))
                 .min(self.len);
             if keep >= edge {
-                return (live, bytes);
+                if !self.low.get() {
+                    return (live, bytes);
+                }
+            } else {
+                self.edge.set(keep);
             }
-            self.edge.set(keep);
             keep
+        };
+        // In a block that packs low, a long run goes back wherever it lies: claims
+        // fill the lowest room first, so one above it stays free a while.
+        let keep_of = |start: usize, end: usize| {
+            if self.low.get() && end - start >= LOW_RUN {
+                start
+            } else {
+                keep
+            }
         };
         // Claims start over from the block start, a region boundary whatever is merged
         // below: the head may lie inside a run about to become one region (a header
@@ -1391,13 +1414,13 @@ impl BlockCtl {
                     (live, bytes) = (live + 1, bytes + span(h));
                 }
                 if let Some(start) = run.take() {
-                    self.take_run(start, off, keep, edge, take);
+                    self.take_run(start, off, keep_of(start, off), edge, take);
                 }
             }
             off += span(h);
         }
         if let Some(start) = run {
-            self.take_run(start, self.len, keep, edge, take);
+            self.take_run(start, self.len, keep_of(start, self.len), edge, take);
         }
         (live, bytes)
     }

@@ -1171,6 +1171,44 @@ mod tests {
         assert_eq!(n, live, "{what}: live regions");
     }
 
+    /// A ring whose claims take the lowest room gives back the pages of long free runs
+    /// amid what is live, not of short ones; any other ring, only past what it keeps.
+    #[test]
+    #[cfg(real_std)]
+    fn a_ring_that_packs_low_gives_back_long_runs_wherever_they_lie() {
+        let region = 60 << 10;
+        // The regions whose room starts a run taken.
+        let taken = |low: bool| {
+            let ring = Ring::new(8 << 20);
+            if low {
+                ring.pack_low();
+            }
+            let mut all: Vec<_> = (0..64)
+                .map(|_| Some(ring.claim_lowest(region).unwrap()))
+                .collect();
+            let at: Vec<_> = all.iter().map(|r| r.as_ref().unwrap().as_ptr()).collect();
+            // Live: 0..32, 36, 60 and 63; free runs of 4 regions (short), 23 and 2.
+            for (i, r) in all.iter_mut().enumerate() {
+                if !(i < 32 || [36, 60, 63].contains(&i)) {
+                    *r = None;
+                }
+            }
+            let mut runs = Vec::new();
+            ring.take_free_pages(false, |run, _| runs.push(run));
+            let mut starts: Vec<_> = runs
+                .iter()
+                .map(|run| at.iter().position(|&p| p == run.as_ptr()))
+                .collect();
+            starts.sort();
+            starts
+        };
+        // Past an eighth over the live bytes (35 regions), the run at 61 and the rest
+        // (`None`: past the last region); the long one at 37 below that too.
+        assert_eq!(taken(true), [None, Some(37), Some(61)]);
+        // Past twice them alone: the ring's tail, past its 64 regions.
+        assert_eq!(taken(false), [None]);
+    }
+
     /// A ring whose claims take the lowest room gives free pages back down to an eighth
     /// over what is live; any other, down to twice it (see `BlockCtl::pack_low`).
     #[test]
