@@ -227,13 +227,16 @@ impl Slots {
             let (class_live, mut spare) = (c.pages.len() * count - free, free);
             let mut j = 0;
             while j < c.pages.len() {
-                let empty = free_of(c, j) == count;
-                let keeps = spare - count >= class_live / SPARE_SHARE;
-                if !empty || !(all || (j != c.at && keeps)) {
+                // A page may have emptied since `spare` was counted (a release on
+                // another thread): `spare` may be short of its slots.
+                let empty = || free_of(c, j) == count;
+                let keeps =
+                    || (spare.checked_sub(count)).is_some_and(|s| s >= class_live / SPARE_SHARE);
+                if !(empty() && (all || (j != c.at && keeps()))) {
                     j += 1;
                     continue;
                 }
-                spare -= count;
+                spare = spare.saturating_sub(count);
                 let page = c.pages.swap_remove(j);
                 if j == c.at {
                     c.local = 0;
