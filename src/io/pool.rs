@@ -1942,6 +1942,50 @@ mod tests {
         assert!(copied >= 180, "{copied} of 200 frames copied");
     }
 
+    /// A reader whose consumer keeps one frame in ten reads few probes (see
+    /// `Core::retire`): nine probes in ten are found free, and the gap between probes
+    /// must not fall back to its least for them, or kept frames stay slices of the read
+    /// regions they were read into (each such region, held as long as the frame is, a
+    /// gap in the read ring): with the gap halved by each, 289 of the 400 here did.
+    #[test]
+    fn a_consumer_keeping_one_frame_in_ten_gets_copies() {
+        use crate::io::{FramedReader, LengthDelimited};
+        /// One frame of 1,000 bytes a read.
+        struct OneAtATime(usize);
+        impl std::io::Read for OneAtATime {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0 == 0 || buf.len() < 1004 {
+                    return Ok(0);
+                }
+                self.0 -= 1;
+                buf[..4].copy_from_slice(&1000u32.to_be_bytes());
+                buf[4..1004].fill(self.0 as u8);
+                Ok(1004)
+            }
+        }
+        let frames = if cfg!(miri) { 500 } else { 4000 };
+        let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
+        let mut r = FramedReader::with_pool(OneAtATime(frames), LengthDelimited::new(), &pool);
+        let mut kept = Vec::new();
+        let mut seen = 0;
+        while let Some(frame) = r.next_frame().unwrap() {
+            seen += 1;
+            if seen % 10 == 0 {
+                kept.push(frame);
+            }
+        }
+        assert_eq!(kept.len(), frames / 10);
+        let copies = pool.shared.shards[0].spans[1];
+        let views = (kept.iter())
+            .filter(|f| !copies.holds(f.as_ptr() as usize))
+            .count();
+        assert!(
+            views * 20 < kept.len(),
+            "{views} of {} kept frames are slices",
+            kept.len()
+        );
+    }
+
     /// The first try of a claim on a pool walks it: room left by a release behind the
     /// oldest live region serves, where a plain claim looks at the oldest region only.
     #[test]
