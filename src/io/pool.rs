@@ -1912,25 +1912,27 @@ mod tests {
         assert!((1..=2).contains(&sweepers), "{sweepers} sweeper threads");
     }
 
+    /// A stream of this many frames of 1,000 bytes (length-delimited), one a read.
+    struct OneAtATime(usize);
+
+    impl std::io::Read for OneAtATime {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0 == 0 || buf.len() < 1004 {
+                return Ok(0);
+            }
+            self.0 -= 1;
+            buf[..4].copy_from_slice(&1000u32.to_be_bytes());
+            buf[4..1004].fill(self.0 as u8);
+            Ok(1004)
+        }
+    }
+
     /// A reader whose frames are kept copies them to the copy ring, also those read one
     /// to a region (which the frame fills): so that what is kept never cuts the read
     /// ring into gaps. Probes (see `Core::retire`) stay where they were read.
     #[test]
     fn kept_frames_read_alone_go_to_the_copy_ring() {
         use crate::io::{FramedReader, LengthDelimited};
-        /// One frame of 1,000 bytes a read.
-        struct OneAtATime(usize);
-        impl std::io::Read for OneAtATime {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                if self.0 == 0 || buf.len() < 1004 {
-                    return Ok(0);
-                }
-                self.0 -= 1;
-                buf[..4].copy_from_slice(&1000u32.to_be_bytes());
-                buf[4..1004].fill(self.0 as u8);
-                Ok(1004)
-            }
-        }
         let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
         let mut r = FramedReader::with_pool(OneAtATime(200), LengthDelimited::new(), &pool);
         let frames: Vec<_> = core::iter::from_fn(|| r.next_frame().unwrap()).collect();
@@ -1950,19 +1952,6 @@ mod tests {
     #[test]
     fn a_consumer_keeping_one_frame_in_ten_gets_copies() {
         use crate::io::{FramedReader, LengthDelimited};
-        /// One frame of 1,000 bytes a read.
-        struct OneAtATime(usize);
-        impl std::io::Read for OneAtATime {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                if self.0 == 0 || buf.len() < 1004 {
-                    return Ok(0);
-                }
-                self.0 -= 1;
-                buf[..4].copy_from_slice(&1000u32.to_be_bytes());
-                buf[4..1004].fill(self.0 as u8);
-                Ok(1004)
-            }
-        }
         let frames = if cfg!(miri) { 500 } else { 4000 };
         let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
         let mut r = FramedReader::with_pool(OneAtATime(frames), LengthDelimited::new(), &pool);
