@@ -538,6 +538,17 @@ pub(crate) mod switch {
     pub(crate) const fn on(_name: &str) -> bool {
         false
     }
+
+    /// `strong`, or `Relaxed` while the mutant `name` is on: an ordering a loom model
+    /// proves needed.
+    #[inline(always)]
+    pub(crate) fn weakened(name: &str, strong: super::Ordering) -> super::Ordering {
+        if on(name) {
+            super::Ordering::Relaxed
+        } else {
+            strong
+        }
+    }
 }
 
 /// The asymmetric store-load barrier: each side stores, then loads what the other side

@@ -404,13 +404,13 @@ impl Rings {
                     return slot;
                 }
             }
-        }
-        if let Some(copies) = self.copies.as_ref().filter(|_| !*walked) {
-            let copy = copies.claim_lowest(n.max(1));
-            if copy.is_some() {
-                return copy;
+            if !*walked {
+                let copy = copies.claim_lowest(n.max(1));
+                if copy.is_some() {
+                    return copy;
+                }
+                *walked = true; // the copy ring has no room: no more walks for this batch
             }
-            *walked = true; // the copy ring has no room: no more walks for this batch
         }
         claim_copy(&self.reads, n, walked)
     }

@@ -257,11 +257,7 @@ impl Ring {
 /// known-bug mutant `mutant_relaxed_release` (a loom switch, see `sync::switch`) fails.
 #[inline(always)]
 fn release() -> Ordering {
-    if crate::sync::switch::on("mutant_relaxed_release") {
-        Ordering::Relaxed
-    } else {
-        Ordering::Release
-    }
+    crate::sync::switch::weakened("mutant_relaxed_release", Ordering::Release)
 }
 
 /// Releases a region held by exactly one handle, on any thread.

@@ -146,7 +146,7 @@ impl Slots {
     pub(crate) fn claim(
         &mut self,
         n: usize,
-        region: impl FnOnce(usize) -> Option<FixedBufMut>,
+        mut region: impl FnMut(usize) -> Option<FixedBufMut>,
     ) -> Option<FixedBufMut> {
         let class = class_of(n)?;
         if self.classes.is_empty() {
@@ -162,50 +162,44 @@ impl Slots {
                 // free: its bit came from the page's word or from the page being new.
                 return Some(unsafe { hand_out(c.pages[c.at], idx, slot) });
             }
-            let Some(&page) = c.pages.get(c.at) else {
-                break;
-            };
-            // Acquire: pairs with the releases' `Release` RMWs, so every use of a slot
-            // happens before its reuse.
-            // SAFETY: the claimer's pages are live while it lists them.
-            let bits = unsafe { page.as_ref() }.free.swap(0, take());
-            debug_assert_eq!(bits & !usable(count), 0, "page {page:p}: {bits:#x}");
-            c.local = bits;
-            if bits != 0 {
+            if let Some(&page) = c.pages.get(c.at) {
+                // Acquire: pairs with the releases' `Release` RMWs, so every use of a
+                // slot happens before its reuse.
+                // SAFETY: the claimer's pages are live while it lists them.
+                let bits = unsafe { page.as_ref() }.free.swap(0, take());
+                debug_assert_eq!(bits & !usable(count), 0, "page {page:p}: {bits:#x}");
+                c.local = bits;
+                if bits != 0 {
+                    c.visits += 1;
+                    c.found += bits.count_ones() as usize;
+                    continue;
+                }
+                if c.cool != 0 {
+                    c.cool -= 1;
+                    return None;
+                }
                 c.visits += 1;
-                c.found += bits.count_ones() as usize;
-                continue;
-            }
-            if c.cool != 0 {
-                c.cool -= 1;
-                return None;
-            }
-            c.visits += 1;
-            if c.visits < c.pages.len() {
                 c.at = (c.at + 1) % c.pages.len();
-                continue;
+                if c.visits < c.pages.len() {
+                    continue;
+                }
+                // A lap: as many free slots as pages visited is room enough.
+                let full = c.found < c.visits;
+                (c.visits, c.found) = (0, 0);
+                if !full {
+                    continue;
+                }
             }
-            // A lap: as many free slots as pages visited is room enough.
-            let full = c.found < c.visits;
+            // A new page, its slots all free: the next turn hands out its first.
+            let Some(page) = region(CTL + slot * count).map(new_page) else {
+                c.cool = COOL_CLAIMS;
+                return None;
+            };
+            c.pages.push(page);
+            c.at = c.pages.len() - 1;
+            c.local = usable(count);
             (c.visits, c.found) = (0, 0);
-            c.at = (c.at + 1) % c.pages.len();
-            if !full {
-                continue;
-            }
-            break;
         }
-        let Some(page) = region(CTL + slot * count).map(new_page) else {
-            c.cool = COOL_CLAIMS;
-            return None;
-        };
-        c.pages.push(page);
-        c.at = c.pages.len() - 1;
-        c.local = usable(count);
-        (c.visits, c.found) = (0, 0);
-        let idx = c.local.trailing_zeros() as usize;
-        c.local &= c.local - 1;
-        // SAFETY: a new page of this class, all its slots free.
-        Some(unsafe { hand_out(page, idx, slot) })
     }
 
     /// Releases the regions of pages whose slots are all free, as long as the pages
@@ -285,11 +279,7 @@ impl Drop for Slots {
 /// see `sync::switch`) fails.
 #[inline(always)]
 fn take() -> Ordering {
-    if crate::sync::switch::on("mutant_relaxed_take") {
-        Ordering::Relaxed
-    } else {
-        Ordering::Acquire
-    }
+    crate::sync::switch::weakened("mutant_relaxed_take", Ordering::Acquire)
 }
 
 /// A new page over `region`, every slot free (held by the claimer).
