@@ -856,11 +856,13 @@ fn keeping_one_frame_in_a_thousand_holds_its_own_bytes() {
         };
         // The kept frames, each in a region of its own (its bytes and a header), but a
         // few in a probe's region of 4 KiB (see `FramedReader`): within 4 times the
-        // kept bytes (about 1.5 times in this stream).
+        // kept bytes (about 1.5 times in this stream), and on a pool a page of slots
+        // (8 KiB for these frames' size) in each shard, which copies go round.
         assert!(stats.live_buffers <= kept.len(), "{name}: {stats:?}");
         let kept_bytes: usize = kept.iter().map(|f| f.len()).sum();
+        let pages = reader.pool().map_or(0, |p| p.shards() * (8 << 10));
         assert!(
-            name == "small ring" || stats.bytes_in_use <= 4 * kept_bytes,
+            name == "small ring" || stats.bytes_in_use <= 4 * kept_bytes + pages,
             "{name}: {stats:?} for {kept_bytes} bytes kept"
         );
         drop(kept);
