@@ -610,14 +610,19 @@ fn reads_of(shard: usize) -> usize {
     (shard / 4).min(READS_LEAST)
 }
 
-/// See [`reads_of`]: room for a few dozen read regions (80 KiB by default) in flight,
-/// and frames kept from readers that trust their consumer among them. Claims lap the
-/// read ring whole, keeping all of it resident while they come. A 64 MiB pool's shards
-/// get 2 MiB: a server keeping one 4 KiB frame in 100 served as many frames a second
-/// with it as with 4 MiB, 265-272k against 264-274k. A 512 MiB pool's four shards had
-/// an eighth each, 16 MiB (64 MiB resident for reads), which 2 MiB serve as well: the
-/// same server held 73-91 MB resident against 97-117 (`FramedRead`'s: 69-83).
-const READS_LEAST: usize = 2 << 20;
+/// See [`reads_of`]: room for a dozen read regions (80 KiB by default) in flight, and
+/// frames kept from readers that trust their consumer among them; the copy ring takes
+/// the reads beyond. Claims lap the read ring whole, keeping all of it resident while
+/// they come. A 512 MiB pool's four shards had an eighth each, 16 MiB (64 MiB resident
+/// for reads), which 2 MiB served as well: a server keeping one 4 KiB frame in 100
+/// held 73-91 MB resident against 97-117 (`FramedRead`'s: 69-83). 1 MiB serves as well
+/// again (conns scenario, three rounds, 2 MiB against 1 MiB): 16 KiB frames kept one in
+/// ten 16.9-17.7 against 16.7-16.8 KiB resident per frame kept (`FramedRead`'s
+/// 16.5-18.1), at 141-167k against 160k frames a second; 4 KiB one in ten 461-478k
+/// against 443-462k, one in 100 on 64 MiB 487-500k against 491-507k at 5.8-5.9 against
+/// 5.3-5.4 KiB; 1,000 connections streaming 1 KiB frames (two rounds) 11.8-13.5M
+/// against 12.7-13.7M frames in 4 s.
+const READS_LEAST: usize = 1 << 20;
 
 /// The process's pool.
 static GLOBAL: OnceLock<ReadPool> = OnceLock::new();
@@ -737,7 +742,7 @@ impl ReadPool {
 
     /// A pool of `budget` bytes in `shards` shards of equal length (at least one), each
     /// behind its own lock; a shard of 1 MiB or more is a read ring of a quarter of it,
-    /// up to 2 MiB, and a ring of the rest for the copies of frames kept
+    /// up to 1 MiB, and a ring of the rest for the copies of frames kept
     /// and for regions too long for the read ring.
     ///
     /// Each thread that claims from a pool starts at a shard of its own and keeps it, so
