@@ -745,9 +745,11 @@ impl ReadPool {
     /// up to 1 MiB, and a ring of the rest for the copies of frames kept
     /// and for regions too long for the read ring.
     ///
-    /// Each thread that claims from a pool starts at a shard of its own and keeps it, so
-    /// threads polling many readers seldom take each other's locks and cache lines; a
-    /// thread moves to another shard when its own is busy or has no room. A region (a
+    /// Each thread that claims from a pool starts at a shard of its own and keeps it for
+    /// read regions, so threads polling many readers seldom take each other's locks and
+    /// cache lines; it moves to another shard when its own is busy or has no room. Its
+    /// copies of kept frames go round the shards, 1,024 claims to each, so that every
+    /// shard reuses the pages its kept frames leave. A region (a
     /// read, a frame) is at most a shard's copy ring: a frame larger than that is
     /// [`FrameError::LargerThanRing`](super::FrameError::LargerThanRing), a budget's
     /// share that no one reader can take. [`new`](Self::new) makes twice the
