@@ -153,7 +153,7 @@ fn read_all<D: Decoder + Unpin>(
     assert!(next(&mut r).is_none(), "an event after the end");
     drop(held);
     assert_eq!(
-        r.ring().stats().live_buffers,
+        r.ring().unwrap().stats().live_buffers,
         0,
         "the reader kept ring memory"
     );

@@ -331,14 +331,18 @@ fn an_idle_reader_on_its_own_ring_holds_nothing() {
         client.write_all(&wire(0, 0)).await.unwrap();
         let f = next(&mut r).await.unwrap().unwrap();
         assert!(poll_once(&mut r).await.is_pending());
-        assert_eq!(r.ring().stats().live_buffers, 1, "the frame's region only");
+        assert_eq!(
+            r.ring().unwrap().stats().live_buffers,
+            1,
+            "the frame's region only"
+        );
         drop(f);
-        assert_eq!(r.ring().stats().live_buffers, 0);
+        assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
         // A partial frame of 10,000 bytes: at most about twice that, in place.
         let w = wire(0, 1);
         client.write_all(&w[..10_004]).await.unwrap();
         assert!(poll_once(&mut r).await.is_pending());
-        let stats = r.ring().stats();
+        let stats = r.ring().unwrap().stats();
         assert_eq!(stats.live_buffers, 1);
         assert!(stats.bytes_in_use <= 2 * 10_004 + HDR, "{stats:?}");
         client.write_all(&w[10_004..]).await.unwrap();
@@ -751,11 +755,13 @@ fn going_idle_mid_frame_allocates_nothing_once_warm() {
 }
 
 #[test]
-#[should_panic(expected = "ReadPool")]
-fn ring_of_a_pool_reader_panics() {
+fn a_pool_reader_has_a_pool_and_no_ring() {
     let pool = ReadPool::new(1 << 16);
     let r = FramedReader::with_pool(&b""[..], Lines::new(), &pool);
-    let _ = r.ring();
+    assert!(r.ring().is_none());
+    assert_eq!(r.pool().map(ReadPool::budget), Some(1 << 16));
+    let own = FramedReader::with_ring(&b""[..], Lines::new(), ringmem::Ring::new(1 << 16));
+    assert!(own.ring().is_some() && own.pool().is_none());
 }
 
 /// Readers and the pool are what a multi-thread runtime needs: `Send` (the pool `Sync`
@@ -852,7 +858,7 @@ fn keeping_one_frame_in_a_thousand_holds_its_own_bytes() {
         assert_eq!(kept.len(), count.div_ceil(1000), "{name}");
         let stats = match reader.pool() {
             Some(pool) => pool.stats(),
-            None => reader.ring().stats(),
+            None => reader.ring().unwrap().stats(),
         };
         // The kept frames, each in a region of its own (its bytes and a header), but a
         // few in a probe's region of 4 KiB (see `FramedReader`): within 4 times the

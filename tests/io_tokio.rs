@@ -68,7 +68,7 @@ async fn frames_over_loopback_tcp() {
             got.push(f.unwrap().to_vec());
         }
         assert_eq!(got, sent, "{chunk}-byte writes");
-        assert_eq!(reader.ring().stats().live_buffers, 0);
+        assert_eq!(reader.ring().unwrap().stats().live_buffers, 0);
     }
 }
 
@@ -106,7 +106,7 @@ async fn bad_input_is_an_error_then_skipped_or_the_end() {
     assert_eq!(e.kind(), ErrorKind::InvalidData);
     assert_eq!(&next(&mut r).await.unwrap().unwrap()[..], b"next");
     assert!(next(&mut r).await.is_none());
-    assert_eq!(r.ring().stats().live_buffers, 0);
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
 
     let mut wire = encode(&[vec![1; 10], vec![2; 500]]);
     wire.truncate(wire.len() - 1);
@@ -118,7 +118,7 @@ async fn bad_input_is_an_error_then_skipped_or_the_end() {
     let why = e.get_ref().unwrap().downcast_ref::<FrameError>().unwrap();
     assert_eq!(*why, FrameError::Truncated { buffered: 503 });
     assert!(next(&mut r).await.is_none());
-    assert_eq!(r.ring().stats().live_buffers, 0);
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
 }
 
 #[tokio::test]
@@ -138,7 +138,7 @@ async fn a_frame_larger_than_the_ring_is_invalid_data_then_skipped() {
     ));
     assert_eq!(&next(&mut r).await.unwrap().unwrap()[..], &[7; 30]);
     assert!(next(&mut r).await.is_none());
-    assert_eq!(r.ring().stats().live_buffers, 0);
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
 }
 
 /// Hands out a stream in reads of `sizes[i % len]` bytes (at least 1), answering
@@ -234,7 +234,7 @@ fn read_async<D: Decoder + Unpin>(src: Scripted, d: D, read_size: usize) -> Even
         }
         drop(held);
         assert_eq!(
-            r.ring().stats().live_buffers,
+            r.ring().unwrap().stats().live_buffers,
             0,
             "the reader kept ring memory"
         );
@@ -483,7 +483,7 @@ async fn frames_go_out_through_tokio_util_framed_write() {
         .await
         .unwrap();
     assert_eq!(out.get_ref(), &encode(&sent));
-    assert_eq!(r.ring().stats().live_buffers, 0);
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
 }
 
 /// An `AsyncWrite` that takes at most `cap` bytes per call, answers `Pending` to every
@@ -692,7 +692,7 @@ async fn frames_round_trip_through_the_async_writer() {
         w.send(f.unwrap()).await.unwrap();
     }
     w.shutdown().await.unwrap();
-    assert_eq!(r.ring().stats().live_buffers, 0);
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
     assert_eq!(back.await.unwrap(), sent);
 }
 
@@ -869,7 +869,7 @@ fn frames_then_the_bug<D: Decoder + Unpin>(mut r: AsyncFramedReader<Swapper, D>)
     assert_eq!(e.kind(), ErrorKind::Other, "{e:?}");
     let why = e.get_ref().unwrap().downcast_ref::<FrameError>().unwrap();
     assert!(matches!(why, FrameError::ReadBufReplaced { .. }), "{e:?}");
-    assert_eq!(r.ring().stats().live_buffers, 0);
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
     got
 }
 

@@ -180,25 +180,19 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         self.core.read_size
     }
 
-    /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring).
-    ///
-    /// # Panics
-    /// On a reader of a [`ReadPool`] ([`new`](Self::new), [`with_pool`](Self::with_pool)),
-    /// whose frames live in the pool's rings, behind their locks: see
-    /// [`pool`](Self::pool).
+    /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring);
+    /// `None` for a reader of a [`ReadPool`] ([`new`](Self::new),
+    /// [`with_pool`](Self::with_pool)), whose frames live in the pool's rings, behind
+    /// their locks: see [`pool`](Self::pool).
     ///
     /// ```
     /// use ringmem::{io::{AsyncFramedReader, Lines}, Ring};
-    /// let r = AsyncFramedReader::with_ring(tokio::io::empty(), Lines::new(), Ring::new(1 << 16));
-    /// assert_eq!(r.ring().stats().live_buffers, 0);
+    /// let r = AsyncFramedReader::with_ring(&b""[..], Lines::new(), Ring::new(1 << 16));
+    /// assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
+    /// assert!(AsyncFramedReader::new(&b""[..], Lines::new()).ring().is_none());
     /// ```
-    pub fn ring(&self) -> &Ring {
-        match self.mem.own() {
-            Some(ring) => ring,
-            None => {
-                panic!("ringmem: AsyncFramedReader::ring on a reader of a ReadPool (see `pool`)")
-            }
-        }
+    pub fn ring(&self) -> Option<&Ring> {
+        self.mem.own()
     }
 
     /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool)

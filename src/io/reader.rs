@@ -237,23 +237,19 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         }
     }
 
-    /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring).
-    ///
-    /// # Panics
-    /// On a reader of a [`ReadPool`] ([`new`](Self::new), [`with_pool`](Self::with_pool)),
-    /// whose frames live in the pool's rings, behind their locks: see
-    /// [`pool`](Self::pool).
+    /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring);
+    /// `None` for a reader of a [`ReadPool`] ([`new`](Self::new),
+    /// [`with_pool`](Self::with_pool)), whose frames live in the pool's rings, behind
+    /// their locks: see [`pool`](Self::pool).
     ///
     /// ```
     /// use ringmem::{io::{FramedReader, Lines}, Ring};
     /// let r = FramedReader::with_ring(&b""[..], Lines::new(), Ring::new(1 << 16));
-    /// assert_eq!(r.ring().stats().live_buffers, 0);
+    /// assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
+    /// assert!(FramedReader::new(&b""[..], Lines::new()).ring().is_none());
     /// ```
-    pub fn ring(&self) -> &Ring {
-        match self.mem.own() {
-            Some(ring) => ring,
-            None => panic!("ringmem: FramedReader::ring on a reader of a ReadPool (see `pool`)"),
-        }
+    pub fn ring(&self) -> Option<&Ring> {
+        self.mem.own()
     }
 
     /// The pool the frames live in, for a reader made by [`with_pool`](Self::with_pool)
