@@ -236,3 +236,41 @@ impl From<Slice> for Bytes {
         }
     }
 }
+
+/// `$t == Bytes`, `Bytes == $t` and the orderings, by their bytes.
+macro_rules! cmp_bytes {
+    ($t:ty, $other:ty) => {
+        impl PartialEq<$other> for $t {
+            #[inline]
+            fn eq(&self, other: &$other) -> bool {
+                self[..] == other[..]
+            }
+        }
+
+        impl PartialEq<$t> for $other {
+            #[inline]
+            fn eq(&self, other: &$t) -> bool {
+                self[..] == other[..]
+            }
+        }
+
+        impl PartialOrd<$other> for $t {
+            #[inline]
+            fn partial_cmp(&self, other: &$other) -> Option<core::cmp::Ordering> {
+                self[..].partial_cmp(&other[..])
+            }
+        }
+
+        impl PartialOrd<$t> for $other {
+            #[inline]
+            fn partial_cmp(&self, other: &$t) -> Option<core::cmp::Ordering> {
+                self[..].partial_cmp(&other[..])
+            }
+        }
+    };
+}
+
+cmp_bytes!(FixedBuf, Bytes);
+cmp_bytes!(FixedBufMut, Bytes);
+cmp_bytes!(FixedBuf, bytes::BytesMut);
+cmp_bytes!(FixedBufMut, bytes::BytesMut);

@@ -69,3 +69,6 @@ pub use buf::{AllocError, BorrowsRing, CapacityError, ExtBuf, FixedBuf, FixedBuf
 #[cfg(feature = "std")]
 pub use buf::{ExtWait, Reserve, Wait, WaitError, WaitWriter};
 pub use ring::{Ring, RingBuilder, RingCounters, RingError, RingStats, WhenFull};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use serde_impl::InRing;

@@ -1075,3 +1075,28 @@ async fn a_busy_stream_lets_other_tasks_run() {
         "the other task ran {ran} times while the stream was read"
     );
 }
+
+/// A reply server's loop: echoed frames, a static reply and formatted ones go out
+/// through one writer of `FixedBuf`s, in order.
+#[tokio::test]
+async fn replies_that_are_not_frames_go_out_beside_echoed_ones() {
+    use ringmem::io::AsyncFramedWriter;
+    let wire = b"PING\nECHO hi\nCOUNT\n".to_vec();
+    let mut r = AsyncFramedReader::new(&wire[..], Lines::new());
+    let mut w: AsyncFramedWriter<_, FixedBuf, _> = AsyncFramedWriter::new(Vec::new(), Lines::new());
+    let mut seen = 0;
+    while let Some(frame) = next(&mut r).await {
+        let frame = frame.unwrap();
+        seen += 1;
+        let reply = if frame == "PING" {
+            FixedBuf::from_static(b"+PONG")
+        } else if frame.starts_with(b"ECHO ") {
+            frame.slice(5..)
+        } else {
+            FixedBuf::from(format!(":{seen}"))
+        };
+        w.send(reply).await.unwrap();
+    }
+    w.flush().await.unwrap();
+    assert_eq!(w.get_ref(), b"+PONG\nhi\n:3\n");
+}

@@ -400,3 +400,192 @@ mod buf {
         let _ = frozen(&ring, b"abc").copy_to_bytes(4);
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Ordinary bytes as frozen buffers (replies that are not frames), and the trait gaps
+// against `Bytes`.
+
+#[cfg(all(feature = "std", not(loom)))]
+#[test]
+fn a_static_reply_is_held_in_place_and_counts_nothing_down() {
+    static OK: &[u8] = b"+OK\r\n";
+    let (ok, n) = allocations(|| FixedBuf::from_static(OK));
+    assert_eq!((ok.as_ptr(), ok.len(), n), (OK.as_ptr(), 5, 0));
+    // Clones and drops on many threads, far more drops than any one handle's count:
+    // the immortal header never frees, and the bytes stay the static's.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let ok = ok.clone();
+            s.spawn(move || {
+                for _ in 0..10_000 {
+                    let again = FixedBuf::from_static(OK);
+                    let c = again.clone();
+                    assert_eq!(c, ok);
+                }
+            });
+        }
+    });
+    assert_eq!(ok, "+OK\r\n");
+    let empty = FixedBuf::from_static(b"");
+    assert!(empty.is_empty() && empty.slice(..).is_empty());
+}
+
+#[cfg(all(feature = "std", not(loom)))]
+#[test]
+fn copies_of_ordinary_bytes_land_in_the_threads_ring() {
+    let live = || ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
+    let before = live();
+    let (frames, n) = allocations(|| {
+        [
+            FixedBuf::from(&b"slice"[..]),
+            FixedBuf::from(b"array"),
+            FixedBuf::from("str"),
+            FixedBuf::copy_from_slice(b"copy"),
+        ]
+    });
+    assert_eq!(n, 0, "heap allocations for copies into a warm ring");
+    assert_eq!(live(), before + 4);
+    assert_eq!(frames[0], "slice");
+    assert_eq!(frames[3], b"copy");
+    let from_vec = FixedBuf::from(vec![1u8, 2, 3]);
+    let from_string = FixedBuf::from(format!(":{}\r\n", 42));
+    assert!(from_vec == [1u8, 2, 3] && from_string == ":42\r\n");
+    drop((frames, from_vec, from_string));
+    assert_eq!(live(), before);
+    assert!(FixedBuf::copy_from_slice(b"").is_empty());
+}
+
+#[cfg(all(feature = "std", not(loom)))]
+#[test]
+fn a_copy_the_threads_ring_cannot_hold_goes_to_the_heap() {
+    std::thread::spawn(|| {
+        let builder = Ring::builder()
+            .capacity(4096)
+            .when_full(ringmem::WhenFull::Fail);
+        ringmem::tls::configure(builder).unwrap();
+        let big = vec![7u8; 64 << 10];
+        let frame = FixedBuf::from(&big[..]);
+        assert_eq!(frame, big);
+        let live = ringmem::tls::with_ring(|r| r.stats().live_buffers).unwrap();
+        assert_eq!(live, 0, "the copy is on the heap");
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_named_ring_copies_or_says_it_has_no_room() {
+    let ring = Ring::builder()
+        .capacity(4096)
+        .when_full(ringmem::WhenFull::Fail)
+        .build()
+        .unwrap();
+    let a = ring.copy_from_slice(b"abc").unwrap();
+    assert!(a == b"abc" && ring.stats().live_buffers == 1);
+    assert!(ring.copy_from_slice(&[0; 8192]).is_none());
+    assert_eq!(ring.copy_from_slice(b"").unwrap().len(), 0);
+}
+
+#[test]
+fn frames_compare_with_text_both_ways() {
+    let ring = Ring::new(4096);
+    let f = frozen(&ring, b"GET");
+    let w = writable(&ring, b"GET");
+    let s = String::from("GET");
+    assert!(f == "GET");
+    assert!("GET" == f);
+    assert!(f == *"GET");
+    assert!(*"GET" == f);
+    assert!(f == s);
+    assert!(s == f);
+    assert!(w == s);
+    assert!(s == w);
+    assert!(w == "GET");
+    assert!("GET" == w);
+    assert_eq!(f.partial_cmp("PUT"), Some(Ordering::Less));
+    assert_eq!("PUT".partial_cmp(&f), Some(Ordering::Greater));
+    assert_eq!(f.partial_cmp(&"DEL"), Some(Ordering::Greater));
+    assert_ne!(f, "PUT");
+    assert_ne!("PUT", f);
+    let (put, del) = (String::from("PUT"), String::from("DEL"));
+    assert_eq!(w.partial_cmp(&put), Some(Ordering::Less));
+    assert_eq!(del.partial_cmp(&w), Some(Ordering::Less));
+    // Bytes, not characters: a non-UTF-8 frame equals no string.
+    assert!(frozen(&ring, &[0xff]) != "\u{ff}");
+}
+
+#[test]
+fn frames_convert_into_vecs() {
+    let ring = Ring::new(4096);
+    let v: Vec<u8> = frozen(&ring, b"abc").into();
+    let w: Vec<u8> = writable(&ring, b"de").into();
+    assert_eq!((v, w), (b"abc".to_vec(), b"de".to_vec()));
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn extend_from_slice_fills_and_panics_past_the_capacity() {
+    let ring = Ring::new(4096);
+    let mut b = ring.fixed(4).unwrap();
+    b.extend_from_slice(b"ab");
+    b.extend_from_slice(b"cd");
+    let fill = vec![b'x'; b.spare()];
+    b.extend_from_slice(&fill);
+    assert_eq!(&b[..4], b"abcd");
+    let full = b.to_vec();
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.extend_from_slice(b"e")));
+    assert!(err.is_err());
+    assert_eq!(b, full, "a refused write changes nothing");
+}
+
+#[cfg(feature = "bytes")]
+#[test]
+fn frames_compare_with_bytes_both_ways() {
+    use bytes::{Bytes, BytesMut};
+    let ring = Ring::new(4096);
+    let f = frozen(&ring, b"key");
+    let w = writable(&ring, b"key");
+    let (b, m) = (Bytes::from_static(b"key"), BytesMut::from(&b"key"[..]));
+    for ok in [
+        f == b,
+        b == f,
+        w == b,
+        b == w,
+        f == m,
+        m == f,
+        w == m,
+        m == w,
+    ] {
+        assert!(ok);
+    }
+    let later = Bytes::from_static(b"kez");
+    for ok in [f < later, later > f, f != later, later != w] {
+        assert!(ok);
+    }
+}
+
+#[cfg(all(feature = "serde", feature = "std", not(loom)))]
+#[test]
+fn frames_deserialize_into_the_threads_ring_or_a_named_one() {
+    use serde::de::DeserializeSeed;
+    let f: FixedBuf = serde_json::from_str(r#""+OK""#).unwrap();
+    let g: FixedBuf = serde_json::from_str("[1,2,255]").unwrap();
+    assert!(f == "+OK" && g == [1u8, 2, 255]);
+    assert!(serde_json::from_str::<FixedBuf>("[256]").is_err());
+    assert!(serde_json::from_str::<FixedBuf>("{}").is_err());
+    // A round trip: what `Serialize` writes reads back.
+    let ring = Ring::builder()
+        .capacity(4096)
+        .when_full(ringmem::WhenFull::Fail)
+        .build()
+        .unwrap();
+    let json = serde_json::to_string(&frozen(&ring, b"hi")).unwrap();
+    let mut de = serde_json::Deserializer::from_str(&json);
+    let back = ringmem::InRing(&ring).deserialize(&mut de).unwrap();
+    assert!(back == b"hi" && ring.stats().live_buffers == 1);
+    // A ring with no room: the format's error, saying so.
+    let long = serde_json::to_string(&vec![0u8; 8192]).unwrap();
+    let mut de = serde_json::Deserializer::from_str(&long);
+    let err = ringmem::InRing(&ring).deserialize(&mut de).unwrap_err();
+    assert!(err.to_string().contains("no room"), "{err}");
+}

@@ -3,6 +3,7 @@
 //! sorts as its bytes, and is a map key looked up by `&[u8]` (`Borrow<[u8]>` is sound
 //! because `Eq`, `Ord` and `Hash` all agree with the borrowed slice's).
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::borrow::{Borrow, BorrowMut};
 use core::cmp::Ordering;
@@ -124,9 +125,57 @@ macro_rules! as_bytes {
     };
 }
 
+/// `$t == $other` and `$other == $t`, and the orderings, for a text type (`str`,
+/// `String`): by its UTF-8 bytes, as `bytes::Bytes` compares.
+macro_rules! as_text {
+    ($t:ty; [$($g:tt)*] $other:ty) => {
+        impl<$($g)*> PartialEq<$other> for $t {
+            #[inline]
+            fn eq(&self, other: &$other) -> bool {
+                self[..] == *other.as_bytes()
+            }
+        }
+
+        impl<$($g)*> PartialOrd<$other> for $t {
+            #[inline]
+            fn partial_cmp(&self, other: &$other) -> Option<Ordering> {
+                self[..].partial_cmp(other.as_bytes())
+            }
+        }
+
+        text_reverse!($t; [$($g)*] $other);
+    };
+}
+
+/// `$other == $t` and `$other < $t` for a text type (the other way round comes from
+/// the blanket `&T` impl for `&str`).
+macro_rules! text_reverse {
+    ($t:ty; [$($g:tt)*] $other:ty) => {
+        impl<$($g)*> PartialEq<$t> for $other {
+            #[inline]
+            fn eq(&self, other: &$t) -> bool {
+                *self.as_bytes() == other[..]
+            }
+        }
+
+        impl<$($g)*> PartialOrd<$t> for $other {
+            #[inline]
+            fn partial_cmp(&self, other: &$t) -> Option<Ordering> {
+                self.as_bytes().partial_cmp(&other[..])
+            }
+        }
+    };
+}
+
 as_bytes!(FixedBuf);
 as_bytes!(FixedBufMut);
 both_ways!(FixedBuf; [] FixedBufMut);
+as_text!(FixedBuf; [] str);
+as_text!(FixedBufMut; [] str);
+as_text!(FixedBuf; [] String);
+as_text!(FixedBufMut; [] String);
+text_reverse!(FixedBuf; ['a] &'a str);
+text_reverse!(FixedBufMut; ['a] &'a str);
 
 /// The bytes, mutable, as `Vec<u8>` lends them.
 impl BorrowMut<[u8]> for FixedBufMut {

@@ -65,6 +65,14 @@ impl FixedBufMut {
         }
     }
 
+    /// An empty buffer of `n` bytes (at least one) in a heap allocation of its own;
+    /// `None` when the allocator refuses.
+    #[cfg(real_std)]
+    pub(crate) fn on_heap(n: usize) -> Option<Self> {
+        let c = ring::heap_claim(n.max(1), WORD, 1)?;
+        Some(FixedBufMut::from_claim(c, 0))
+    }
+
     /// An empty buffer of `n` bytes (at least one) in a heap allocation of its own that
     /// carries `value` until the region is freed (by the release of its last handle, a
     /// frozen one's too, on any thread), which then drops it. `Err(value)` when the

@@ -5,6 +5,7 @@ mod debug;
 mod ext;
 mod fixed;
 mod fixed_mut;
+mod from;
 mod typed;
 #[cfg(feature = "std")]
 mod wait;

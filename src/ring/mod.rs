@@ -21,7 +21,9 @@ use block::BlockCtl;
 pub(crate) use block::{Claim, MAX_ALIGN};
 pub(crate) use header::{round_up, Header, HDR, MAX_WORDS, WORD};
 #[cfg(real_std)]
-pub(crate) use heap::{carrying_span, claim_carrying as heap_claim_carrying, Carried};
+pub(crate) use heap::{
+    carrying_span, claim as heap_claim, claim_carrying as heap_claim_carrying, Carried,
+};
 #[cfg(real_std)]
 pub(crate) use region::region_span;
 #[cfg(feature = "allocator-api2")]
