@@ -1100,3 +1100,17 @@ async fn replies_that_are_not_frames_go_out_beside_echoed_ones() {
     w.flush().await.unwrap();
     assert_eq!(w.get_ref(), b"+PONG\nhi\n:3\n");
 }
+
+/// `next_frame` gives what the `Stream` gives: a frame over the maximum is an error,
+/// after which the next call goes on with the frame after it; then the clean end.
+#[tokio::test]
+async fn next_frame_goes_on_after_a_frame_over_the_maximum() {
+    let wire = encode(&[b"ok".to_vec(), vec![7; 100], b"after".to_vec()]);
+    let codec = LengthDelimited::new().max_frame_length(64);
+    let mut r = AsyncFramedReader::new(&wire[..], codec);
+    assert_eq!(r.next_frame().await.unwrap().unwrap(), "ok");
+    let err = r.next_frame().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert_eq!(r.next_frame().await.unwrap().unwrap(), "after");
+    assert!(r.next_frame().await.unwrap().is_none());
+}

@@ -180,6 +180,28 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         self.core.read_size
     }
 
+    /// The next frame, as [`FramedReader::next_frame`](super::FramedReader::next_frame)
+    /// gives it (`Ok(None)` when the stream ends at a frame boundary; the same errors,
+    /// after which the next call goes on as the `Stream` does): a loop over a
+    /// connection without `StreamExt`. Cancelling it loses nothing: a frame is taken
+    /// only when the call returns it.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let mut lines = AsyncFramedReader::new(&b"one\ntwo\n"[..], Lines::new());
+    /// while let Some(line) = lines.next_frame().await? {
+    ///     assert!(line == "one" || line == "two");
+    /// }
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn next_frame(&mut self) -> io::Result<Option<FixedBuf>> {
+        core::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx))
+            .await
+            .transpose()
+    }
+
     /// The ring the frames live in, for a reader made by [`with_ring`](Self::with_ring);
     /// `None` for a reader of a [`ReadPool`] ([`new`](Self::new),
     /// [`with_pool`](Self::with_pool)), whose frames live in the pool's rings, behind
