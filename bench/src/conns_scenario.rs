@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::buffers::{child_exe, prepare_child};
 use crate::harness::{mib_stats, Config, Row, Stats, Table, Unit};
+use crate::ratio::{fmt_ratio, ratio};
 
 /// The child binary.
 const CHILD: &str = "ringmem-bench-conns";
@@ -254,32 +255,44 @@ fn figures_with(params: Vec<String>, runs: &Runs, f: impl Fn(&Record) -> Option<
 }
 
 /// The ratio of each ringmem column's `f` to FramedRead's, as `ringmem (new) 0.80×
-/// FramedRead's, ringmem (ring each) 4.10×`; `–` for a figure not measured. When
-/// FramedRead's is 0 there is no ratio: the figures themselves, as `FramedRead 0,
-/// ringmem (new) 6.55, ringmem (ring each) 1024`.
+/// FramedRead's, ringmem (ring each) 4.10×`; `–` for a figure not measured. Where two
+/// figures make no ratio (FramedRead's 0, below 0 or next to nothing after its
+/// baseline was subtracted: see [`ratio`]) it says `n/a`, followed by the figures
+/// themselves: `ringmem (new) n/a, ringmem (ring each) n/a (figures: FramedRead 0,
+/// ringmem (new) 6.55, ringmem (ring each) 1024)`.
 fn ratios(runs: &Runs, f: impl Fn(&Record) -> Option<f64>) -> String {
     let fig: Vec<Option<f64>> = runs.iter().map(|r| r.as_ref().ok().and_then(&f)).collect();
-    if fig[0] == Some(0.0) {
-        return (0..runs.len())
+    // Per ringmem column: `None` not measured, `Some(None)` no ratio.
+    let each: Vec<Option<Option<f64>>> = (1..runs.len())
+        .map(|k| Some(ratio(fig[k]?, fig[0]?)))
+        .collect();
+    // The first ratio printed says what it is of.
+    let first = each.iter().position(|r| matches!(r, Some(Some(_))));
+    let mut s = each
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let x = r.map_or("–".into(), fmt_ratio);
+            let of = if Some(i) == first {
+                " FramedRead's"
+            } else {
+                ""
+            };
+            format!("{} {x}{of}", READERS[i + 1])
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if each.contains(&Some(None)) {
+        let figures: Vec<String> = (0..runs.len())
             .map(|k| {
                 let x = fig[k].map_or("–".into(), |x| format!("{x:.3}"));
                 let x = x.trim_end_matches('0').trim_end_matches('.');
                 format!("{} {x}", READERS[k])
             })
-            .collect::<Vec<_>>()
-            .join(", ");
+            .collect();
+        s.push_str(&format!(" (figures: {})", figures.join(", ")));
     }
-    (1..runs.len())
-        .map(|k| {
-            let x = match (fig[k], fig[0]) {
-                (Some(x), Some(b)) => format!("{:.2}×", x / b),
-                _ => "–".into(),
-            };
-            let of = if k == 1 { " FramedRead's" } else { "" };
-            format!("{} {x}{of}", READERS[k])
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    s
 }
 
 /// Notes saying why a reader has no figures.
@@ -568,13 +581,12 @@ fn keep_table(runs: &Runs, secs: f64) -> Table {
         if let (Some(p), Some(k)) = (held_pool(pool), kept(pool)) {
             // Frames that outlive their read are copied out, so the ratio can be near 1:
             // a decimal there, none for the hundreds a pool of regions would hold.
-            let x = p / k;
-            let x = if x < 10.0 {
-                format!("{x:.1}")
-            } else {
-                format!("{x:.0}")
+            let x = match ratio(p, k) {
+                Some(x) if x < 10.0 => format!("{x:.1}×"),
+                Some(x) => format!("{x:.0}×"),
+                None => fmt_ratio(None),
             };
-            verdict.push_str(&format!("; the pool holds {x}× the kept bytes"));
+            verdict.push_str(&format!("; the pool holds {x} the kept bytes"));
         }
     }
     if stalled.is_empty() {
@@ -629,13 +641,13 @@ fn queue_ratio(runs: &QueueRuns, f: &dyn Fn(&Record) -> Option<f64>) -> String {
     let (Some(b), Some(x)) = (spread(&fig[0]), spread(&fig[1])) else {
         return "–".into();
     };
-    let mut s = format!("{:.2}×", x.median / b.median);
+    let mut s = fmt_ratio(ratio(x.median, b.median));
     let pairs: Vec<String> = runs[0]
         .iter()
         .zip(&runs[1])
         .filter_map(|(b, x)| {
-            let ratio = f(x.as_ref().ok()?)? / f(b.as_ref().ok()?)?;
-            Some(format!("{ratio:.2}×"))
+            let (x, b) = (f(x.as_ref().ok()?)?, f(b.as_ref().ok()?)?);
+            Some(fmt_ratio(ratio(x, b)))
         })
         .collect();
     if pairs.len() > 1 {
@@ -916,8 +928,10 @@ mod tests {
         let t = idle_table(&[(1000, runs(&refs))]);
         let verdict = t.notes.last().unwrap();
         assert!(
-            verdict
-                .contains("(KiB): FramedRead 0, ringmem (new) 65.536, ringmem (ring each) 1024;"),
+            verdict.contains(
+                "(KiB): ringmem (new) n/a, ringmem (ring each) n/a (figures: FramedRead 0, \
+                 ringmem (new) 65.536, ringmem (ring each) 1024);"
+            ),
             "{verdict}"
         );
         // 265536 / 200000, 1224000 / 200000: the whole process's, with no baseline.
@@ -934,6 +948,35 @@ mod tests {
             "address space per connection, whole process (KiB)"
         );
         assert_eq!(whole.cells[0].unwrap().median, 200.0);
+    }
+
+    #[test]
+    fn a_figure_near_zero_or_below_for_framed_read_gives_no_ratio() {
+        // Address space per connection after the baseline: FramedRead's just below 0
+        // (the issue's "-1170.43×"), then just above it (a quotient in the thousands).
+        for framed_vm in [199_944, 200_006] {
+            let lines: Vec<String> = READERS
+                .iter()
+                .zip([framed_vm, 265536, 1224000])
+                .map(|(r, vm)| {
+                    IDLE.replace("ringmem (ring each)", r)
+                        .replace("\tvm_kib=266000", &format!("\tvm_kib={vm}"))
+                })
+                .collect();
+            let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+            let t = idle_table(&[(1000, runs(&refs))]);
+            let verdict = t.notes.last().unwrap();
+            assert!(
+                verdict.contains("(KiB): ringmem (new) n/a, ringmem (ring each) n/a (figures:"),
+                "{verdict}"
+            );
+            for x in verdict.split_whitespace().filter(|w| w.contains('×')) {
+                assert!(
+                    !x.starts_with('-') && !x.contains("inf"),
+                    "{x} in {verdict}"
+                );
+            }
+        }
     }
 
     #[test]

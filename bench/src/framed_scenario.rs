@@ -11,6 +11,7 @@ use std::process::Command;
 
 use crate::buffers::{child_exe, prepare_child};
 use crate::harness::{mib_stats, Config, Row, Stats, Table, Unit};
+use crate::ratio::{fmt_ratio, ratio};
 
 /// The child binary.
 const CHILD: &str = "ringmem-bench-framed";
@@ -338,13 +339,13 @@ fn spike_verdict(names: &[String], outs: &[Result<String, String>]) -> String {
                 let kept = after - before;
                 let within = kept <= 1.5 * ring;
                 format!(
-                    "{name} {} ({kept:.1} MiB over the baseline after the small frames, {:.1}× its {ring:.0} MiB ring; peak {peak:.1} MiB)",
+                    "{name} {} ({kept:.1} MiB over the baseline after the small frames, {} its {ring:.0} MiB ring; peak {peak:.1} MiB)",
                     if within {
                         "within 1.5× of its ring"
                     } else {
                         "not within 1.5× of its ring"
                     },
-                    kept / ring
+                    ratio(kept, ring).map_or_else(|| fmt_ratio(None), |x| format!("{x:.1}×"))
                 )
             }
             None => format!(

@@ -5,6 +5,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::ratio::{fmt_ratio, ratio};
+
 /// How big and how often: chosen once on the command line.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -357,13 +359,22 @@ impl Table {
 
     /// The ratio printed beside cell (`row`, `col`), from medians of times per
     /// operation (so in every unit): a speed-up or a slowdown, as [`Ratio`] says.
+    /// `None` without the cell or what it is compared with, or where their medians
+    /// make no ratio ([`ratio`]).
     pub fn ratio_of(&self, row: usize, col: usize) -> Option<f64> {
         let st = self.rows.get(row)?.cells.get(col).copied()??;
         let reference = self.reference(row, col)?;
-        Some(match self.ratio {
-            Ratio::SpeedUp => reference.median / st.median,
-            Ratio::Slowdown(_) => st.median / reference.median,
-        })
+        match self.ratio {
+            Ratio::SpeedUp => ratio(reference.median, st.median),
+            Ratio::Slowdown(_) => ratio(st.median, reference.median),
+        }
+    }
+
+    /// What is printed beside cell (`row`, `col`): its ratio (`1.23×`, `n/a` where the
+    /// medians make none), or `None` when the cell has nothing to be compared with.
+    pub fn ratio_text(&self, row: usize, col: usize) -> Option<String> {
+        self.reference(row, col)?;
+        Some(fmt_ratio(self.ratio_of(row, col)))
     }
 
     /// `min–max` of `st` as printed: the fastest first for times, the slowest run's
@@ -436,11 +447,13 @@ impl Table {
                     None => "–".to_string(),
                     Some(st) if self.unit.is_figure() => self.fmt_time(st.median),
                     Some(st) => {
-                        let ratio = match (self.ratio_of(r, c), &self.ratio) {
-                            (Some(x), Ratio::SpeedUp) if x >= 1.0 => format!(" **{x:.2}×**"),
-                            (Some(x), Ratio::SpeedUp) => format!(" *{x:.2}×*"),
-                            (Some(x), Ratio::Slowdown(_)) => format!(" {x:.2}×"),
-                            (None, _) => String::new(),
+                        let ratio = match self.ratio_text(r, c) {
+                            Some(x) => match (&self.ratio, self.ratio_of(r, c)) {
+                                (Ratio::SpeedUp, Some(v)) if v >= 1.0 => format!(" **{x}**"),
+                                (Ratio::SpeedUp, Some(_)) => format!(" *{x}*"),
+                                _ => format!(" {x}"),
+                            },
+                            None => String::new(),
                         };
                         let reference = match (&self.ratio, self.reference(r, c)) {
                             (Ratio::Slowdown(_), Some(q)) => format!(
@@ -767,5 +780,31 @@ mod tests {
         });
         let w = t.winners().unwrap();
         assert!(w.starts_with("ringmem fastest in 1 of 1 rows"), "{w}");
+    }
+
+    #[test]
+    fn a_median_of_zero_prints_no_ratio() {
+        let columns: Vec<String> = ["Vec (glibc)", "ringmem"].map(String::from).to_vec();
+        let mut t = Table::new("t", &["Size"], &columns, Unit::Ms);
+        t.rows.push(Row {
+            params: vec!["64".into()],
+            cells: vec![ms(2.0), ms(0.0)],
+        });
+        t.rows.push(Row {
+            params: vec!["128".into()],
+            cells: vec![ms(2.0), ms(1.0)],
+        });
+        assert_eq!(t.ratio_of(0, 1), None);
+        assert_eq!(t.ratio_text(0, 1).as_deref(), Some("n/a"));
+        assert_eq!(t.ratio_text(1, 1).as_deref(), Some("2.00×"));
+        let md = t.render();
+        assert!(
+            md.contains("| 64 | 2000.0 **1.00×** <sub>2000.0–2000.0</sub> | 0.0 n/a <sub>"),
+            "{md}"
+        );
+        assert!(!md.contains("inf"), "{md}");
+        // Nothing to compare with: nothing printed beside the cell.
+        t.rows[0].cells[0] = None;
+        assert_eq!(t.ratio_text(0, 1), None);
     }
 }

@@ -30,6 +30,7 @@ mod harness;
 mod many_threads;
 mod plain;
 mod progress;
+mod ratio;
 mod ring_alloc;
 mod ring_sizes;
 mod ringal_ext;

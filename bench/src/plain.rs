@@ -219,8 +219,8 @@ impl Table {
             return vec![self.fmt_time(st.median)];
         }
         let mut first = self.fmt_time(st.median);
-        if let Some(x) = self.ratio_of(row, col) {
-            let _ = write!(first, " {x:.2}×");
+        if let Some(x) = self.ratio_text(row, col) {
+            let _ = write!(first, " {x}");
         }
         let mut lines = vec![first];
         if st.min != st.max {
@@ -642,6 +642,20 @@ mod tests {
         let text = t.render_plain();
         check(&text);
         assert!(text.contains("- Not measured: no child."), "{text}");
+    }
+
+    #[test]
+    fn a_cell_with_no_ratio_says_n_a() {
+        let columns: Vec<String> = ["Vec (glibc)", "ringmem"].map(String::from).to_vec();
+        let mut t = Table::new("t", &["Size"], &columns, Unit::Ms);
+        t.rows.push(Row {
+            params: vec!["64".into()],
+            cells: vec![st(2e-3, 2e-3, 2e-3), st(0.0, 0.0, 0.0)],
+        });
+        let text = t.render_plain();
+        check(&text);
+        assert!(text.contains("0.0 n/a"), "{text}");
+        assert!(!text.contains("inf"), "{text}");
     }
 
     #[test]

@@ -8,16 +8,17 @@
 
 use crate::harness::{Ratio, Stats, Table};
 use crate::plain::{wrap, WIDTH};
+use crate::ratio::{fmt_ratio, ratio};
 
 /// What happened in one row between two sides.
 enum Outcome {
-    /// The first side was faster, its range clear of the other's: by this ratio,
-    /// against this column.
-    Won(f64, usize),
+    /// The first side was faster, its range clear of the other's: by this ratio
+    /// (`None` where the medians make none), against this column.
+    Won(Option<f64>, usize),
     /// The ranges overlap.
     Tied,
     /// The other side was faster, clear of the first: by this ratio, this column.
-    Lost(f64, usize),
+    Lost(Option<f64>, usize),
 }
 
 /// The subject of a table for its verdict: the scenario id, and when the scenario has
@@ -47,18 +48,22 @@ fn compare(a: Stats, b: (usize, Stats)) -> Outcome {
     if a.min <= b.max && b.min <= a.max {
         Outcome::Tied
     } else if a.median < b.median {
-        Outcome::Won(b.median / a.median, col)
+        Outcome::Won(ratio(b.median, a.median), col)
     } else {
-        Outcome::Lost(a.median / b.median, col)
+        Outcome::Lost(ratio(a.median, b.median), col)
     }
 }
 
-/// `1.23×` or `1.10–2.05×`.
-fn ratios(r: &[f64]) -> String {
+/// `1.23×` or `1.10–2.05×`; `n/a` if a row has no ratio (a range that leaves a row
+/// out would claim more than was measured).
+fn ratios(r: &[Option<f64>]) -> String {
+    let Some(r) = r.iter().copied().collect::<Option<Vec<f64>>>() else {
+        return fmt_ratio(None);
+    };
     let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = r.iter().copied().fold(0.0, f64::max);
     if format!("{lo:.2}") == format!("{hi:.2}") {
-        format!("{lo:.2}×")
+        fmt_ratio(Some(lo))
     } else {
         format!("{lo:.2}–{hi:.2}×")
     }
@@ -304,7 +309,7 @@ pub fn waits_against_retry(table: &Table) -> Option<String> {
             match compare(a, (retry, b)) {
                 Outcome::Won(..) => faster += 1,
                 Outcome::Tied => {}
-                Outcome::Lost(x, _) => slower.push((r, format!(" by {x:.2}×"))),
+                Outcome::Lost(x, _) => slower.push((r, format!(" by {}", fmt_ratio(x)))),
             }
         }
         if rows == 0 {
@@ -346,12 +351,13 @@ struct Slowdown {
 }
 
 impl Slowdown {
-    fn of(busy: Stats, quiet: Stats) -> Slowdown {
-        Slowdown {
-            median: busy.median / quiet.median,
-            lo: busy.min / quiet.max,
-            hi: busy.max / quiet.min,
-        }
+    /// `None` where the times make no ratio: the cell is left out like one not run.
+    fn of(busy: Stats, quiet: Stats) -> Option<Slowdown> {
+        Some(Slowdown {
+            median: ratio(busy.median, quiet.median)?,
+            lo: ratio(busy.min, quiet.max)?,
+            hi: ratio(busy.max, quiet.min)?,
+        })
     }
 }
 
@@ -365,14 +371,14 @@ fn under_load(table: &Table, quiet: &[Vec<Option<Stats>>]) -> Option<String> {
     let slowdown = |r: usize, c: usize| -> Option<Slowdown> {
         let busy = table.rows.get(r)?.cells.get(c).copied()??;
         let q = quiet.get(r)?.get(c).copied()??;
-        Some(Slowdown::of(busy, q))
+        Slowdown::of(busy, q)
     };
     let rows = table.rows.len();
     let ranges: Vec<String> = (0..table.columns.len())
         .filter_map(|c| {
-            let m: Vec<f64> = (0..rows)
+            let m: Vec<Option<f64>> = (0..rows)
                 .filter_map(|r| slowdown(r, c))
-                .map(|s| s.median)
+                .map(|s| Some(s.median))
                 .collect();
             (!m.is_empty()).then(|| format!("{} {}", table.columns[c], ratios(&m)))
         })
@@ -690,6 +696,31 @@ mod tests {
         assert_eq!(
             v,
             "framed: of 2 rows, tokio_util fastest in 1; too close to call in 1"
+        );
+    }
+
+    #[test]
+    fn a_time_of_zero_makes_no_ratio_in_a_verdict() {
+        let t = table(
+            &["ringal", "ringmem"],
+            vec![
+                vec![st(3.0, 0.1), st(0.0, 0.0)],
+                vec![st(4.0, 0.1), st(2.0, 0.1)],
+            ],
+        );
+        assert_eq!(
+            verdict("x", &t).unwrap(),
+            "x: ringmem fastest in 2 of 2 rows (n/a ringal)"
+        );
+        let mut t = table(
+            &["ringal", "ringmem"],
+            vec![vec![st(4.0, 0.1), st(3.0, 0.1)]],
+        );
+        t.ratio = Ratio::Slowdown(vec![vec![st(2.0, 0.1), st(0.0, 0.0)]]);
+        let v = verdict("busy", &t).unwrap();
+        assert!(
+            v.starts_with("busy: slowdown busy / quiet ringal 2.00×."),
+            "{v}"
         );
     }
 

@@ -21,6 +21,9 @@ mod harness;
 #[allow(dead_code)] // `harness` reports to it; this child never shows a bar
 #[path = "../progress.rs"]
 mod progress;
+#[allow(dead_code)] // `harness` prints its ratios with it; this child prints none
+#[path = "../ratio.rs"]
+mod ratio;
 
 const USAGE: &str =
     "usage: THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext [published|full|restart [RING_FACTOR]]";
