@@ -50,8 +50,12 @@ type Scenario = fn(&Config) -> Vec<Table>;
 /// How many cases (rows, each run for every competitor) a scenario will run.
 type Cases = fn(&Config) -> usize;
 
-/// The scenarios in run order: id (for `--only`), entry point and case count.
+/// The scenarios in run order: id (for `--only`), entry point and case count. Frames
+/// off a socket and a server's memory per connection come first, before the allocator
+/// tables: they are what a server's author runs this for.
 const SCENARIOS: [(&str, Scenario, Cases); 10] = [
+    ("framed", framed_scenario::run, framed_scenario::case_count),
+    ("conns", conns_scenario::run, conns_scenario::case_count),
     ("ringal-fixed", ringal_fixed::run, |c| {
         ringal_fixed::case_count(c, false)
     }),
@@ -66,8 +70,6 @@ const SCENARIOS: [(&str, Scenario, Cases); 10] = [
     ),
     ("busy", busy_scenario::run, busy_scenario::case_count),
     ("grow-spike", grow_spike::run, grow_spike::case_count),
-    ("framed", framed_scenario::run, framed_scenario::case_count),
-    ("conns", conns_scenario::run, conns_scenario::case_count),
 ];
 
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
