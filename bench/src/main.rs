@@ -13,7 +13,9 @@
 //!
 //! The terminal gets each table as aligned plain text within 100 columns, a sentence
 //! per timed table saying who was fastest, and on stderr a progress bar with the time
-//! left (hidden when stderr is not a terminal). The Markdown report, with the
+//! left (hidden when stderr is not a terminal). A section during which other processes
+//! took more than a quarter of the CPU time says so in its titles and verdicts, and
+//! the run's last lines name it (see `load.rs`). The Markdown report, with the
 //! min–max in small print and SVG charts beside it, goes to
 //! `target/ringmem-report/report.md`.
 
@@ -27,6 +29,7 @@ mod ext_check;
 mod framed_scenario;
 mod grow_spike;
 mod harness;
+mod load;
 mod many_threads;
 mod plain;
 mod progress;
@@ -250,6 +253,8 @@ fn main() {
     let mut svgs = 0;
     // Each timed table's verdict, repeated together at the end.
     let mut verdicts: Vec<String> = Vec::new();
+    // Each section's load, said again at the end.
+    let mut loads: Vec<(&str, load::Load)> = Vec::new();
     let total: usize = SCENARIOS
         .iter()
         .filter(|s| selected(s.0))
@@ -262,13 +267,29 @@ fn main() {
         }
         progress::scenario(id, cases(&cfg) as u64);
         let t = Instant::now();
+        let before = load::read();
         let tables = run(&cfg);
+        let under = load::under_load(before, load::read());
+        let mark = under.note();
+        loads.push((id, under));
         let timed = tables.iter().filter(|t| !t.unit.is_figure()).count();
         let mut k = 0;
-        for table in tables {
+        for mut table in tables {
+            // A section measured under load says so in each table's title and verdict;
+            // the tables of figures, whose verdicts are notes, in a last note too.
+            if let Some(m) = &mark {
+                table.title.push_str(&format!(" ({m})"));
+                if table.unit.is_figure() {
+                    table.notes.push(format!("This section was {m}."));
+                }
+            }
             let mut s = table.render();
             let mut text = table.render_plain();
             let which = verdict::subject(id, &table, timed > 1);
+            let which = match &mark {
+                Some(m) => format!("{which} ({m})"),
+                None => which,
+            };
             if let Some(w) = table.winners() {
                 s.push_str(&format!("\n**{which}:** {w}\n"));
             }
@@ -334,6 +355,9 @@ fn main() {
             println!("{v}");
         }
     }
+    let loaded = format!("\n{}\n", load::summary(&loads));
+    print!("{}", plain::paragraph(&loaded));
+    report.push_str(&loaded);
     println!("{}", plain::paragraph(&footer));
     report.push_str(&footer);
     if let Err(e) = std::fs::create_dir_all(&dir)
