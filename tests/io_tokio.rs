@@ -715,6 +715,69 @@ async fn the_writer_is_a_bounded_sink() {
     assert_eq!(w.into_inner().out, encode(&sent));
 }
 
+/// A framing of one's own through `AsyncFramedWriter`: RESP bulk strings, whose heads
+/// (up to 10 bytes here) pass the 8 a length field had, go out gathered and byte for
+/// byte, payloads uncopied and released once written; a frame with nothing to write
+/// (an empty payload an encoder leaves bare) is never queued.
+#[tokio::test]
+async fn the_writer_frames_with_an_encoder_of_ones_own() {
+    use ringmem::io::{AsyncFramedWriter, Encoder, Framing};
+    use std::io::Write;
+    struct Bulk;
+    impl Encoder for Bulk {
+        fn encode(&mut self, payload: &[u8], framing: &mut Framing) -> io::Result<()> {
+            write!(framing, "${}\r\n", payload.len())?;
+            framing.set_tail(b"\r\n")
+        }
+    }
+    struct Raw;
+    impl Encoder for Raw {
+        fn encode(&mut self, _: &[u8], _: &mut Framing) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let sent = frames(60);
+    let mut expected = Vec::new();
+    for f in &sent {
+        expected.extend_from_slice(format!("${}\r\n", f.len()).as_bytes());
+        expected.extend_from_slice(f);
+        expected.extend_from_slice(b"\r\n");
+    }
+    for cap in [1, 7, 4096, 1 << 20] {
+        let ring = Ring::new(1 << 20);
+        let mut w = AsyncFramedWriter::new(Trickle::new(cap), Bulk).with_high_water(16 << 10);
+        for f in &sent {
+            w.send(ring_frame(&ring, f)).await.unwrap();
+        }
+        let before = w.queued_bytes();
+        w.feed(ring_frame(&ring, &[7; 100_000])).unwrap();
+        assert_eq!(w.queued_bytes(), before + 9 + 100_000 + 2);
+        w.flush().await.unwrap();
+        assert_eq!(ring.stats().live_buffers, 0, "written frames are released");
+        let t = w.into_inner();
+        let (head, last) = t.out.split_at(expected.len());
+        assert!(head == expected, "cap {cap}: the wire differs");
+        assert!(last.starts_with(b"$100000\r\n\x07") && last.ends_with(b"\x07\r\n"));
+        assert_eq!(last.len(), 100_011);
+        if cap >= 4096 {
+            assert!(
+                t.slices.iter().any(|&n| n > 3),
+                "no gathering: {:?}",
+                t.slices
+            );
+        }
+    }
+    let mut w = AsyncFramedWriter::new(Trickle::new(3), Raw);
+    w.feed(b"+OK\r\n".to_vec()).unwrap();
+    w.feed(Vec::new()).unwrap();
+    assert_eq!((w.queued_frames(), w.queued_bytes()), (1, 5));
+    w.feed(Vec::new()).unwrap();
+    w.flush().await.unwrap();
+    w.feed(Vec::new()).unwrap();
+    w.flush().await.unwrap();
+    assert_eq!(w.into_inner().out, b"+OK\r\n");
+}
+
 /// A stream of `line` bytes `x`, a newline, then `x`s without end, that fills every
 /// read to the brim (a peer with unlimited data), counting the reads.
 struct Endless {

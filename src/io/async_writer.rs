@@ -42,8 +42,8 @@ impl<F: AsRef<[u8]>> Queued<F> {
 }
 
 /// Writes frames (each payload framed by an [`Encoder`]: behind a length header with
-/// [`LengthDelimited`], the default, or followed by a newline with
-/// [`Lines`](super::Lines)) to a tokio [`AsyncWrite`](https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html), gathering the framing and
+/// [`LengthDelimited`], the default, followed by a newline with [`Lines`](super::Lines),
+/// or as a protocol of your own says) to a tokio [`AsyncWrite`](https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html), gathering the framing and
 /// payloads of the frames queued so far into vectored writes: a payload is never
 /// copied, and a run
 /// of small frames costs one system call, not one per frame. The writer holds each
@@ -84,7 +84,7 @@ pub struct AsyncFramedWriter<W, F = FixedBuf, E = LengthDelimited> {
     high_water: usize,
 }
 
-impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E: Encoder> AsyncFramedWriter<W, F, E> {
+impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E> AsyncFramedWriter<W, F, E> {
     /// A writer of frames framed by `codec`.
     ///
     /// ```
@@ -128,56 +128,18 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E: Encoder> AsyncFramedWriter<W, F, 
         self.high_water
     }
 
-    /// Queues a frame without writing anything.
-    ///
-    /// # Errors
-    /// `InvalidInput` for a payload the codec cannot frame (see [`Encoder`]: over the
-    /// maximum, a length its field cannot express, a line with a newline); nothing is
-    /// queued then.
-    ///
-    /// ```
-    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
-    /// let codec = LengthDelimited::new().field_width(1);
-    /// let mut w = AsyncFramedWriter::new(Vec::new(), codec);
-    /// assert!(w.feed(vec![0; 256]).is_err()); // 256 needs more than one byte
-    /// w.feed(vec![7; 3])?;
-    /// assert_eq!(w.queued_bytes(), 4);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn feed(&mut self, frame: F) -> io::Result<()> {
-        let q = Queued {
-            framing: self.codec.framing(frame.as_ref())?,
-            payload: frame,
-        };
-        self.queued += q.len();
-        self.queue.push_back(q);
-        Ok(())
-    }
-
-    /// Queues a frame and, once the queue holds [`high_water`](Self::high_water)
-    /// bytes, writes it out (without flushing the underlying writer).
-    ///
-    /// # Errors
-    /// As [`feed`](Self::feed), and [`poll_write_queued`](Self::poll_write_queued)'s.
-    ///
-    /// ```
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
-    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new()).with_high_water(10);
-    /// w.send(b"abc".to_vec()).await?; // 7 bytes queued
-    /// assert!(w.get_ref().is_empty());
-    /// w.send(b"de".to_vec()).await?; // 13: written
-    /// assert_eq!(w.get_ref().len(), 13);
-    /// # Ok::<(), std::io::Error>(())
-    /// # }).unwrap();
-    /// ```
-    pub async fn send(&mut self, frame: F) -> io::Result<()> {
-        self.feed(frame)?;
-        poll_fn(|cx| self.poll_below_high_water(cx)).await
+    /// Queues `payload` framed by `framing`; a frame with no bytes at all is dropped at
+    /// once (it has nothing to write, and the queue holds only frames that do).
+    pub(super) fn push(&mut self, framing: Framing, payload: F) {
+        let q = Queued { framing, payload };
+        if q.len() > 0 {
+            self.queued += q.len();
+            self.queue.push_back(q);
+        }
     }
 
     /// Writes the queue out if it holds [`high_water`](Self::high_water) bytes.
-    fn poll_below_high_water(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub(super) fn poll_below_high_water(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.queued >= self.high_water {
             self.poll_write_queued(cx)
         } else {
@@ -266,7 +228,8 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E: Encoder> AsyncFramedWriter<W, F, 
                     }
                 }
             }
-            // Every frame has a header or a delimiter, and written frames leave the queue.
+            // Every queued frame has a byte to write (`push`), and written frames leave
+            // the queue.
             debug_assert!(n > 0, "a queued frame with nothing left to write");
             let wrote = match Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..n]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -346,6 +309,54 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E: Encoder> AsyncFramedWriter<W, F, 
     /// ```
     pub fn queued_frames(&self) -> usize {
         self.queue.len()
+    }
+}
+
+impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E: Encoder> AsyncFramedWriter<W, F, E> {
+    /// Queues a frame without writing anything.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a payload the codec cannot frame (see [`Encoder`]: over the
+    /// maximum, a length its field cannot express, a line with a newline); nothing is
+    /// queued then. A frame with nothing to write (an empty payload left unframed) is
+    /// dropped at once.
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let codec = LengthDelimited::new().field_width(1);
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), codec);
+    /// assert!(w.feed(vec![0; 256]).is_err()); // 256 needs more than one byte
+    /// w.feed(vec![7; 3])?;
+    /// assert_eq!(w.queued_bytes(), 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn feed(&mut self, frame: F) -> io::Result<()> {
+        let mut framing = Framing::new();
+        self.codec.encode(frame.as_ref(), &mut framing)?;
+        self.push(framing, frame);
+        Ok(())
+    }
+
+    /// Queues a frame and, once the queue holds [`high_water`](Self::high_water)
+    /// bytes, writes it out (without flushing the underlying writer).
+    ///
+    /// # Errors
+    /// As [`feed`](Self::feed), and [`poll_write_queued`](Self::poll_write_queued)'s.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use ringmem::io::{AsyncFramedWriter, LengthDelimited};
+    /// let mut w = AsyncFramedWriter::new(Vec::new(), LengthDelimited::new()).with_high_water(10);
+    /// w.send(b"abc".to_vec()).await?; // 7 bytes queued
+    /// assert!(w.get_ref().is_empty());
+    /// w.send(b"de".to_vec()).await?; // 13: written
+    /// assert_eq!(w.get_ref().len(), 13);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn send(&mut self, frame: F) -> io::Result<()> {
+        self.feed(frame)?;
+        poll_fn(|cx| self.poll_below_high_water(cx)).await
     }
 }
 

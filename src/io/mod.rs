@@ -8,7 +8,8 @@
 //! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
 //! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad
 //! input is an `io::Error` carrying a [`FrameError`]. The writers frame payloads with an
-//! [`Encoder`], the two built-in decoders again. The async reader is
+//! [`Encoder`]: the two built-in decoders again, or one of your own that writes the
+//! bytes around each payload into a [`Framing`]. The async reader is
 //! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature; its writing
 //! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes.
 //!
@@ -43,7 +44,7 @@ pub use async_reader::AsyncFramedReader;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_writer::AsyncFramedWriter;
 pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Resync};
-pub use encoder::Encoder;
+pub use encoder::{Encoder, Framing};
 pub use pool::ReadPool;
 pub use reader::FramedReader;
 pub use writer::FramedWriter;

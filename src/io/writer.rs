@@ -3,11 +3,12 @@
 use std::io::{self, IoSlice, Write};
 
 use super::decoder::LengthDelimited;
-use super::encoder::Encoder;
+use super::encoder::{Encoder, Framing};
 
 /// Writes each payload framed by an [`Encoder`] (behind a length header with
-/// [`LengthDelimited`], the default, or followed by a newline with
-/// [`Lines`](super::Lines)), the framing and the payload in one vectored write: the
+/// [`LengthDelimited`], the default, followed by a newline with [`Lines`](super::Lines),
+/// or as a protocol of your own says), the framing and the payload in one vectored
+/// write: the
 /// payload is never copied into a staging buffer, whatever holds it (a
 /// [`FixedBuf`](crate::FixedBuf) frame, a slice). Partial writes are carried on until
 /// the frame is out.
@@ -58,10 +59,12 @@ impl<W: Write, E: Encoder> FramedWriter<W, E> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_frame(&mut self, payload: &[u8]) -> io::Result<()> {
-        let framing = self.codec.framing(payload)?;
+        let mut framing = Framing::new();
+        self.codec.encode(payload, &mut framing)?;
         let mut parts = [framing.head(), payload, framing.tail()].map(IoSlice::new);
         let mut left = &mut parts[..];
-        // Drops the empty parts in front (a `Lines` frame has no header).
+        // Drops the empty parts in front (a `Lines` frame has no header; a frame may
+        // have nothing at all).
         IoSlice::advance_slices(&mut left, 0);
         while !left.is_empty() {
             // A writer without vectored writes writes the first slice with bytes.
