@@ -743,6 +743,41 @@ fn the_writer_refuses_what_the_header_cannot_say() {
     assert!(w.get_ref().is_empty());
 }
 
+/// A reader and a writer over one TCP connection (`into_split`): a thread sends back
+/// every frame it reads while the client is still writing, and every byte comes back.
+#[test]
+fn a_split_reader_and_writer_echo_over_tcp() {
+    use std::io::Write;
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let frames: Vec<Vec<u8>> = (0..2000usize)
+        .map(|i| vec![i as u8; i * 37 % 3000])
+        .collect();
+    let c = LengthDelimited::new();
+    let wire = encode(&frames, c);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let server = listener.accept().unwrap().0;
+    let (mut r, mut w) = FramedReader::with_ring(server, c, Ring::new(1 << 20))
+        .into_split(c)
+        .unwrap();
+    let echo = std::thread::spawn(move || {
+        while let Some(f) = r.next_frame().unwrap() {
+            w.write_frame(&f).unwrap();
+        }
+        r.ring().unwrap().stats().live_buffers
+    });
+    let mut from = client.try_clone().unwrap();
+    let back = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        from.read_to_end(&mut got).unwrap();
+        got
+    });
+    client.write_all(&wire).unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(echo.join().unwrap(), 0, "every frame was released");
+    assert!(back.join().unwrap() == wire, "the echo differs");
+}
+
 /// The fuzz target's differential check (`fuzz/framed.rs`) on random inputs.
 #[path = "../fuzz/framed.rs"]
 mod fuzz_framed;

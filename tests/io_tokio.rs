@@ -778,6 +778,57 @@ async fn the_writer_frames_with_an_encoder_of_ones_own() {
     assert_eq!(w.into_inner().out, b"+OK\r\n");
 }
 
+/// A reader split with its writer over one TCP connection (`into_split`): the frames
+/// it buffered before the split still come, another task writes each back, and the
+/// halves join again into the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_reader_and_writer_echo_over_tcp() {
+    use ringmem::io::AsyncFramedWriter;
+    use tokio::io::AsyncReadExt;
+    let wire = encode(&frames(300));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    let (mut from, mut to) = client.into_split();
+    let sending = wire.clone();
+    let sender = tokio::spawn(async move {
+        to.write_all(&sending).await.unwrap();
+        to.shutdown().await.unwrap();
+    });
+    let receiver = tokio::spawn(async move {
+        let mut got = Vec::new();
+        from.read_to_end(&mut got).await.unwrap();
+        got
+    });
+    let mut r = AsyncFramedReader::with_ring(server, LengthDelimited::new(), Ring::new(1 << 20));
+    let first = next(&mut r).await.unwrap().unwrap();
+    let (mut r, mut w): (_, AsyncFramedWriter<_, FixedBuf, _>) =
+        r.into_split(LengthDelimited::new());
+    w.send(first).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let echo = tokio::spawn(async move {
+        while let Some(f) = rx.recv().await {
+            w.send(f).await.unwrap();
+        }
+        w.flush().await.unwrap();
+        w
+    });
+    while let Some(f) = next(&mut r).await {
+        tx.send(f.unwrap()).await.unwrap();
+    }
+    drop(tx);
+    let w = echo.await.unwrap();
+    assert_eq!(r.ring().unwrap().stats().live_buffers, 0);
+    let (half, buffered) = r.into_parts();
+    assert!(buffered.is_empty());
+    let mut socket = half.unsplit(w.into_inner());
+    socket.shutdown().await.unwrap();
+    sender.await.unwrap();
+    assert!(receiver.await.unwrap() == wire, "the echo differs");
+}
+
 /// A stream of `line` bytes `x`, a newline, then `x`s without end, that fills every
 /// read to the brim (a peer with unlimited data), counting the reads.
 struct Endless {

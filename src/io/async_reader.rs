@@ -6,8 +6,9 @@ use core::task::{Context, Poll};
 use std::io;
 
 use futures_core::Stream;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 
+use super::async_writer::AsyncFramedWriter;
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
 use super::pool::{Memory, ReadPool};
@@ -359,6 +360,67 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         };
         self.core.install(region);
         Poll::Ready(Ok(()))
+    }
+}
+
+impl<S, D> AsyncFramedReader<S, D>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    D: Decoder + Unpin,
+{
+    /// Frames both ways over one stream: splits the stream this reads
+    /// (`tokio::io::split`), goes on reading from its read half (with its memory, pool
+    /// or ring, and the bytes it has buffered), and gives its write half to an
+    /// [`AsyncFramedWriter`] framing with `encoder`. The two may go to different tasks.
+    /// Each poll of a half takes a lock the halves share, held for that call only; a
+    /// `TcpStream`'s own `into_split` takes none: for one, make the two from its halves
+    /// with `new`. `ReadHalf::unsplit` joins the halves again.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::{future::poll_fn, pin::Pin};
+    /// use futures_core::Stream;
+    /// use ringmem::{io::{AsyncFramedReader, Lines}, FixedBuf};
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    /// let (mut client, server) = tokio::io::duplex(64);
+    /// let (mut r, mut w) = AsyncFramedReader::new(server, Lines::new()).into_split(Lines::new());
+    /// client.write_all(b"ping\n").await?;
+    /// let ping: FixedBuf = poll_fn(|cx| Pin::new(&mut r).poll_next(cx)).await.unwrap()?;
+    /// w.send(ping).await?; // the frame read goes back out, uncopied
+    /// w.flush().await?;
+    /// let mut echo = [0; 5];
+    /// client.read_exact(&mut echo).await?;
+    /// assert_eq!(&echo, b"ping\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    // The two types are the answer: an alias would hide them from the docs.
+    #[allow(clippy::type_complexity)]
+    pub fn into_split<F: AsRef<[u8]>, E>(
+        self,
+        encoder: E,
+    ) -> (
+        AsyncFramedReader<ReadHalf<S>, D>,
+        AsyncFramedWriter<WriteHalf<S>, F, E>,
+    ) {
+        let AsyncFramedReader {
+            reader,
+            mem,
+            core,
+            slot,
+            waiting,
+            owed,
+        } = self;
+        let (read, write) = tokio::io::split(reader);
+        let reader = AsyncFramedReader {
+            reader: read,
+            mem,
+            core,
+            slot,
+            waiting,
+            owed,
+        };
+        (reader, AsyncFramedWriter::new(write, encoder))
     }
 }
 

@@ -11,7 +11,8 @@
 //! [`Encoder`]: the two built-in decoders again, or one of your own that writes the
 //! bytes around each payload into a [`Framing`]. The async reader is
 //! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature; its writing
-//! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes.
+//! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes. A
+//! reader's `into_split` gives a writer over its own socket, for frames both ways.
 //!
 //! ```
 //! use ringmem::io::{FramedReader, FramedWriter, LengthDelimited};

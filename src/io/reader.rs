@@ -2,10 +2,13 @@
 
 use core::fmt;
 use std::io::{self, Read};
+use std::net::TcpStream;
 
 use super::core::{Core, Step};
 use super::decoder::{Decoder, FrameError, LengthDelimited};
+use super::encoder::Encoder;
 use super::pool::{Memory, ReadPool};
+use super::writer::FramedWriter;
 use crate::{FixedBuf, Ring};
 
 /// Bytes of a region by default.
@@ -316,6 +319,46 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
     /// ```
     pub fn into_parts(self) -> (R, Vec<u8>) {
         (self.reader, self.core.into_buffered())
+    }
+}
+
+impl<D: Decoder> FramedReader<TcpStream, D> {
+    /// Frames both ways over one socket: the reader goes on as it was, and a
+    /// [`FramedWriter`] framing with `encoder` writes to a clone of its socket
+    /// ([`TcpStream::try_clone`], a second descriptor of the same connection). The two
+    /// may go to different threads; the connection closes when both are dropped.
+    ///
+    /// # Errors
+    /// `try_clone`'s (the process out of file descriptors, say); the reader is dropped
+    /// with its socket then.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use std::net::{Shutdown, TcpListener, TcpStream};
+    /// use ringmem::io::{FramedReader, Lines};
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let mut client = TcpStream::connect(listener.local_addr()?)?;
+    /// let (r, mut w) = FramedReader::new(listener.accept()?.0, Lines::new()).into_split(Lines::new())?;
+    /// let echo = std::thread::spawn(move || {
+    ///     for line in r {
+    ///         w.write_frame(&line?)?; // the frame read goes back out, uncopied
+    ///     }
+    ///     Ok::<(), std::io::Error>(())
+    /// });
+    /// client.write_all(b"ping\npong\n")?;
+    /// client.shutdown(Shutdown::Write)?;
+    /// let mut back = Vec::new();
+    /// client.read_to_end(&mut back)?; // until the echo thread drops both halves
+    /// echo.join().unwrap()?;
+    /// assert_eq!(back, b"ping\npong\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_split<E: Encoder>(
+        self,
+        encoder: E,
+    ) -> io::Result<(Self, FramedWriter<TcpStream, E>)> {
+        let socket = self.reader.try_clone()?;
+        Ok((self, FramedWriter::new(socket, encoder)))
     }
 }
 
