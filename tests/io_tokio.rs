@@ -829,6 +829,84 @@ async fn a_split_reader_and_writer_echo_over_tcp() {
     assert!(receiver.await.unwrap() == wire, "the echo differs");
 }
 
+/// A tokio_util encoder through `AsyncFramedWriter` (`TokioEncoder`): its items go out
+/// as it encodes them, whole through partial writes and gathered many to a write,
+/// whether sent, fed or given to the `Sink`; `LengthDelimitedCodec` writes what
+/// `LengthDelimited` does.
+#[cfg(feature = "tokio-util")]
+#[tokio::test]
+async fn a_tokio_util_encoder_feeds_the_writer() {
+    use bytes::Bytes;
+    use futures_sink::Sink;
+    use ringmem::io::{AsyncFramedWriter, TokioEncoder};
+    use tokio_util::codec::LengthDelimitedCodec;
+    let sent = frames(60);
+    for cap in [1, 7, 4096, 1 << 20] {
+        let codec = TokioEncoder::new(LengthDelimitedCodec::new());
+        let mut w = AsyncFramedWriter::new(Trickle::new(cap), codec).with_high_water(16 << 10);
+        for (i, f) in sent.iter().enumerate() {
+            let item = Bytes::from(f.clone());
+            match i % 3 {
+                0 => w.send_item(item).await.unwrap(),
+                1 => w.feed_item(item).unwrap(),
+                _ => {
+                    let sink =
+                        |cx: &mut Context<'_>| Sink::<Bytes>::poll_ready(Pin::new(&mut w), cx);
+                    poll_fn(sink).await.unwrap();
+                    Pin::new(&mut w).start_send(item).unwrap();
+                }
+            }
+        }
+        poll_fn(|cx| Sink::<Bytes>::poll_close(Pin::new(&mut w), cx))
+            .await
+            .unwrap();
+        assert_eq!((w.queued_frames(), w.queued_bytes()), (0, 0));
+        let t = w.into_inner();
+        assert!(t.out == encode(&sent), "cap {cap}: the wire differs");
+        if cap >= 4096 {
+            assert!(
+                t.slices.iter().any(|&n| n > 3),
+                "no gathering: {:?}",
+                t.slices
+            );
+        }
+    }
+}
+
+/// A codec that fails leaves nothing queued, not even the bytes it wrote before it
+/// failed; an item it encodes to nothing queues nothing; the writer goes on.
+#[cfg(feature = "tokio-util")]
+#[tokio::test]
+async fn a_tokio_util_encoder_that_fails_queues_nothing() {
+    use bytes::{BufMut, BytesMut};
+    use ringmem::io::{AsyncFramedWriter, TokioEncoder};
+    struct Digits;
+    impl tokio_util::codec::Encoder<i64> for Digits {
+        type Error = io::Error;
+        fn encode(&mut self, n: i64, dst: &mut BytesMut) -> io::Result<()> {
+            dst.put_slice(b":");
+            if n < 0 {
+                return Err(ErrorKind::InvalidInput.into());
+            }
+            if n > 0 {
+                dst.put_slice(format!("{n}\r\n").as_bytes());
+            } else {
+                dst.clear(); // zero: nothing at all
+            }
+            Ok(())
+        }
+    }
+    let mut w = AsyncFramedWriter::new(Trickle::new(2), TokioEncoder::new(Digits));
+    w.feed_item(7).unwrap();
+    let err = w.send_item(-1).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    w.feed_item(0).unwrap();
+    assert_eq!((w.queued_frames(), w.queued_bytes()), (1, 4));
+    w.send_item(12).await.unwrap();
+    w.flush().await.unwrap();
+    assert_eq!(w.into_inner().out, b":7\r\n:12\r\n");
+}
+
 /// A stream of `line` bytes `x`, a newline, then `x`s without end, that fills every
 /// read to the brim (a peer with unlimited data), counting the reads.
 struct Endless {

@@ -128,6 +128,12 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E> AsyncFramedWriter<W, F, E> {
         self.high_water
     }
 
+    /// The encoding.
+    #[cfg(feature = "tokio-util")]
+    pub(super) fn codec_mut(&mut self) -> &mut E {
+        &mut self.codec
+    }
+
     /// Queues `payload` framed by `framing`; a frame with no bytes at all is dropped at
     /// once (it has nothing to write, and the queue holds only frames that do).
     pub(super) fn push(&mut self, framing: Framing, payload: F) {
@@ -186,7 +192,7 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E> AsyncFramedWriter<W, F, E> {
     }
 
     /// [`poll_flush`](Self::poll_flush), then the writer's `poll_shutdown`.
-    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub(super) fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.poll_flush(cx) {
             Poll::Ready(Ok(())) => Pin::new(&mut self.writer).poll_shutdown(cx),
             other => other,

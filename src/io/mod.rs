@@ -12,7 +12,9 @@
 //! bytes around each payload into a [`Framing`]. The async reader is
 //! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature; its writing
 //! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes. A
-//! reader's `into_split` gives a writer over its own socket, for frames both ways.
+//! reader's `into_split` gives a writer over its own socket, for frames both ways. With
+//! the `tokio-util` feature, `TokioEncoder` takes a `tokio_util` encoder's items to
+//! `AsyncFramedWriter`.
 //!
 //! ```
 //! use ringmem::io::{FramedReader, FramedWriter, LengthDelimited};
@@ -36,6 +38,8 @@ mod decoder;
 mod encoder;
 mod pool;
 mod reader;
+#[cfg(feature = "tokio-util")]
+mod tokio_encoder;
 mod writer;
 
 #[cfg(feature = "tokio")]
@@ -48,4 +52,7 @@ pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Re
 pub use encoder::{Encoder, Framing};
 pub use pool::ReadPool;
 pub use reader::FramedReader;
+#[cfg(feature = "tokio-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-util")))]
+pub use tokio_encoder::TokioEncoder;
 pub use writer::FramedWriter;
