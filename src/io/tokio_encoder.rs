@@ -24,10 +24,10 @@ const INITIAL: usize = 8 << 10;
 ///
 /// That path copies, where an [`Encoder`](super::Encoder) never does: the item's bytes
 /// are written into the buffer, as with tokio_util's `FramedWrite`. Splitting them off
-/// copies nothing, and allocates only when the buffer is full (8 KiB at first; its
-/// memory is reused once every frame cut from it is written, else a new buffer is
-/// allocated). Each item is a slice of the writer's vectored writes, so a write
-/// carries at most 32 items, where `FramedWrite` writes its whole buffer at once.
+/// copies nothing; it allocates a small shared header once per buffer, and a buffer
+/// (8 KiB at first) when the last one is full and frames cut from it are still queued
+/// (else its memory is reused). Each item is a slice of the writer's vectored writes,
+/// so a write carries at most 32 items, where `FramedWrite` writes its buffer as one.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
