@@ -32,6 +32,11 @@ pub mod codec;
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod io;
 pub mod slab;
+/// The guide: every part of the crate with an example, how the ring works, how it
+/// behaves under failure, the naming grammar, migrating from ringal, and how the crate
+/// is checked (`docs/guide.md`). Nothing but documentation.
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod tls;

@@ -378,14 +378,12 @@ where
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// use std::{future::poll_fn, pin::Pin};
-    /// use futures_core::Stream;
     /// use ringmem::{io::{AsyncFramedReader, Lines}, FixedBuf};
     /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
     /// let (mut client, server) = tokio::io::duplex(64);
     /// let (mut r, mut w) = AsyncFramedReader::new(server, Lines::new()).into_split(Lines::new());
     /// client.write_all(b"ping\n").await?;
-    /// let ping: FixedBuf = poll_fn(|cx| Pin::new(&mut r).poll_next(cx)).await.unwrap()?;
+    /// let ping: FixedBuf = r.next_frame().await?.unwrap();
     /// w.send(ping).await?; // the frame read goes back out, uncopied
     /// w.flush().await?;
     /// let mut echo = [0; 5];
