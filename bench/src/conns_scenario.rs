@@ -914,18 +914,22 @@ mod tests {
         assert!(t.render_plain().contains("resident set per connection"));
     }
 
-    #[test]
-    fn a_figure_of_zero_for_framed_read_gives_the_figures() {
-        let lines: Vec<String> = READERS
-            .iter()
-            .zip([200000, 265536, 1224000])
+    /// The idle table of one run per reader whose `vm_kib` are `vms` (FramedRead,
+    /// ringmem (new), ringmem (ring each)).
+    fn idle_with_vm(vms: [u64; 3]) -> Table {
+        let lines: Vec<String> = (READERS.iter().zip(vms))
             .map(|(r, vm)| {
                 IDLE.replace("ringmem (ring each)", r)
                     .replace("\tvm_kib=266000", &format!("\tvm_kib={vm}"))
             })
             .collect();
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let t = idle_table(&[(1000, runs(&refs))]);
+        idle_table(&[(1000, runs(&refs))])
+    }
+
+    #[test]
+    fn a_figure_of_zero_for_framed_read_gives_the_figures() {
+        let t = idle_with_vm([200000, 265536, 1224000]);
         let verdict = t.notes.last().unwrap();
         assert!(
             verdict.contains(
@@ -955,16 +959,7 @@ mod tests {
         // Address space per connection after the baseline: FramedRead's just below 0
         // (the "-1170.43×"), then just above it (a quotient in the thousands).
         for framed_vm in [199_944, 200_006] {
-            let lines: Vec<String> = READERS
-                .iter()
-                .zip([framed_vm, 265536, 1224000])
-                .map(|(r, vm)| {
-                    IDLE.replace("ringmem (ring each)", r)
-                        .replace("\tvm_kib=266000", &format!("\tvm_kib={vm}"))
-                })
-                .collect();
-            let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-            let t = idle_table(&[(1000, runs(&refs))]);
+            let t = idle_with_vm([framed_vm, 265536, 1224000]);
             let verdict = t.notes.last().unwrap();
             assert!(
                 verdict.contains("(KiB): ringmem (new) n/a, ringmem (ring each) n/a (figures:"),
