@@ -746,6 +746,7 @@ fn the_writer_refuses_what_the_header_cannot_say() {
 /// A reader and a writer over one TCP connection (`into_split`): a thread sends back
 /// every frame it reads while the client is still writing, and every byte comes back.
 #[test]
+#[cfg_attr(miri, ignore = "Miri's isolation has no sockets")]
 fn a_split_reader_and_writer_echo_over_tcp() {
     use std::io::Write;
     use std::net::{Shutdown, TcpListener, TcpStream};
