@@ -17,42 +17,27 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// Reads a byte stream straight into regions of a [`ReadPool`] shared with other
 /// readers (the process's, [`new`](Self::new), or another, [`with_pool`](Self::with_pool))
 /// or of a [`Ring`] of its own ([`with_ring`](Self::with_ring)), and yields each
-/// complete frame as a [`FixedBuf`], with no heap allocation per frame: a slice of the
-/// region it arrived in, not copied, while the consumer drops each frame before it takes
-/// the next. When the reader is done with a region and finds frames of it still held
-/// (kept, or queued for another task), it copies the short frames of the next regions
-/// (under a quarter of their region) into regions of their own as it yields them (a
-/// claim and the frame's bytes; without room for the copy, the slice), so that a frame
-/// the application keeps holds its own bytes and a header, never the region it was read
-/// with and the frames in it (which, held by a few kept frames, would fill the memory
-/// and stall the reader). Small probe regions (4 KiB) read without copies now and then
-/// tell it when frames are dropped in place again. A frame cut by the end of a read is
-/// copied once, into the
-/// next region (sized for the whole frame when the decoder knows its length). A frame
-/// whose end the decoder cannot know (a [`Lines`](super::Lines) line) and that outgrows
-/// its region is carried into one at least twice its size (or the largest region the
-/// ring has), and waits for that room if need be: so its copies add up to a small
-/// multiple of its length, and a line larger than the ring is
-/// [`FrameError::LargerThanRing`] after a few reads. (Where the ring cannot hold the
-/// doubled region beside the one the line is in, the line goes through the heap, as
-/// before a wait.)
+/// complete frame as a [`FixedBuf`]: a slice of the region it arrived in, with no copy
+/// and no heap allocation per frame while the consumer drops each frame before it takes
+/// the next.
 ///
-/// Memory is bounded by the ring: when the frames still held fill it, the reader waits
-/// ([`Ring::fixed_wait`]) for a release on any thread instead of failing. A frame that
-/// could never fit one region of the ring is an error, [`FrameError::LargerThanRing`]
-/// (`InvalidData`), after which the reader skips it as the decoder says. Before it waits, the reader moves the partial frame it holds to the
-/// heap and releases that region, so it never waits for itself: any frame that fits a
-/// block arrives once the frames held elsewhere are released (the one heap copy outside
-/// the steady state, once per wait).
-///
-/// After the decoder rejects a frame, the reader yields the error and goes on with the
-/// next frame where the decoder can find it ([`Decoder::resync`]: a frame or line over
-/// the maximum or larger than the ring is skipped); otherwise (a length field that
-/// overflows, a stream that ends mid-frame) it has dropped every buffered byte and
-/// yields no more frames. An error from the underlying reader (`WouldBlock`, say)
-/// leaves it as it was: [`next_frame`](Self::next_frame) may be called again, but the
-/// [`Iterator`] ends after yielding it, so that a `for` loop over a reader that keeps
-/// failing ends too.
+/// - **Kept frames.** Once it finds frames of a region still held after it is done
+///   with it, the reader copies the short frames of the next regions (under a quarter
+///   of their region) into regions of their own, so a kept frame holds its own bytes,
+///   never the frames read with it; small probe regions (4 KiB) tell it when frames
+///   are dropped in place again.
+/// - **Cost.** A frame cut by the end of a read is copied once, into the next region;
+///   a line whose end the decoder cannot know is carried into regions of twice its
+///   size, so its copies add up to a small multiple of its length.
+/// - **When full.** When the frames held fill the memory, the reader waits
+///   ([`Ring::fixed_wait`]) for a release on any thread; it first moves its partial
+///   frame to the heap, so it never waits for itself.
+/// - **Errors.** A frame no region could hold is [`FrameError::LargerThanRing`]
+///   (`InvalidData`). After the decoder rejects a frame, the reader yields the error
+///   and goes on where [`Decoder::resync`] finds the next frame; otherwise (a length
+///   field that overflows, a stream that ends mid-frame) it yields no more. An error
+///   from the underlying reader leaves it as it was: [`next_frame`](Self::next_frame)
+///   may be called again, but the [`Iterator`] ends after yielding it.
 ///
 /// ```
 /// use ringmem::io::{FramedReader, LengthDelimited};
