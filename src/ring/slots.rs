@@ -117,6 +117,9 @@ fn usable(n: usize) -> u64 {
 #[derive(Default)]
 struct Class {
     pages: Vec<NonNull<PageCtl>>,
+    /// Of each page (as `pages`), the free slots whose pages went back to the system
+    /// ([`Slots::discard_free`]) and that no claim took since.
+    discarded: Vec<u64>,
     /// The page claims take from.
     at: usize,
     /// Free bits of `pages[at]` taken from its word, not handed out yet.
@@ -158,6 +161,7 @@ impl Slots {
             if c.local != 0 {
                 let idx = c.local.trailing_zeros() as usize;
                 c.local &= c.local - 1;
+                c.discarded[c.at] &= !(1 << idx);
                 // SAFETY: `pages[at]` is a live page of this class, and slot `idx` was
                 // free: its bit came from the page's word or from the page being new.
                 return Some(unsafe { hand_out(c.pages[c.at], idx, slot) });
@@ -196,6 +200,7 @@ impl Slots {
                 return None;
             };
             c.pages.push(page);
+            c.discarded.push(0);
             c.at = c.pages.len() - 1;
             c.local = usable(count);
             (c.visits, c.found) = (0, 0);
@@ -232,6 +237,7 @@ impl Slots {
                 }
                 spare = spare.saturating_sub(count);
                 let page = c.pages.swap_remove(j);
+                c.discarded.swap_remove(j);
                 if j == c.at {
                     c.local = 0;
                 }
@@ -253,6 +259,74 @@ impl Slots {
             (live, kept) = (live + class_live, kept + c.pages.len());
         }
         (live, kept)
+    }
+}
+
+impl Slots {
+    /// Gives the pages of free slots back to the system (`madvise`), those of slots of
+    /// two pages or more: each slot's pages once, until a claim takes it again. A run
+    /// of free slots side by side goes back as one range: a free slot's `back` word and
+    /// header are written again when it is handed out, so none of its bytes is live.
+    /// Stops once ranges of `most` bytes went. Returns the bytes given back that were
+    /// resident.
+    ///
+    /// Pages of slots whose slots are all free go back to the ring ([`trim`]), and with
+    /// its free runs to the system; a page with a slot live stayed resident whole. A
+    /// store that deletes most of its values in no order leaves many such pages.
+    ///
+    /// Under the claimer's lock (its `&mut`): a free slot stays free meanwhile, and
+    /// releases on other threads only set the bits of other (live) slots.
+    ///
+    /// [`trim`]: Self::trim
+    pub(crate) fn discard_free(&mut self, most: usize) -> usize {
+        use crate::sync::{discard_pages, resident_bytes, PAGE};
+        let (mut given, mut left) = (0, most);
+        for (class, c) in self.classes.iter_mut().enumerate() {
+            let (slot, count) = class_layout(class);
+            if slot < 2 * PAGE || left == 0 {
+                continue;
+            }
+            for j in 0..c.pages.len() {
+                // SAFETY: a listed page is live.
+                let ctl = unsafe { c.pages[j].as_ref() };
+                // Acquire: the releases' uses of the slots happen before their pages
+                // read as zeros.
+                let word = ctl.free.load(Ordering::Acquire);
+                let free = (word | if j == c.at { c.local } else { 0 }) & usable(count);
+                if free & !c.discarded[j] == 0 {
+                    continue;
+                }
+                let page = c.pages[j].cast::<u8>().as_ptr();
+                let base = page as usize + CTL;
+                let mut rest = free;
+                while rest != 0 && left != 0 {
+                    let first = rest.trailing_zeros() as usize;
+                    let len = (rest >> first).trailing_ones() as usize;
+                    let bits = (u64::MAX >> (64 - len)) << first;
+                    rest &= !bits;
+                    if bits & !c.discarded[j] == 0 {
+                        continue;
+                    }
+                    c.discarded[j] |= bits;
+                    let start = (base + first * slot).next_multiple_of(PAGE);
+                    let end = (base + (first + len) * slot) / PAGE * PAGE;
+                    if end <= start {
+                        continue;
+                    }
+                    left = left.saturating_sub(end - start);
+                    // Inside the page's region: `end - page <= CTL + slot * count`.
+                    let pages = page.wrapping_add(start - page as usize);
+                    let resident = resident_bytes(pages, end - start);
+                    // SAFETY: whole pages inside free slots of a live page (this
+                    // claimer's, which hands none of them out meanwhile): no live byte
+                    // is in them, and a slot handed out writes its header first.
+                    if resident != 0 && unsafe { discard_pages(pages, end - start) } {
+                        given += resident;
+                    }
+                }
+            }
+        }
+        given
     }
 }
 
@@ -451,6 +525,43 @@ mod tests {
         let live = ring.stats().live_buffers;
         assert!(live <= 8, "{live} pages");
         assert!(kept.iter().all(|f| f[..] == [f[0]; 4000][..]));
+    }
+
+    #[test]
+    fn free_slots_give_their_pages_back_once_until_claimed_again() {
+        let ring = Ring::new(4 << 20);
+        let mut slots = Slots::default();
+        // Two pages of 16 slots of 16 KiB, written (resident); one slot of each kept.
+        let mut all: Vec<_> = (0..32)
+            .map(|_| {
+                let mut b = slots.claim(16 << 10, |len| ring.fixed(len)).unwrap();
+                b.try_extend_from_slice(&[7; 16 << 10]).unwrap();
+                b
+            })
+            .collect();
+        let kept = (all.swap_remove(16), all.swap_remove(0));
+        drop(all);
+        let given = slots.discard_free(usize::MAX);
+        if cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri))) {
+            // 15 free slots side by side on each page: some 60 pages of 4 KiB.
+            assert!((2 * 14 * (16 << 10)..=2 * 15 * (16 << 10) + 8192).contains(&given));
+        } else {
+            assert_eq!(given, 0);
+        }
+        assert_eq!(
+            slots.discard_free(usize::MAX),
+            0,
+            "each slot's pages go once"
+        );
+        assert_eq!(slots.trim(false).0, 2, "the kept slots stay live");
+        // A slot claimed again is written again, and goes back again once free.
+        let mut b = slots.claim(16 << 10, |len| ring.fixed(len)).unwrap();
+        b.try_extend_from_slice(&[9; 16 << 10]).unwrap();
+        assert!(b.iter().all(|&x| x == 9) && kept.0.iter().all(|&x| x == 7));
+        drop(b);
+        let again = slots.discard_free(usize::MAX);
+        assert!(cfg!(miri) || again >= 3 * 4096, "{again}");
+        assert!(kept.1.iter().all(|&x| x == 7));
     }
 
     #[test]
