@@ -186,6 +186,27 @@ pub enum FrameError {
         /// The offset of the newline (or of the final carriage return).
         at: usize,
     },
+    /// Bytes that break the protocol's grammar at offset `at` of the frame, for the
+    /// `reason` given: a length that is not a number, a line too long
+    /// ([`io::ErrorKind::InvalidData`]). [`Resp`](super::Resp)'s reasons are Redis's own
+    /// words (`invalid bulk length`), so a server can answer `-ERR Protocol error: ` and
+    /// the error.
+    Malformed {
+        /// What is wrong, in a few words.
+        reason: &'static str,
+        /// The offset, from the frame's first byte, of the part in error.
+        at: usize,
+    },
+    /// A byte other than the one the protocol wants at offset `at` of the frame
+    /// ([`io::ErrorKind::InvalidData`]): shown as Redis words it, ``expected '$', got 'x'``.
+    Unexpected {
+        /// The byte wanted.
+        expected: u8,
+        /// The byte found.
+        found: u8,
+        /// Its offset from the frame's first byte.
+        at: usize,
+    },
     /// The underlying `std::io::Read` said it read more bytes than the buffer it was
     /// handed holds: a bug in that reader, whose bytes cannot be where it says. The
     /// framed reader drops what it buffered and ends ([`io::ErrorKind::Other`]).
@@ -223,6 +244,15 @@ impl fmt::Display for FrameError {
             FrameError::LargerThanRing { needed, block } => write!(
                 f,
                 "a frame needing {needed} bytes never fits a ring of {block}-byte blocks"
+            ),
+            FrameError::Malformed { reason, .. } => f.write_str(reason),
+            FrameError::Unexpected {
+                expected, found, ..
+            } => write!(
+                f,
+                "expected '{}', got '{}'",
+                expected.escape_ascii(),
+                found.escape_ascii()
             ),
             FrameError::DelimiterInFrame { at } => {
                 write!(f, "the line holds a line break at byte {at}")

@@ -6,9 +6,10 @@
 //! without copying them.
 //!
 //! Frame boundaries come from a [`Decoder`]: [`LengthDelimited`] (the options of
-//! `tokio_util`'s `LengthDelimitedCodec` that matter) and [`Lines`] are built in. Bad
-//! input is an `io::Error` carrying a [`FrameError`]. The writers frame payloads with an
-//! [`Encoder`]: the two built-in decoders again, or one of your own that writes the
+//! `tokio_util`'s `LengthDelimitedCodec` that matter), [`Lines`] and [`Resp`] (the
+//! Redis protocol, RESP2) are built in. Bad input is an `io::Error` carrying a
+//! [`FrameError`]. The writers frame payloads with an [`Encoder`]: the first two
+//! built-in decoders again, or one of your own that writes the
 //! bytes around each payload into a [`Framing`]. The async reader is
 //! `AsyncFramedReader`, a `futures_core::Stream` behind the `tokio` feature; its writing
 //! side is `AsyncFramedWriter`, which gathers queued frames into vectored writes. A
@@ -38,6 +39,7 @@ mod decoder;
 mod encoder;
 mod pool;
 mod reader;
+mod resp;
 #[cfg(feature = "tokio-util")]
 mod tokio_encoder;
 mod writer;
@@ -52,6 +54,7 @@ pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Re
 pub use encoder::{Encoder, Framing};
 pub use pool::ReadPool;
 pub use reader::FramedReader;
+pub use resp::{Resp, RespArgs};
 #[cfg(feature = "tokio-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio-util")))]
 pub use tokio_encoder::TokioEncoder;
