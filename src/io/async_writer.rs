@@ -128,9 +128,19 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E> AsyncFramedWriter<W, F, E> {
         self.high_water
     }
 
-    /// The encoding.
-    #[cfg(feature = "tokio-util")]
-    pub(super) fn codec_mut(&mut self) -> &mut E {
+    /// The encoder, mutably: for one whose framing depends on more than the payload's
+    /// bytes (the kind of reply a protocol sends next), set before each
+    /// [`feed`](Self::feed).
+    ///
+    /// ```
+    /// use ringmem::io::{AsyncFramedWriter, Lines};
+    /// let mut w = AsyncFramedWriter::<_, Vec<u8>, _>::new(Vec::new(), Lines::new());
+    /// *w.codec_mut() = Lines::new().crlf();
+    /// w.feed(b"hi".to_vec())?;
+    /// assert_eq!(w.queued_bytes(), 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn codec_mut(&mut self) -> &mut E {
         &mut self.codec
     }
 
