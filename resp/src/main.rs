@@ -1,6 +1,130 @@
-//! `ringmem-resp`: a Redis-protocol server on ringmem (work in progress, issue 56).
+//! `ringmem-resp --port N --memory ringmem|framed [--budget-mib M] [--threads T]`: the
+//! server of the `ringmem_resp` library (see its docs for how it reads requests and
+//! where values live).
 
-fn main() {
-    eprintln!("ringmem-resp: not built yet");
-    std::process::exit(2);
+use std::io::{self, Write as _};
+use std::process::exit;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringmem::io::ReadPool;
+use ringmem_resp::{framed_mode, ringmem_mode, Store};
+use tokio::net::TcpListener;
+
+/// The server's settings, from the command line.
+struct Args {
+    port: u16,
+    framed: bool,
+    budget_mib: usize,
+    threads: usize,
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("ringmem-resp: {why}");
+    eprintln!(
+        "usage: ringmem-resp --port N --memory ringmem|framed [--budget-mib M] [--threads T]"
+    );
+    exit(2);
+}
+
+fn parse() -> Args {
+    let mut args = Args {
+        port: 6379,
+        framed: false,
+        budget_mib: 64,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
+        };
+        let number = |v: String| -> usize {
+            v.parse()
+                .unwrap_or_else(|_| usage(&format!("{flag}: not a number: {v}")))
+        };
+        match flag.as_str() {
+            "--port" => {
+                args.port =
+                    u16::try_from(number(value())).unwrap_or_else(|_| usage("--port: out of range"))
+            }
+            "--memory" => {
+                args.framed = match value().as_str() {
+                    "ringmem" => false,
+                    "framed" => true,
+                    other => usage(&format!("--memory is ringmem or framed, not {other}")),
+                }
+            }
+            "--budget-mib" => args.budget_mib = number(value()).max(1),
+            "--threads" => args.threads = number(value()).max(1),
+            "-h" | "--help" => usage("a Redis-protocol server on ringmem"),
+            other => usage(&format!("unknown flag {other}")),
+        }
+    }
+    args
+}
+
+fn main() -> io::Result<()> {
+    let args = parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> io::Result<()> {
+    let listener = TcpListener::bind(("127.0.0.1", args.port)).await?;
+    let addr = listener.local_addr()?;
+    let mut stdout = io::stdout().lock();
+    writeln!(stdout, "listening on {addr}")?;
+    stdout.flush()?;
+    drop(stdout);
+    if args.framed {
+        let store = Arc::new(Store::new());
+        sweep(store.clone());
+        loop {
+            let (conn, _) = accept(&listener).await;
+            tokio::spawn(framed_mode::serve(conn, store.clone()));
+        }
+    } else {
+        let budget = args.budget_mib << 20;
+        let pool = ReadPool::try_new(budget)
+            .unwrap_or_else(|e| usage(&format!("a read pool of {} MiB: {e}", args.budget_mib)));
+        ringmem_mode::set_keep_limit(pool.budget() / 2);
+        let store = Arc::new(Store::new());
+        sweep(store.clone());
+        loop {
+            let (conn, _) = accept(&listener).await;
+            tokio::spawn(ringmem_mode::serve(conn, store.clone(), pool.clone()));
+        }
+    }
+}
+
+/// The next connection; a failed accept (out of descriptors) is retried after a pause.
+async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((conn, peer)) => {
+                conn.set_nodelay(true).ok();
+                return (conn, peer);
+            }
+            Err(e) => {
+                eprintln!("ringmem-resp: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Removes expired keys once a second (reads remove them too, as they meet them).
+fn sweep<V: Send + Sync + 'static>(store: Arc<Store<V>>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            store.sweep();
+        }
+    });
 }

@@ -1,0 +1,264 @@
+//! `--memory ringmem`: requests read by `AsyncFramedReader` into a `ReadPool`, values
+//! kept as slices of their request's frame while they fit a share of the pool, replies
+//! queued in an `AsyncFramedWriter` and written in vectored writes.
+
+use std::io::{self, Write as _};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use ringmem::io::{AsyncFramedReader, AsyncFramedWriter, Encoder, Framing, ReadPool, Resp};
+use ringmem::FixedBuf;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+
+use crate::command::{execute, fmt_i64, Info, Replies, Then};
+use crate::store::{Store, Value};
+use crate::{protocol_error, HIGH_WATER};
+
+/// What a kept slice is counted at beyond its bytes: its share of the frame's header
+/// and `\r\n`s, and of the copy slot's rounding.
+const KEPT_OVERHEAD: usize = 32;
+
+/// Bytes of values held as slices of the pool (counted with [`KEPT_OVERHEAD`]).
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// [`KEPT`]'s limit: a share of the pool's budget, set by [`set_keep_limit`].
+static KEEP_LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// Values are kept as slices of the pool while they take at most `bytes` of it (with
+/// [`KEPT_OVERHEAD`] each), and copied to the heap beyond.
+pub fn set_keep_limit(bytes: usize) {
+    KEEP_LIMIT.store(bytes, Ordering::Relaxed);
+}
+
+/// Bytes of values held in the pool, as counted against the limit.
+pub fn kept_bytes() -> usize {
+    KEPT.load(Ordering::Relaxed)
+}
+
+/// A slice of a request's frame, counted in [`KEPT`] while the store holds it.
+pub struct Kept(FixedBuf);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // Relaxed: a count, which orders nothing (the frame's release has its own).
+        KEPT.fetch_sub(self.0.len() + KEPT_OVERHEAD, Ordering::Relaxed);
+    }
+}
+
+/// A stored value: the request's own bytes in the pool, or a copy on the heap.
+pub enum RingValue {
+    /// A slice of the frame it arrived in: no copy.
+    Pool(Kept),
+    /// A copy, once the pool's share for values is used up (or a value the server made).
+    Heap(Arc<[u8]>),
+}
+
+impl AsRef<[u8]> for RingValue {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            RingValue::Pool(k) => &k.0,
+            RingValue::Heap(h) => h,
+        }
+    }
+}
+
+impl Value for RingValue {
+    type Frame = FixedBuf;
+
+    fn keep(frame: &FixedBuf, range: Range<usize>) -> Self {
+        let cost = range.len() + KEPT_OVERHEAD;
+        // Relaxed: a count; two connections racing past the limit overshoot it by a
+        // value each at most.
+        let before = KEPT.fetch_add(cost, Ordering::Relaxed);
+        if before + cost <= KEEP_LIMIT.load(Ordering::Relaxed) {
+            RingValue::Pool(Kept(frame.slice(range)))
+        } else {
+            KEPT.fetch_sub(cost, Ordering::Relaxed);
+            RingValue::Heap(Arc::from(&frame[range]))
+        }
+    }
+
+    fn copy(bytes: &[u8]) -> Self {
+        RingValue::Heap(Arc::from(bytes))
+    }
+}
+
+/// A reply's payload: pool bytes (a stored value, a static reply) or heap bytes.
+pub enum Payload {
+    /// A frozen buffer: a value's slice, a request's bytes, or a static reply.
+    Buf(FixedBuf),
+    /// A heap value, shared with the store.
+    Heap(Arc<[u8]>),
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Payload::Buf(b) => b,
+            Payload::Heap(h) => h,
+        }
+    }
+}
+
+/// How the next payload is framed.
+#[derive(Clone, Copy, Debug, Default)]
+enum Kind {
+    /// As it is (a whole static reply).
+    #[default]
+    Bare,
+    /// `$<len>\r\n` payload `\r\n`.
+    Bulk,
+    /// `:<n>\r\n` (the payload empty).
+    Int(i64),
+    /// `*<n>\r\n` (the payload empty).
+    Array(usize),
+}
+
+/// The replies' encoder: the framing of the kind of reply set before each `feed`.
+#[derive(Debug, Default)]
+pub struct RespEncoder {
+    next: Kind,
+}
+
+impl Encoder for RespEncoder {
+    fn encode(&mut self, payload: &[u8], framing: &mut Framing) -> io::Result<()> {
+        let mut digits = [0; 20];
+        match std::mem::take(&mut self.next) {
+            Kind::Bare => return Ok(()),
+            Kind::Bulk => {
+                framing.write_all(b"$")?;
+                framing.write_all(fmt_i64(payload.len() as i64, &mut digits))?;
+                framing.write_all(b"\r\n")?;
+                return framing.set_tail(b"\r\n");
+            }
+            Kind::Int(n) => {
+                framing.write_all(b":")?;
+                framing.write_all(fmt_i64(n, &mut digits))?;
+            }
+            Kind::Array(n) => {
+                framing.write_all(b"*")?;
+                framing.write_all(fmt_i64(n as i64, &mut digits))?;
+            }
+        }
+        framing.write_all(b"\r\n")
+    }
+}
+
+type Writer = AsyncFramedWriter<OwnedWriteHalf, Payload, RespEncoder>;
+
+/// The replies of one connection, queued in its writer.
+struct Queue<'a>(&'a mut Writer);
+
+impl Queue<'_> {
+    fn feed(&mut self, kind: Kind, payload: Payload) {
+        self.0.codec_mut().next = kind;
+        // The framings fit `Framing::CAPACITY`: at most 23 bytes of head, 2 of tail.
+        let fed = self.0.feed(payload);
+        debug_assert!(fed.is_ok(), "{fed:?}");
+    }
+}
+
+fn empty() -> Payload {
+    Payload::Buf(FixedBuf::from_static(b""))
+}
+
+impl Replies<RingValue> for Queue<'_> {
+    fn raw(&mut self, bytes: &'static [u8]) {
+        self.feed(Kind::Bare, Payload::Buf(FixedBuf::from_static(bytes)));
+    }
+
+    fn error(&mut self, message: &str) {
+        let line = format!("-{message}\r\n");
+        self.feed(Kind::Bare, Payload::Heap(Arc::from(line.as_bytes())));
+    }
+
+    fn int(&mut self, n: i64) {
+        self.feed(Kind::Int(n), empty());
+    }
+
+    fn bulk(&mut self, value: &RingValue) {
+        let payload = match value {
+            RingValue::Pool(k) => Payload::Buf(k.0.clone()),
+            RingValue::Heap(h) => Payload::Heap(h.clone()),
+        };
+        self.feed(Kind::Bulk, payload);
+    }
+
+    fn bulk_arg(&mut self, frame: &FixedBuf, range: Range<usize>) {
+        self.feed(Kind::Bulk, Payload::Buf(frame.slice(range)));
+    }
+
+    fn bulk_made(&mut self, bytes: &[u8]) {
+        self.feed(Kind::Bulk, Payload::Heap(Arc::from(bytes)));
+    }
+
+    fn array(&mut self, n: usize) {
+        self.feed(Kind::Array(n), empty());
+    }
+}
+
+fn info(pool: &ReadPool) -> Info {
+    let c = pool.counters();
+    Info {
+        mode: "ringmem",
+        reader_waits: c.waits,
+        pool_bytes_in_use: c.bytes_in_use,
+        extra: format!(
+            "pool_budget:{}\r\nkept_value_bytes:{}\r\nkeep_limit:{}\r\n",
+            pool.budget(),
+            kept_bytes(),
+            KEEP_LIMIT.load(Ordering::Relaxed)
+        ),
+    }
+}
+
+/// Serves one connection until it closes, says `QUIT`, or breaks the protocol.
+pub async fn serve(
+    conn: TcpStream,
+    store: Arc<Store<RingValue>>,
+    pool: ReadPool,
+) -> io::Result<()> {
+    let (rd, wr) = conn.into_split();
+    let mut requests = AsyncFramedReader::with_pool(rd, Resp::requests(), &pool);
+    let mut replies = AsyncFramedWriter::new(wr, RespEncoder::default());
+    // The arguments' ranges, one allocation for the connection's life.
+    let mut args: Vec<Range<usize>> = Vec::new();
+    let mut next = requests.next_frame().await;
+    loop {
+        let frame = match next {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(e) => {
+                if let Some(line) = protocol_error(&e) {
+                    Queue(&mut replies).feed(Kind::Bare, Payload::Heap(Arc::from(line.as_bytes())));
+                }
+                break;
+            }
+        };
+        args.clear();
+        args.extend(Resp::args(&frame));
+        let then = execute(&store, &frame, &args, &mut Queue(&mut replies), || {
+            info(&pool)
+        });
+        drop(frame);
+        if then == Then::Close {
+            break;
+        }
+        if replies.queued_bytes() >= HIGH_WATER {
+            replies.flush().await?;
+        }
+        // The requests already read go first; the replies are written once none is.
+        next = match requests.next_frame().now_or_never() {
+            Some(got) => got,
+            None => {
+                replies.flush().await?;
+                requests.next_frame().await
+            }
+        };
+    }
+    replies.flush().await?;
+    replies.shutdown().await
+}
