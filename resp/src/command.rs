@@ -281,6 +281,7 @@ pub fn execute<V: Value>(
                     out.error(WRONGTYPE);
                     return;
                 };
+                let mut dropped = 0;
                 let mut pop = || {
                     if left {
                         list.pop_front()
@@ -290,7 +291,10 @@ pub fn execute<V: Value>(
                 };
                 match count {
                     None => match pop() {
-                        Some(v) => out.bulk(&v),
+                        Some(v) => {
+                            out.bulk(&v);
+                            dropped += v.as_ref().len();
+                        }
                         None => out.nil(),
                     },
                     Some(c) => {
@@ -302,11 +306,15 @@ pub fn execute<V: Value>(
                             } else {
                                 list.pop_back()
                             };
-                            out.bulk(&v.expect("counted"));
+                            let v = v.expect("counted");
+                            out.bulk(&v);
+                            dropped += v.as_ref().len();
                         }
                     }
                 }
-                if list.is_empty() {
+                let empty = list.is_empty();
+                s.note_dropped(dropped);
+                if empty {
                     s.remove(k);
                 }
             });

@@ -20,18 +20,24 @@
 //! bulk length`, one the pool can never hold a `-ERR Protocol error`, and the
 //! connection is closed, as Redis closes it).
 //!
-//! **Where values live.** A `SET` keeps its value as a slice of its own request's frame
-//! (`FixedBuf::slice`: no copy; the reader copies a short frame it sees kept into a
-//! slot of its own, so a value holds about its frame's bytes, not the read region's).
-//! Kept frames count against the pool's budget, and a pool full of values would stop
-//! every reader, a `DEL` too. So values are kept in the pool only while they take at
-//! most half its budget, and copied to the heap (`Arc<[u8]>`) beyond: readers always
-//! have the other half, never wait for room while values fill the store, and a store
-//! larger than the budget goes on growing on the heap. Replies go out through an
-//! `AsyncFramedWriter` with a RESP `Encoder`: a bulk reply's `$len\r\n` and `\r\n` are
-//! its framing and the stored value itself its payload (a clone of the `FixedBuf`, a
-//! count), static replies are `FixedBuf::from_static`: gathered into vectored writes,
-//! no heap allocation per reply.
+//! **Where values live.** A `SET` of 256 bytes or more keeps its value as a slice of
+//! its own request's frame (`FixedBuf::slice`: no allocation and no copy of its own;
+//! the reader moves a short frame it sees kept into a slot of the pool, so a value
+//! holds about its frame's bytes, not the read region's). A kept frame costs its
+//! header, key and slot rounding beside the value, which a heap copy does not: for a
+//! short value that is most of its cost, so values under 256 bytes are copied to the
+//! heap (`Arc<[u8]>`). Kept frames count against the pool's budget, and a pool full of
+//! values would stop every reader, a `DEL` too: values are kept in the pool only while
+//! they take at most half its budget, and copied to the heap beyond, so readers always
+//! have the other half and never wait for room however large the store grows. Values
+//! deleted go back as they go: the pool's pages by its sweeper, the heap's by
+//! `malloc_trim` once megabytes of values were dropped.
+//!
+//! **Replies** go out through an `AsyncFramedWriter` with a RESP `Encoder`: a bulk
+//! reply's `$len\r\n` and `\r\n` are its framing and the stored value itself its
+//! payload (a clone of the `FixedBuf`, a count), static replies are
+//! `FixedBuf::from_static`: gathered into vectored writes, no heap allocation per
+//! reply.
 //!
 //! With `--memory framed`, the same commands run on `FramedRead` over a `BytesMut`
 //! (the same decoder, as a `tokio_util` codec), values are `Bytes` slices of the read

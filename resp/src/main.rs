@@ -1,6 +1,9 @@
 //! `ringmem-resp --port N --memory ringmem|framed [--budget-mib M] [--threads T]`: the
 //! server of the `ringmem_resp` library (see its docs for how it reads requests and
-//! where values live).
+//! where values live). Two environment variables move the ringmem mode's choice of
+//! where values live, for measuring it: `RINGMEM_RESP_KEEP_PERCENT` (the share of the
+//! pool values may take, 50 by default) and `RINGMEM_RESP_KEEP_MIN` (the shortest
+//! value kept in the pool, 256 bytes by default).
 
 use std::io::{self, Write as _};
 use std::process::exit;
@@ -92,7 +95,20 @@ async fn run(args: Args) -> io::Result<()> {
         let budget = args.budget_mib << 20;
         let pool = ReadPool::try_new(budget)
             .unwrap_or_else(|e| usage(&format!("a read pool of {} MiB: {e}", args.budget_mib)));
-        ringmem_mode::set_keep_limit(pool.budget() / 2);
+        // The share of the pool values may take (percent; see the crate docs): half by
+        // default, `RINGMEM_RESP_KEEP_PERCENT` to measure others.
+        let percent = std::env::var("RINGMEM_RESP_KEEP_PERCENT")
+            .ok()
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(50)
+            .min(100);
+        ringmem_mode::set_keep_limit(pool.budget() / 100 * percent);
+        if let Some(min) = std::env::var("RINGMEM_RESP_KEEP_MIN")
+            .ok()
+            .and_then(|m| m.parse().ok())
+        {
+            ringmem_mode::set_keep_min(min);
+        }
         let store = Arc::new(Store::new());
         sweep(store.clone());
         loop {
@@ -118,13 +134,33 @@ async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, std::net::Soc
     }
 }
 
-/// Removes expired keys once a second (reads remove them too, as they meet them).
-fn sweep<V: Send + Sync + 'static>(store: Arc<Store<V>>) {
+/// Removes expired keys once a second (reads remove them too, as they meet them),
+/// and gives the heap's free pages back to the system after values were dropped.
+fn sweep<V: AsRef<[u8]> + Send + Sync + 'static>(store: Arc<Store<V>>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut trimmed_at = 0;
         loop {
             tick.tick().await;
             store.sweep();
+            let dropped = store.dropped_bytes();
+            if dropped.wrapping_sub(trimmed_at) >= TRIM_AFTER {
+                trimmed_at = dropped;
+                trim_heap();
+            }
         }
     });
+}
+
+/// Bytes of values dropped after which the heap's free pages are given back.
+const TRIM_AFTER: usize = 4 << 20;
+
+/// Gives the free pages of the heap back to the system (glibc keeps the free chunks
+/// of its arenas, resident, unless told).
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` takes no pointer and may be called from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

@@ -27,6 +27,17 @@ static KEPT: AtomicUsize = AtomicUsize::new(0);
 /// [`KEPT`]'s limit: a share of the pool's budget, set by [`set_keep_limit`].
 static KEEP_LIMIT: AtomicUsize = AtomicUsize::new(0);
 
+/// Values shorter than this are copied to the heap: set by [`set_keep_min`].
+static KEEP_MIN: AtomicUsize = AtomicUsize::new(DEFAULT_KEEP_MIN);
+
+/// [`KEEP_MIN`] unless set.
+pub const DEFAULT_KEEP_MIN: usize = 256;
+
+/// Values shorter than `bytes` are copied to the heap, not kept in the pool.
+pub fn set_keep_min(bytes: usize) {
+    KEEP_MIN.store(bytes, Ordering::Relaxed);
+}
+
 /// Values are kept as slices of the pool while they take at most `bytes` of it (with
 /// [`KEPT_OVERHEAD`] each), and copied to the heap beyond.
 pub fn set_keep_limit(bytes: usize) {
@@ -69,6 +80,9 @@ impl Value for RingValue {
     type Frame = FixedBuf;
 
     fn keep(frame: &FixedBuf, range: Range<usize>) -> Self {
+        if range.len() < KEEP_MIN.load(Ordering::Relaxed) {
+            return RingValue::Heap(Arc::from(&frame[range]));
+        }
         let cost = range.len() + KEPT_OVERHEAD;
         // Relaxed: a count; two connections racing past the limit overshoot it by a
         // value each at most.

@@ -52,9 +52,21 @@ pub struct Shard<V> {
     map: HashMap<Box<[u8]>, Slot<V>>,
     /// Keys with a deadline, so that the sweep visits only shards that have some.
     expiring: usize,
+    /// Bytes of values dropped since [`Store::with`] last collected them.
+    dropped: usize,
 }
 
-impl<V> Shard<V> {
+impl<V: AsRef<[u8]>> Entry<V> {
+    /// Bytes of its values.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Entry::Str(v) => v.as_ref().len(),
+            Entry::List(l) => l.iter().map(|v| v.as_ref().len()).sum(),
+        }
+    }
+}
+
+impl<V: AsRef<[u8]>> Shard<V> {
     /// The live entry of `key`; an expired one is removed.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Slot<V>> {
         let now = Instant::now();
@@ -72,6 +84,7 @@ impl<V> Shard<V> {
                 if s.deadline.is_some() {
                     self.expiring -= 1;
                 }
+                self.dropped += s.entry.bytes();
                 s.live(Instant::now())
             }
             None => false,
@@ -90,8 +103,9 @@ impl<V> Shard<V> {
             }
         };
         self.expiring += usize::from(deadline.is_some());
-        if old.is_some_and(|o| o.deadline.is_some()) {
-            self.expiring -= 1;
+        if let Some(old) = old {
+            self.expiring -= usize::from(old.deadline.is_some());
+            self.dropped += old.entry.bytes();
         }
     }
 
@@ -109,12 +123,24 @@ impl<V> Shard<V> {
         self.map.get_mut(key).expect("inserted above")
     }
 
+    /// Counts `bytes` of values dropped (popped from a list).
+    pub fn note_dropped(&mut self, bytes: usize) {
+        self.dropped += bytes;
+    }
+
     fn sweep(&mut self, now: Instant) {
         if self.expiring == 0 {
             return;
         }
         let before = self.map.len();
-        self.map.retain(|_, s| s.live(now));
+        let dropped = &mut self.dropped;
+        self.map.retain(|_, s| {
+            let live = s.live(now);
+            if !live {
+                *dropped += s.entry.bytes();
+            }
+            live
+        });
         self.expiring -= before - self.map.len();
     }
 }
@@ -125,15 +151,17 @@ pub struct Store<V> {
     hasher: foldhash::fast::FixedState,
     /// Keys stored, as the shards count them at their last change.
     keys: AtomicUsize,
+    /// Bytes of values dropped so far (overwritten, deleted, expired, popped).
+    dropped: AtomicUsize,
 }
 
-impl<V> Default for Store<V> {
+impl<V: AsRef<[u8]>> Default for Store<V> {
     fn default() -> Self {
         Store::new()
     }
 }
 
-impl<V> Store<V> {
+impl<V: AsRef<[u8]>> Store<V> {
     /// An empty store.
     pub fn new() -> Self {
         Store {
@@ -142,11 +170,13 @@ impl<V> Store<V> {
                     Mutex::new(Shard {
                         map: HashMap::new(),
                         expiring: 0,
+                        dropped: 0,
                     })
                 })
                 .collect(),
             hasher: foldhash::fast::FixedState::with_seed(0x5eed),
             keys: AtomicUsize::new(0),
+            dropped: AtomicUsize::new(0),
         }
     }
 
@@ -157,7 +187,11 @@ impl<V> Store<V> {
         let before = shard.map.len();
         let r = f(&mut shard);
         let after = shard.map.len();
+        let dropped = std::mem::take(&mut shard.dropped);
         drop(shard);
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
         // Relaxed: a count for INFO, which orders nothing.
         if after > before {
             self.keys.fetch_add(after - before, Ordering::Relaxed);
@@ -165,6 +199,11 @@ impl<V> Store<V> {
             self.keys.fetch_sub(before - after, Ordering::Relaxed);
         }
         r
+    }
+
+    /// Bytes of values dropped so far (overwritten, deleted, expired, popped).
+    pub fn dropped_bytes(&self) -> usize {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Keys stored (expired ones not yet swept included).
@@ -180,7 +219,9 @@ impl<V> Store<V> {
             let before = s.map.len();
             s.sweep(now);
             let gone = before - s.map.len();
+            let dropped = std::mem::take(&mut s.dropped);
             drop(s);
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
             self.keys.fetch_sub(gone, Ordering::Relaxed);
         }
     }
