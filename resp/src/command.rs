@@ -446,3 +446,152 @@ pub fn rss_bytes() -> u64 {
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use ringmem::io::Resp;
+
+    /// Replies as RESP bytes, as a client reads them.
+    struct Wire(Vec<u8>);
+
+    impl Replies<Bytes> for Wire {
+        fn raw(&mut self, bytes: &'static [u8]) {
+            self.0.extend(bytes);
+        }
+        fn error(&mut self, message: &str) {
+            self.0.extend(format!("-{message}\r\n").bytes());
+        }
+        fn int(&mut self, n: i64) {
+            self.0.extend(format!(":{n}\r\n").bytes());
+        }
+        fn bulk(&mut self, value: &Bytes) {
+            self.bulk_made(value);
+        }
+        fn bulk_arg(&mut self, frame: &Bytes, range: Range<usize>) {
+            self.bulk_made(&frame[range]);
+        }
+        fn bulk_made(&mut self, bytes: &[u8]) {
+            self.0.extend(format!("${}\r\n", bytes.len()).bytes());
+            self.0.extend(bytes);
+            self.0.extend(b"\r\n");
+        }
+        fn array(&mut self, n: usize) {
+            self.0.extend(format!("*{n}\r\n").bytes());
+        }
+    }
+
+    /// Runs `line` (an inline command) on `store`: the reply's bytes.
+    fn run(store: &Store<Bytes>, line: &str) -> String {
+        let frame = Bytes::copy_from_slice(line.as_bytes());
+        let args: Vec<_> = Resp::args(&frame).collect();
+        let mut out = Wire(Vec::new());
+        execute(store, &frame, &args, &mut out, || Info {
+            mode: "test",
+            reader_waits: 0,
+            pool_bytes_in_use: 0,
+            extra: String::new(),
+        });
+        String::from_utf8(out.0).unwrap()
+    }
+
+    #[test]
+    fn commands_answer_as_redis_does() {
+        let s = Store::new();
+        let cases = [
+            ("PING", "+PONG\r\n"),
+            ("ping hi", "$2\r\nhi\r\n"),
+            (
+                "ping a b",
+                "-ERR wrong number of arguments for 'ping' command\r\n",
+            ),
+            ("ECHO x", "$1\r\nx\r\n"),
+            ("SET k v", "+OK\r\n"),
+            ("GET k", "$1\r\nv\r\n"),
+            ("GET nope", "$-1\r\n"),
+            (
+                "get",
+                "-ERR wrong number of arguments for 'get' command\r\n",
+            ),
+            ("SET k v EX", "-ERR syntax error\r\n"),
+            (
+                "SET k v EX x",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            (
+                "SET k v EX 0",
+                "-ERR invalid expire time in 'set' command\r\n",
+            ),
+            ("SET k v NX", "-ERR syntax error\r\n"),
+            ("INCR k", "-ERR value is not an integer or out of range\r\n"),
+            ("INCR n", ":1\r\n"),
+            ("INCR n", ":2\r\n"),
+            ("SET big 9223372036854775807", "+OK\r\n"),
+            ("INCR big", "-ERR increment or decrement would overflow\r\n"),
+            ("EXISTS k n nope k", ":3\r\n"),
+            ("DEL k nope", ":1\r\n"),
+            ("MSET a 1 b 2", "+OK\r\n"),
+            (
+                "MSET a 1 b",
+                "-ERR wrong number of arguments for 'mset' command\r\n",
+            ),
+            ("MGET a b c", "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n"),
+            ("RPUSH l a b c", ":3\r\n"),
+            ("LPUSH l z", ":4\r\n"),
+            (
+                "LRANGE l 0 -1",
+                "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+            ),
+            ("LRANGE l -2 100", "*2\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+            ("LRANGE l 5 9", "*0\r\n"),
+            ("LRANGE nope 0 -1", "*0\r\n"),
+            (
+                "GET l",
+                "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+            ),
+            (
+                "LPUSH a x",
+                "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+            ),
+            ("LPOP l", "$1\r\nz\r\n"),
+            ("RPOP l 2", "*2\r\n$1\r\nc\r\n$1\r\nb\r\n"),
+            (
+                "LPOP l -1",
+                "-ERR value is out of range, must be positive\r\n",
+            ),
+            ("LPOP l 5", "*1\r\n$1\r\na\r\n"),
+            ("LPOP l", "$-1\r\n"),
+            ("LPOP l 1", "*-1\r\n"),
+            ("CONFIG GET save", "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"),
+            (
+                "CONFIG GET appendonly",
+                "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n",
+            ),
+            ("CONFIG GET maxmemory", "*0\r\n"),
+            ("COMMAND DOCS", "*0\r\n"),
+            (
+                "FOO a b",
+                "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n",
+            ),
+            ("QUIT", "+OK\r\n"),
+        ];
+        for (line, want) in cases {
+            assert_eq!(run(&s, line), want, "{line}");
+        }
+        assert!(run(&s, "INFO").contains("keys:4\r\n"));
+        assert_eq!(s.keys(), 4);
+    }
+
+    #[test]
+    fn ints_print_as_redis_reads_them() {
+        let mut buf = [0; 20];
+        for v in [0, 1, -1, 10, i64::MAX, i64::MIN] {
+            assert_eq!(fmt_i64(v, &mut buf), v.to_string().as_bytes());
+            assert_eq!(parse_i64(v.to_string().as_bytes()), Some(v));
+        }
+        for bad in ["", "01", "+1", "-0", " 1", "1a", "99999999999999999999"] {
+            assert_eq!(parse_i64(bad.as_bytes()), None, "{bad}");
+        }
+    }
+}
