@@ -294,11 +294,12 @@ impl<D: Decoder> Core<D> {
         self.open_ended && self.need > self.read_size
     }
 
-    /// The queue's room for [`QUEUE`] frames, allocated once in a reader's life.
+    /// The queue's room for one frame, allocated once in a reader's life: a reader of
+    /// requests answered one at a time (a server's idle connections) never needs more.
     #[inline]
     fn reserve_queue(&mut self) {
         if self.queue.capacity() == 0 {
-            self.queue.reserve_exact(QUEUE);
+            self.queue.reserve_exact(1);
         }
     }
 
@@ -320,7 +321,7 @@ impl<D: Decoder> Core<D> {
             match self.decoder.decode(&buf[from..]) {
                 Ok(Decode::Frame(f)) => {
                     check(f, buf.len() - from);
-                    self.queue.push_back(f);
+                    queue_frame(&mut self.queue, f);
                     from += f.consumed;
                 }
                 Ok(Decode::Need(n)) => return (from, After::Need(n)),
@@ -393,7 +394,7 @@ impl<D: Decoder> Core<D> {
                 Ok(Decode::Frame(f)) => {
                     check(f, ready.len() - off);
                     off += f.consumed;
-                    self.queue.push_back(f);
+                    queue_frame(&mut self.queue, f);
                 }
                 Ok(Decode::Need(n)) => self.after = After::Need(n),
                 Err(e) => self.after = After::Error(e),
@@ -951,6 +952,17 @@ const POOL_COPY_MAX: usize = BATCH_BYTES;
 /// The bytes of a region at most this many times a frame's that the frame may hold
 /// alone: a shorter frame is copied into a region of its own as it is yielded.
 const PIN_MAX: usize = 4;
+
+/// Queues `f`; the first time two frames are queued, the queue takes its room for
+/// [`QUEUE`] at once (the second and last allocation of its life, see
+/// [`Core::reserve_queue`]).
+#[inline]
+fn queue_frame(queue: &mut VecDeque<Frame>, f: Frame) {
+    if queue.len() == queue.capacity() {
+        queue.reserve_exact(QUEUE.saturating_sub(queue.len()).max(1));
+    }
+    queue.push_back(f);
+}
 
 /// The frame at `range` of `region`'s bytes: a view of the region when the frame is at
 /// least a [`PIN_MAX`]th of it (and, on a pool, longer than [`POOL_COPY_MAX`]), else a
