@@ -30,7 +30,7 @@ static KEEP_LIMIT: AtomicUsize = AtomicUsize::new(0);
 /// Values shorter than this are copied to the heap: set by [`set_keep_min`].
 static KEEP_MIN: AtomicUsize = AtomicUsize::new(DEFAULT_KEEP_MIN);
 
-/// [`KEEP_MIN`] unless set.
+/// The shortest value kept in the pool unless [`set_keep_min`] says otherwise.
 pub const DEFAULT_KEEP_MIN: usize = 256;
 
 /// Values shorter than `bytes` are copied to the heap, not kept in the pool.
@@ -39,7 +39,7 @@ pub fn set_keep_min(bytes: usize) {
 }
 
 /// Values are kept as slices of the pool while they take at most `bytes` of it (with
-/// [`KEPT_OVERHEAD`] each), and copied to the heap beyond.
+/// 32 bytes more each, for their frame's framing), and copied to the heap beyond.
 pub fn set_keep_limit(bytes: usize) {
     KEEP_LIMIT.store(bytes, Ordering::Relaxed);
 }
@@ -49,7 +49,7 @@ pub fn kept_bytes() -> usize {
     KEPT.load(Ordering::Relaxed)
 }
 
-/// A slice of a request's frame, counted in [`KEPT`] while the store holds it.
+/// A slice of a request's frame, counted in [`kept_bytes`] while the store holds it.
 pub struct Kept(FixedBuf);
 
 impl Drop for Kept {
