@@ -16,7 +16,7 @@ use tokio_util::codec::{Decoder, FramedRead};
 
 use crate::command::{execute, fmt_i64, Info, Replies, Then};
 use crate::store::{Store, Value};
-use crate::{protocol_error, HIGH_WATER};
+use crate::{protocol_error, ARGS_KEPT, HIGH_WATER};
 
 /// Bytes a codec reserves ahead at most for a frame whose length it knows: a bulk
 /// announced at 512 MiB gets its buffer as its bytes arrive, not up front.
@@ -143,6 +143,10 @@ pub async fn serve(conn: TcpStream, store: Arc<Store<Bytes>>) -> io::Result<()> 
         args.extend(Resp::args(&frame));
         let then = execute(&store, &frame, &args, &mut Out(&mut out), info);
         drop(frame);
+        if args.capacity() > ARGS_KEPT {
+            // A request of many arguments does not leave its room to an idle connection.
+            args = Vec::new();
+        }
         if then == Then::Close {
             break;
         }

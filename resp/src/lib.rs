@@ -58,6 +58,10 @@ pub use command::{execute, rss_bytes, Info, Replies, Then};
 use ringmem::io::FrameError;
 pub use store::{Entry, Shard, Slot, Store, Value};
 
+/// Arguments a connection keeps room for between requests (one of more arguments
+/// allocates its room, and gives it back after).
+pub const ARGS_KEPT: usize = 1024;
+
 /// Bytes of replies queued after which a connection writes them out before reading on.
 pub const HIGH_WATER: usize = 64 << 10;
 

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::command::{execute, fmt_i64, Info, Replies, Then};
 use crate::store::{Store, Value};
-use crate::{protocol_error, HIGH_WATER};
+use crate::{protocol_error, ARGS_KEPT, HIGH_WATER};
 
 /// What a kept slice is counted at beyond its bytes: its share of the frame's header
 /// and `\r\n`s, and of the copy slot's rounding.
@@ -258,11 +258,21 @@ pub async fn serve(
             info(&pool)
         });
         drop(frame);
+        if args.capacity() > ARGS_KEPT {
+            // A request of many arguments does not leave its room to an idle connection.
+            args = Vec::new();
+        }
         if then == Then::Close {
             break;
         }
-        if replies.queued_bytes() >= HIGH_WATER {
+        let many = replies.queued_frames() > ARGS_KEPT;
+        if many || replies.queued_bytes() >= HIGH_WATER {
             replies.flush().await?;
+        }
+        if many {
+            // A reply of many parts (a long LRANGE) does not leave the room of its
+            // queue to an idle connection: a new writer on the same socket.
+            replies = AsyncFramedWriter::new(replies.into_inner(), RespEncoder::default());
         }
         // The requests already read go first; the replies are written once none is.
         next = match requests.next_frame().now_or_never() {
