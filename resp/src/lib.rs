@@ -34,10 +34,11 @@
 //! `malloc_trim` once megabytes of values were dropped.
 //!
 //! **Replies** go out through an `AsyncFramedWriter` with a RESP `Encoder`: a bulk
-//! reply's `$len\r\n` and `\r\n` are its framing and the stored value itself its
-//! payload (a clone of the `FixedBuf`, a count), static replies are
-//! `FixedBuf::from_static`: gathered into vectored writes, no heap allocation per
-//! reply.
+//! reply of 512 bytes or more has its `$len\r\n` and `\r\n` as its framing and the
+//! stored value itself as its payload (a clone of the `FixedBuf`, a count: no copy).
+//! Every shorter reply is copied into a buffer of the connection, which goes out as
+//! one payload: a slice of a vectored write per short reply cost a system call per
+//! 32 of them. No heap allocation per reply once warm.
 //!
 //! With `--memory framed`, the same commands run on `FramedRead` over a `BytesMut`
 //! (the same decoder, as a `tokio_util` codec), values are `Bytes` slices of the read

@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::FutureExt;
 use ringmem::io::{AsyncFramedReader, AsyncFramedWriter, Encoder, Framing, ReadPool, Resp};
 use ringmem::FixedBuf;
@@ -100,12 +101,14 @@ impl Value for RingValue {
     }
 }
 
-/// A reply's payload: pool bytes (a stored value, a static reply) or heap bytes.
+/// A reply's payload: pool bytes (a stored value), heap bytes, or short replies.
 pub enum Payload {
-    /// A frozen buffer: a value's slice, a request's bytes, or a static reply.
+    /// A frozen buffer: a value's slice, or a request's bytes.
     Buf(FixedBuf),
     /// A heap value, shared with the store.
     Heap(Arc<[u8]>),
+    /// Short replies gathered in the connection's buffer.
+    Bytes(Bytes),
 }
 
 impl AsRef<[u8]> for Payload {
@@ -113,6 +116,7 @@ impl AsRef<[u8]> for Payload {
         match self {
             Payload::Buf(b) => b,
             Payload::Heap(h) => h,
+            Payload::Bytes(b) => b,
         }
     }
 }
@@ -120,15 +124,11 @@ impl AsRef<[u8]> for Payload {
 /// How the next payload is framed.
 #[derive(Clone, Copy, Debug, Default)]
 enum Kind {
-    /// As it is (a whole static reply).
+    /// As it is (replies gathered in the connection's buffer).
     #[default]
     Bare,
-    /// `$<len>\r\n` payload `\r\n`.
+    /// `$<len>\r\n` payload `\r\n`: a stored value, uncopied.
     Bulk,
-    /// `:<n>\r\n` (the payload empty).
-    Int(i64),
-    /// `*<n>\r\n` (the payload empty).
-    Array(usize),
 }
 
 /// The replies' encoder: the framing of the kind of reply set before each `feed`.
@@ -139,78 +139,102 @@ pub struct RespEncoder {
 
 impl Encoder for RespEncoder {
     fn encode(&mut self, payload: &[u8], framing: &mut Framing) -> io::Result<()> {
-        let mut digits = [0; 20];
-        match std::mem::take(&mut self.next) {
-            Kind::Bare => return Ok(()),
-            Kind::Bulk => {
-                framing.write_all(b"$")?;
-                framing.write_all(fmt_i64(payload.len() as i64, &mut digits))?;
-                framing.write_all(b"\r\n")?;
-                return framing.set_tail(b"\r\n");
-            }
-            Kind::Int(n) => {
-                framing.write_all(b":")?;
-                framing.write_all(fmt_i64(n, &mut digits))?;
-            }
-            Kind::Array(n) => {
-                framing.write_all(b"*")?;
-                framing.write_all(fmt_i64(n as i64, &mut digits))?;
-            }
+        if let Kind::Bulk = std::mem::take(&mut self.next) {
+            let mut digits = [0; 20];
+            framing.write_all(b"$")?;
+            framing.write_all(fmt_i64(payload.len() as i64, &mut digits))?;
+            framing.write_all(b"\r\n")?;
+            framing.set_tail(b"\r\n")?;
         }
-        framing.write_all(b"\r\n")
+        Ok(())
     }
 }
+
+/// Values at least this long go out as their own slice of a vectored write (no copy);
+/// shorter ones, and every other reply, are copied into the connection's buffer, which
+/// goes out as one slice: a slice per short reply made a long `LRANGE` of short
+/// values take a system call per 32 of them.
+const ZERO_COPY_MIN: usize = 512;
 
 type Writer = AsyncFramedWriter<OwnedWriteHalf, Payload, RespEncoder>;
 
-/// The replies of one connection, queued in its writer.
-struct Queue<'a>(&'a mut Writer);
-
-impl Queue<'_> {
-    fn feed(&mut self, kind: Kind, payload: Payload) {
-        self.0.codec_mut().next = kind;
-        // The framings fit `Framing::CAPACITY`: at most 23 bytes of head, 2 of tail.
-        let fed = self.0.feed(payload);
-        debug_assert!(fed.is_ok(), "{fed:?}");
-    }
+/// The replies of one connection: short ones gathered in `small`, values queued in
+/// the writer after what `small` holds.
+struct Queue<'a> {
+    writer: &'a mut Writer,
+    small: &'a mut BytesMut,
 }
 
-fn empty() -> Payload {
-    Payload::Buf(FixedBuf::from_static(b""))
+impl Queue<'_> {
+    /// Queues what `small` holds as one payload (split off: its memory is reused once
+    /// written).
+    fn gathered(&mut self) {
+        if !self.small.is_empty() {
+            let bytes = self.small.split().freeze();
+            self.feed(Kind::Bare, Payload::Bytes(bytes));
+        }
+    }
+
+    fn feed(&mut self, kind: Kind, payload: Payload) {
+        self.writer.codec_mut().next = kind;
+        // The framings fit `Framing::CAPACITY`: at most 23 bytes of head, 2 of tail.
+        let fed = self.writer.feed(payload);
+        debug_assert!(fed.is_ok(), "{fed:?}");
+    }
+
+    fn head(&mut self, kind: u8, n: i64) {
+        let mut digits = [0; 20];
+        self.small.put_u8(kind);
+        self.small.put_slice(fmt_i64(n, &mut digits));
+        self.small.put_slice(b"\r\n");
+    }
+
+    /// A bulk reply: copied if short, else queued as it is after the replies before it.
+    fn bulk_of(&mut self, bytes: &[u8], uncopied: impl FnOnce() -> Payload) {
+        if bytes.len() < ZERO_COPY_MIN {
+            self.head(b'$', bytes.len() as i64);
+            self.small.put_slice(bytes);
+            self.small.put_slice(b"\r\n");
+        } else {
+            self.gathered();
+            self.feed(Kind::Bulk, uncopied());
+        }
+    }
 }
 
 impl Replies<RingValue> for Queue<'_> {
     fn raw(&mut self, bytes: &'static [u8]) {
-        self.feed(Kind::Bare, Payload::Buf(FixedBuf::from_static(bytes)));
+        self.small.put_slice(bytes);
     }
 
     fn error(&mut self, message: &str) {
-        let line = format!("-{message}\r\n");
-        self.feed(Kind::Bare, Payload::Heap(Arc::from(line.as_bytes())));
+        self.small.put_u8(b'-');
+        self.small.put_slice(message.as_bytes());
+        self.small.put_slice(b"\r\n");
     }
 
     fn int(&mut self, n: i64) {
-        self.feed(Kind::Int(n), empty());
+        self.head(b':', n);
     }
 
     fn bulk(&mut self, value: &RingValue) {
-        let payload = match value {
+        self.bulk_of(value.as_ref(), || match value {
             RingValue::Pool(k) => Payload::Buf(k.0.clone()),
             RingValue::Heap(h) => Payload::Heap(h.clone()),
-        };
-        self.feed(Kind::Bulk, payload);
+        });
     }
 
     fn bulk_arg(&mut self, frame: &FixedBuf, range: Range<usize>) {
-        self.feed(Kind::Bulk, Payload::Buf(frame.slice(range)));
+        let r = range.clone();
+        self.bulk_of(&frame[range], || Payload::Buf(frame.slice(r)));
     }
 
     fn bulk_made(&mut self, bytes: &[u8]) {
-        self.feed(Kind::Bulk, Payload::Heap(Arc::from(bytes)));
+        self.bulk_of(bytes, || Payload::Heap(Arc::from(bytes)));
     }
 
     fn array(&mut self, n: usize) {
-        self.feed(Kind::Array(n), empty());
+        self.head(b'*', n as i64);
     }
 }
 
@@ -238,6 +262,8 @@ pub async fn serve(
     let (rd, wr) = conn.into_split();
     let mut requests = AsyncFramedReader::with_pool(rd, Resp::requests(), &pool);
     let mut replies = AsyncFramedWriter::new(wr, RespEncoder::default());
+    // Short replies, gathered; its memory is reused once what was split off is written.
+    let mut small = BytesMut::new();
     // The arguments' ranges, one allocation for the connection's life.
     let mut args: Vec<Range<usize>> = Vec::new();
     let mut next = requests.next_frame().await;
@@ -247,16 +273,18 @@ pub async fn serve(
             Ok(None) => break,
             Err(e) => {
                 if let Some(line) = protocol_error(&e) {
-                    Queue(&mut replies).feed(Kind::Bare, Payload::Heap(Arc::from(line.as_bytes())));
+                    small.put_slice(line.as_bytes());
                 }
                 break;
             }
         };
         args.clear();
         args.extend(Resp::args(&frame));
-        let then = execute(&store, &frame, &args, &mut Queue(&mut replies), || {
-            info(&pool)
-        });
+        let mut queue = Queue {
+            writer: &mut replies,
+            small: &mut small,
+        };
+        let then = execute(&store, &frame, &args, &mut queue, || info(&pool));
         drop(frame);
         if args.capacity() > ARGS_KEPT {
             // A request of many arguments does not leave its room to an idle connection.
@@ -266,8 +294,8 @@ pub async fn serve(
             break;
         }
         let many = replies.queued_frames() > ARGS_KEPT;
-        if many || replies.queued_bytes() >= HIGH_WATER {
-            replies.flush().await?;
+        if many || replies.queued_bytes() + small.len() >= HIGH_WATER {
+            write_out(&mut replies, &mut small).await?;
         }
         if many {
             // A reply of many parts (a long LRANGE) does not leave the room of its
@@ -278,11 +306,21 @@ pub async fn serve(
         next = match requests.next_frame().now_or_never() {
             Some(got) => got,
             None => {
-                replies.flush().await?;
+                write_out(&mut replies, &mut small).await?;
                 requests.next_frame().await
             }
         };
     }
-    replies.flush().await?;
+    write_out(&mut replies, &mut small).await?;
     replies.shutdown().await
+}
+
+/// Writes every reply queued and gathered.
+async fn write_out(replies: &mut Writer, small: &mut BytesMut) -> io::Result<()> {
+    Queue {
+        writer: replies,
+        small,
+    }
+    .gathered();
+    replies.flush().await
 }
