@@ -812,7 +812,7 @@ fn patterned(len: usize, seed: u64) -> Vec<u8> {
 }
 
 #[test]
-fn values_of_0_b_to_512_kib_round_trip_one_by_one_and_pipelined() {
+fn values_of_0_b_to_512_kib_round_trip_one_by_one_pipelined_and_in_a_list() {
     for server in servers() {
         let mut con = server.client();
         let sizes = value_sizes();
@@ -852,6 +852,29 @@ fn values_of_0_b_to_512_kib_round_trip_one_by_one_and_pipelined() {
                 "{}: pipelined value of {len} B came back as {} B, or changed",
                 server.name(),
                 value.len()
+            );
+        }
+        // And all of them as the elements of one list, in one command each way.
+        let mut rpush = redis::cmd("RPUSH");
+        rpush.arg("size:list");
+        for &len in &sizes {
+            rpush.arg(patterned(len, len as u64 + 2));
+        }
+        let pushed: usize = rpush.query(&mut con).unwrap();
+        assert_eq!(pushed, sizes.len(), "{}", server.name());
+        let elements: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg("size:list")
+            .arg(0)
+            .arg(-1)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(elements.len(), sizes.len(), "{}", server.name());
+        for (&len, element) in sizes.iter().zip(&elements) {
+            assert!(
+                *element == patterned(len, len as u64 + 2),
+                "{}: a list element of {len} B came back as {} B, or changed",
+                server.name(),
+                element.len()
             );
         }
     }
@@ -923,7 +946,7 @@ fn two_hundred_concurrent_clients_each_read_back_their_own_keys() {
                     redis::RedisResult::Ok(())
                 }));
             }
-            let all = futures_join(tasks);
+            let all = join_all(tasks);
             match tokio::time::timeout(PATIENCE * 2, all).await {
                 Ok(results) => {
                     for (c, result) in results.into_iter().enumerate() {
@@ -943,7 +966,7 @@ fn two_hundred_concurrent_clients_each_read_back_their_own_keys() {
 }
 
 /// Awaits every task in turn (they run concurrently all the same: they are spawned).
-async fn futures_join<T>(
+async fn join_all<T>(
     tasks: Vec<tokio::task::JoinHandle<T>>,
 ) -> Vec<Result<T, tokio::task::JoinError>> {
     let mut results = Vec::with_capacity(tasks.len());

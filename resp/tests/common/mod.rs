@@ -77,6 +77,8 @@ pub struct Server {
     addr: SocketAddr,
     kind: Kind,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// The threads that empty the server's stderr (and, for redis-server, stdout).
+    drains: Vec<thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -185,6 +187,10 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The pipes are closed now: the drains end, and all the stderr is there.
+        for drain in self.drains.drain(..) {
+            let _ = drain.join();
+        }
         if thread::panicking() {
             let stderr = self.stderr.lock().unwrap();
             if !stderr.is_empty() {
@@ -208,7 +214,10 @@ pub fn parse_info(text: &str) -> Vec<(String, String)> {
 }
 
 /// Collects a child's pipe on a thread, so that the child never blocks on it.
-fn drain(mut pipe: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) {
+fn drain(
+    mut pipe: impl Read + Send + 'static,
+    into: Arc<Mutex<Vec<u8>>>,
+) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = pipe.read(&mut buf) {
@@ -217,7 +226,7 @@ fn drain(mut pipe: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) {
             }
             into.lock().unwrap().extend_from_slice(&buf[..n]);
         }
-    });
+    })
 }
 
 fn ringmem_resp_bin() -> String {
@@ -234,7 +243,7 @@ fn start_ringmem_resp(kind: Kind) -> Server {
         .spawn()
         .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
     let stderr = Arc::new(Mutex::new(Vec::new()));
-    drain(child.stderr.take().unwrap(), stderr.clone());
+    let drains = vec![drain(child.stderr.take().unwrap(), stderr.clone())];
 
     // The first line of stdout says where it listens; read it on a thread so that
     // a server that never prints it fails the test after PATIENCE.
@@ -253,6 +262,7 @@ fn start_ringmem_resp(kind: Kind) -> Server {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         kind,
         stderr,
+        drains,
     };
     let line = match rx.recv_timeout(PATIENCE) {
         Ok(Ok(line)) => line,
@@ -301,13 +311,16 @@ fn start_redis() -> Server {
             .spawn()
             .unwrap_or_else(|e| panic!("starting redis-server (RESP_TEST_SERVER=redis): {e}"));
         let stderr = Arc::new(Mutex::new(Vec::new()));
-        drain(child.stdout.take().unwrap(), stderr.clone());
-        drain(child.stderr.take().unwrap(), stderr.clone());
+        let drains = vec![
+            drain(child.stdout.take().unwrap(), stderr.clone()),
+            drain(child.stderr.take().unwrap(), stderr.clone()),
+        ];
         let mut server = Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             kind: Kind::Redis,
             stderr,
+            drains,
         };
         if server.wait_for_pong() {
             return server;
