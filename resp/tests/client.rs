@@ -975,3 +975,23 @@ async fn join_all<T>(
     }
     results
 }
+
+#[test]
+fn the_server_writes_nothing_to_stdout_after_its_listening_line() {
+    // The bench and the tests read the port from stdout; diagnostics belong on stderr.
+    if common::against_redis() {
+        println!("redis-server logs to stdout: nothing to check");
+        return;
+    }
+    for server in servers() {
+        let mut con = server.client();
+        ok(&server, &mut con, &["SET", "out:k", "v"]);
+        err(&server, &mut con, &["NOSUCH", "command"]);
+        let mut stream = server.raw();
+        stream.write_all(b"*1\r\n$-5\r\n").unwrap();
+        let _ = read_until_closed(&mut stream);
+        let name = server.name();
+        let more = server.stop();
+        assert_eq!(String::from_utf8_lossy(&more), "", "{name}");
+    }
+}

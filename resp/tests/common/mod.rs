@@ -77,6 +77,8 @@ pub struct Server {
     addr: SocketAddr,
     kind: Kind,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// What ringmem-resp wrote to stdout after its `listening on` line.
+    more_stdout: Arc<Mutex<Vec<u8>>>,
     /// The threads that empty the server's stderr (and, for redis-server, stdout).
     drains: Vec<thread::JoinHandle<()>>,
 }
@@ -183,14 +185,28 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
+impl Server {
+    /// Kills the server and returns what ringmem-resp wrote to stdout after its
+    /// `listening on` line, which the contract says is nothing.
+    pub fn stop(mut self) -> Vec<u8> {
+        self.kill();
+        let more = self.more_stdout.lock().unwrap();
+        more.clone()
+    }
+
+    fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // The pipes are closed now: the drains end, and all the stderr is there.
+        // The pipes are closed now: the drains end, and all the output is there.
         for drain in self.drains.drain(..) {
             let _ = drain.join();
         }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
         if thread::panicking() {
             let stderr = self.stderr.lock().unwrap();
             if !stderr.is_empty() {
@@ -243,26 +259,31 @@ fn start_ringmem_resp(kind: Kind) -> Server {
         .spawn()
         .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
     let stderr = Arc::new(Mutex::new(Vec::new()));
-    let drains = vec![drain(child.stderr.take().unwrap(), stderr.clone())];
+    let stderr_drain = drain(child.stderr.take().unwrap(), stderr.clone());
 
     // The first line of stdout says where it listens; read it on a thread so that
     // a server that never prints it fails the test after PATIENCE.
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
+    let more_stdout = Arc::new(Mutex::new(Vec::new()));
+    let more = more_stdout.clone();
+    let stdout_drain = thread::spawn(move || {
         let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
         let read = stdout.read_line(&mut line).map(|_| line);
         let _ = tx.send(read);
-        // Nothing else should come, but never let the server block on a full pipe.
-        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        // Nothing else should come (see `Server::stop`); never let it block the server.
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest);
+        more.lock().unwrap().extend_from_slice(&rest);
     });
     let mut server = Server {
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         kind,
         stderr,
-        drains,
+        more_stdout,
+        drains: vec![stderr_drain, stdout_drain],
     };
     let line = match rx.recv_timeout(PATIENCE) {
         Ok(Ok(line)) => line,
@@ -320,6 +341,7 @@ fn start_redis() -> Server {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             kind: Kind::Redis,
             stderr,
+            more_stdout: Arc::default(),
             drains,
         };
         if server.wait_for_pong() {
