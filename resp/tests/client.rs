@@ -220,6 +220,35 @@ fn set_with_an_unknown_or_incomplete_option_is_a_syntax_error() {
 }
 
 #[test]
+fn set_with_a_zero_negative_or_overflowing_expiry_is_an_invalid_expire_time() {
+    // Redis 7 refuses a time of 0 or less, and one whose deadline in milliseconds
+    // since the epoch would pass i64::MAX, rather than store a key that never expires.
+    let cases: [[&str; 2]; 7] = [
+        ["EX", "0"],
+        ["EX", "-1"],
+        ["PX", "0"],
+        ["PX", "-5"],
+        ["EX", "9223372036854775"],
+        ["EX", "9223372036854775807"],
+        ["PX", "9223372036854775807"],
+    ];
+    for server in servers() {
+        let mut con = server.client();
+        for [unit, time] in cases {
+            let e = err(&server, &mut con, &["SET", "x:k", "v", unit, time]);
+            let expected = "ERR invalid expire time in 'set' command";
+            assert_eq!(e, expected, "{}: SET x:k v {unit} {time}", server.name());
+        }
+        assert_eq!(
+            ok(&server, &mut con, &["GET", "x:k"]),
+            Value::Nil,
+            "{}",
+            server.name()
+        );
+    }
+}
+
+#[test]
 fn del_removes_strings_and_lists_and_counts_what_it_removed() {
     for server in servers() {
         let mut con = server.client();
