@@ -1024,3 +1024,68 @@ fn the_server_writes_nothing_to_stdout_after_its_listening_line() {
         assert_eq!(String::from_utf8_lossy(&more), "", "{name}");
     }
 }
+
+#[test]
+fn a_store_four_times_the_read_budget_still_reads_every_command() {
+    // Issue 56: stored values may be kept in the read pool, yet a store larger than
+    // the pool's budget must never stop the readers (a DEL must get through). 16 MiB
+    // of 64 KiB values against a budget of 4 MiB; redis-server has no such budget
+    // and runs the same commands as the reference.
+    const VALUES: usize = 256;
+    const SIZE: usize = 64 << 10;
+    let kind = if common::against_redis() {
+        Kind::Redis
+    } else {
+        Kind::Ringmem
+    };
+    let server = Server::start_with(kind, &["--budget-mib", "4"]);
+    let mut con = server.client();
+    let mut sets = redis::pipe();
+    for i in 0..VALUES {
+        sets.cmd("SET")
+            .arg(format!("budget:{i}"))
+            .arg(patterned(SIZE, i as u64));
+    }
+    let _: () = sets.query(&mut con).unwrap();
+    // Another client is served with the store full.
+    server.assert_serves("with a store four times the read budget");
+
+    let mut gets = redis::pipe();
+    for i in 0..VALUES {
+        gets.cmd("GET").arg(format!("budget:{i}"));
+    }
+    let values: Vec<Vec<u8>> = gets.query(&mut con).unwrap();
+    for (i, value) in values.iter().enumerate() {
+        assert!(
+            value == &patterned(SIZE, i as u64),
+            "{}: value {i} changed",
+            server.name()
+        );
+    }
+    let mut del = redis::cmd("DEL");
+    for i in (0..VALUES).step_by(2) {
+        del.arg(format!("budget:{i}"));
+    }
+    let deleted: usize = del.query(&mut con).unwrap();
+    assert_eq!(deleted, VALUES / 2, "{}", server.name());
+    // And the room the DEL made is used again.
+    let mut sets = redis::pipe();
+    for i in (0..VALUES).step_by(2) {
+        sets.cmd("SET")
+            .arg(format!("budget:{i}"))
+            .arg(patterned(SIZE, !(i as u64)));
+    }
+    let _: () = sets.query(&mut con).unwrap();
+    let again: Vec<u8> = redis::cmd("GET").arg("budget:0").query(&mut con).unwrap();
+    assert!(
+        again == patterned(SIZE, !0),
+        "{}: budget:0 after a new SET",
+        server.name()
+    );
+    let odd: Vec<u8> = redis::cmd("GET").arg("budget:1").query(&mut con).unwrap();
+    assert!(
+        odd == patterned(SIZE, 1),
+        "{}: budget:1 after the DEL",
+        server.name()
+    );
+}

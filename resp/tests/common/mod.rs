@@ -86,9 +86,15 @@ pub struct Server {
 impl Server {
     /// Starts a server of `kind` and waits until it accepts connections.
     pub fn start(kind: Kind) -> Server {
+        Server::start_with(kind, &[])
+    }
+
+    /// Starts a server of `kind` with more ringmem-resp options (`--budget-mib 4`);
+    /// redis-server gets none of them.
+    pub fn start_with(kind: Kind, options: &[&str]) -> Server {
         match kind {
             Kind::Redis => start_redis(),
-            _ => start_ringmem_resp(kind),
+            _ => start_ringmem_resp(kind, options),
         }
     }
 
@@ -249,10 +255,11 @@ fn ringmem_resp_bin() -> String {
     std::env::var("RESP_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ringmem-resp").into())
 }
 
-fn start_ringmem_resp(kind: Kind) -> Server {
+fn start_ringmem_resp(kind: Kind, options: &[&str]) -> Server {
     let bin = ringmem_resp_bin();
     let mut child = Command::new(&bin)
         .args(["--port", "0", "--memory", kind.memory_flag()])
+        .args(options)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
