@@ -145,18 +145,23 @@ pub fn execute<V: Value>(
             let mut ttl = None;
             let mut i = 3;
             while i < n {
-                let unit = arg(i).to_ascii_uppercase();
-                let ms = match unit.as_slice() {
-                    b"EX" => 1000,
-                    b"PX" => 1,
-                    _ => return syntax(out),
+                let unit = arg(i);
+                let ms: i64 = if unit.eq_ignore_ascii_case(b"EX") {
+                    1000
+                } else if unit.eq_ignore_ascii_case(b"PX") {
+                    1
+                } else {
+                    return syntax(out);
                 };
                 if ttl.is_some() || i + 1 >= n {
                     return syntax(out);
                 }
+                // As Redis: 0 or less, or a deadline in Unix milliseconds past i64, is
+                // invalid.
+                let after = |t: i64| t.checked_mul(ms).filter(|&m| m <= i64::MAX - unix_millis());
                 match parse_i64(arg(i + 1)) {
-                    Some(t) if t > 0 => {
-                        ttl = Some(Duration::from_millis((t as u64).saturating_mul(ms)));
+                    Some(t) if t > 0 && after(t).is_some() => {
+                        ttl = after(t).map(|m| Duration::from_millis(m as u64));
                     }
                     Some(_) => {
                         out.error("ERR invalid expire time in 'set' command");
@@ -405,6 +410,12 @@ fn syntax<V: Value>(out: &mut impl Replies<V>) -> Then {
 }
 
 /// An integer as Redis reads one (`string2ll`: no `+`, no leading zeros).
+/// Milliseconds since the Unix epoch, as Redis's expiry deadlines count them.
+fn unix_millis() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_millis().min(i64::MAX as u128) as i64)
+}
+
 fn parse_i64(s: &[u8]) -> Option<i64> {
     let t = std::str::from_utf8(s).ok()?;
     let v: i64 = t.parse().ok()?;

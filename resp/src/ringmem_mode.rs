@@ -243,7 +243,9 @@ fn info(pool: &ReadPool) -> Info {
     Info {
         mode: "ringmem",
         reader_waits: c.waits,
-        pool_bytes_in_use: c.bytes_in_use,
+        // Counted now (a walk over the pool's headers, as rare as INFO is), not as the
+        // sweeper last counted it (`counters`, up to a second old).
+        pool_bytes_in_use: pool.stats().bytes_in_use,
         extra: format!(
             "pool_budget:{}\r\nkept_value_bytes:{}\r\nkeep_limit:{}\r\n",
             pool.budget(),

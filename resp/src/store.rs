@@ -93,7 +93,8 @@ impl<V: AsRef<[u8]>> Shard<V> {
 
     /// Sets `key` to `entry`, with a lifetime or none.
     pub fn set(&mut self, key: &[u8], entry: Entry<V>, ttl: Option<Duration>) {
-        let deadline = ttl.map(|t| Instant::now() + t);
+        // A deadline past what `Instant` holds (millions of years) never comes.
+        let deadline = ttl.and_then(|t| Instant::now().checked_add(t));
         let slot = Slot { entry, deadline };
         let old = match self.map.get_mut(key) {
             Some(s) => Some(std::mem::replace(s, slot)),
