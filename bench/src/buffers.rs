@@ -693,8 +693,8 @@ fn mimalloc_child_exe() -> std::io::Result<PathBuf> {
     child_exe("ringmem-bench-mimalloc")
 }
 
-/// The executable of this package's binary `bin`: beside the running one, where cargo
-/// puts every binary of this package.
+/// The executable of the workspace's binary `bin`: beside the running one, where cargo
+/// puts every binary of the workspace built with the same profile.
 pub fn child_exe(bin: &str) -> std::io::Result<PathBuf> {
     let name = format!("{bin}{}", std::env::consts::EXE_SUFFIX);
     Ok(std::env::current_exe()?.with_file_name(name))
@@ -711,7 +711,15 @@ pub fn prepare_mimalloc_child() -> Result<(), String> {
 }
 
 /// Makes sure this package's binary `bin` (built with `features`) is there for `what`
-/// (a child process measures it), or says why `what` will be empty.
+/// (a child process measures it), or says why `what` will be empty: see
+/// [`prepare_bin`].
+pub fn prepare_child(bin: &str, features: &[&str], what: &str) -> Result<(), String> {
+    prepare_bin("ringmem-bench", bin, features, what)
+}
+
+/// Makes sure the binary `bin` of the workspace's package `package` (built with
+/// `features`) is there for `what`, beside this executable (a child process measures
+/// it, or it is the server a child drives), or says why `what` will be empty.
 ///
 /// `cargo run` builds only the binary it runs, so on a fresh clone the child is missing,
 /// and after an edit to its sources it is stale (an edit to a file only the child reads
@@ -722,14 +730,14 @@ pub fn prepare_mimalloc_child() -> Result<(), String> {
 /// Without `CARGO` a child that is there is used as it is.
 ///
 /// `Err` holds the line for the report: why `what` stays empty.
-pub fn prepare_child(bin: &str, features: &[&str], what: &str) -> Result<(), String> {
+pub fn prepare_bin(package: &str, bin: &str, features: &[&str], what: &str) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
     let child = child_exe(bin).map_err(|e| format!("cannot locate this executable: {e}"))?;
     let by_hand = if features.is_empty() {
-        format!("cargo build --release -p ringmem-bench --bin {bin}")
+        format!("cargo build --release -p {package} --bin {bin}")
     } else {
         format!(
-            "cargo build --release -p ringmem-bench --features {} --bin {bin}",
+            "cargo build --release -p {package} --features {} --bin {bin}",
             features.join(",")
         )
     };
@@ -747,7 +755,7 @@ pub fn prepare_child(bin: &str, features: &[&str], what: &str) -> Result<(), Str
         ));
     };
     let mut build = std::process::Command::new(cargo);
-    build.args(["build", "-p", "ringmem-bench", "--bin", bin]);
+    build.args(["build", "-p", package, "--bin", bin]);
     if !features.is_empty() {
         build.arg("--features").arg(features.join(","));
     }

@@ -43,6 +43,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use crate::conns_queue::{self, Params, Queue};
+use crate::nofile::raise_nofile;
 
 /// Heap allocations made in the process so far (the binary's allocator counts them).
 pub use crate::counting::ALLOCATIONS;
@@ -99,33 +100,6 @@ impl Reader {
     pub fn by_name(name: &str) -> Option<Reader> {
         Reader::ALL.into_iter().find(|r| r.name() == name)
     }
-}
-
-/// Raises this process's soft limit of open descriptors to its hard limit; returns
-/// the limit in force.
-pub fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable `rlimit` for the call's whole duration.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 0;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: `raised` is a valid `rlimit` read by the call only.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim = raised;
-        }
-    }
-    // `rlim_t` is not 64 bits on every target.
-    #[allow(clippy::unnecessary_cast)]
-    let limit = lim.rlim_cur as u64;
-    limit
 }
 
 /// A line of `/proc/self/status` in KiB (`VmRSS`, `VmSize`); 0 if unreadable.

@@ -34,6 +34,8 @@ mod conns;
 mod conns_queue;
 #[path = "../counting.rs"]
 mod counting;
+#[path = "../nofile.rs"]
+mod nofile;
 
 use conns::{Reader, Row, Server};
 use conns_queue::Params;
