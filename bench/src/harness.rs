@@ -320,6 +320,8 @@ pub struct Table {
     pub wait_label: String,
     /// Columns whose restart counts are printed in a second trailing column.
     pub restart_columns: Vec<usize>,
+    /// Columns of a figures table whose cells are ratios, printed as `0.95×`.
+    pub ratio_columns: Vec<usize>,
     /// Notes printed under the table.
     pub notes: Vec<String>,
 }
@@ -338,6 +340,7 @@ impl Table {
             wait_columns: Vec::new(),
             wait_label: "waits".into(),
             restart_columns: Vec::new(),
+            ratio_columns: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -405,6 +408,16 @@ impl Table {
         }
     }
 
+    /// A figures table's cell in column `col`: a ratio (`0.95×`) in a
+    /// [`Table::ratio_columns`] column, else as its unit prints it.
+    pub(crate) fn fmt_figure(&self, col: usize, x: f64) -> String {
+        if self.ratio_columns.contains(&col) {
+            fmt_ratio(Some(x))
+        } else {
+            self.fmt_time(x)
+        }
+    }
+
     fn head_suffix(&self) -> &'static str {
         match self.unit {
             Unit::Ms => " (ms)",
@@ -445,7 +458,7 @@ impl Table {
             for (c, cell) in row.cells.iter().enumerate() {
                 cells.push(match cell {
                     None => "–".to_string(),
-                    Some(st) if self.unit.is_figure() => self.fmt_time(st.median),
+                    Some(st) if self.unit.is_figure() => self.fmt_figure(c, st.median),
                     Some(st) => {
                         let ratio = match self.ratio_text(r, c) {
                             Some(x) => match (&self.ratio, self.ratio_of(r, c)) {

@@ -114,6 +114,20 @@ impl Load {
         ))
     }
 
+    /// A sentence for a table's notes, whatever the load: quiet, under load (as
+    /// [`Load::note`] says), or not measured.
+    pub fn sentence(&self) -> String {
+        match self {
+            Load::Quiet => format!(
+                "Measured while the machine was quiet: other processes took at most {:.0} % of \
+                 the CPU time.",
+                MAX_OTHERS * 100.0
+            ),
+            Load::Under { .. } => format!("{}.", self.note().unwrap_or_default()),
+            Load::Unknown => "Load not measured (no `/proc/stat`).".into(),
+        }
+    }
+
     /// `40 % of the CPU time; load average 2.10 before, 3.50 after`.
     fn detail(&self) -> Option<String> {
         let Load::Under {

@@ -216,7 +216,7 @@ impl Table {
     /// it is relative to.
     fn plain_cell(&self, row: usize, col: usize, st: Stats) -> Vec<String> {
         if self.unit.is_figure() {
-            return vec![self.fmt_time(st.median)];
+            return vec![self.fmt_figure(col, st.median)];
         }
         let mut first = self.fmt_time(st.median);
         if let Some(x) = self.ratio_text(row, col) {
