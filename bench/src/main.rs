@@ -9,6 +9,7 @@
 //! cargo run --release -p ringmem-bench -- --only framed   # issue 23: framed reading on TCP
 //! cargo run --release -p ringmem-bench -- --only busy     # issue 45: beside a busy process per core
 //! cargo run --release -p ringmem-bench -- --only conns    # issue 44: a server's memory per connection
+//! cargo run --release -p ringmem-bench -- --only server   # issue 56: a Redis-protocol server, redis-benchmark
 //! ```
 //!
 //! The terminal gets each table as aligned plain text within 100 columns, a sentence
@@ -31,13 +32,18 @@ mod grow_spike;
 mod harness;
 mod load;
 mod many_threads;
+mod nofile;
 mod plain;
 mod progress;
 mod ratio;
+mod resp_client;
+mod resp_servers;
 mod ring_alloc;
 mod ring_sizes;
 mod ringal_ext;
 mod ringal_fixed;
+mod server_memory;
+mod server_scenario;
 mod shared_arena;
 mod verdict;
 
@@ -56,9 +62,10 @@ type Cases = fn(&Config) -> usize;
 /// The scenarios in run order: id (for `--only`), entry point and case count. Frames
 /// off a socket and a server's memory per connection come first, before the allocator
 /// tables: they are what a server's author runs this for.
-const SCENARIOS: [(&str, Scenario, Cases); 10] = [
+const SCENARIOS: [(&str, Scenario, Cases); 11] = [
     ("framed", framed_scenario::run, framed_scenario::case_count),
     ("conns", conns_scenario::run, conns_scenario::case_count),
+    ("server", server_scenario::run, server_scenario::case_count),
     ("ringal-fixed", ringal_fixed::run, |c| {
         ringal_fixed::case_count(c, false)
     }),
@@ -159,6 +166,7 @@ fn main() {
         match a.as_str() {
             "--rss-child" => rss_child(args),
             busy::CHILD_FLAG => busy::child(),
+            resp_client::IDLE_FLAG => resp_client::idle_child(args),
             "--no-rss" => rss = false,
             "--no-charts" => charts = false,
             "--quick" => full = false,
@@ -206,6 +214,13 @@ fn main() {
     } else {
         None
     };
+    // The server scenario's servers, likewise (and redis-benchmark, without which it
+    // is skipped).
+    let server_missing = if selected("server") {
+        server_scenario::prepare().err()
+    } else {
+        None
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = Config {
         scale: if full { 1.0 } else { QUICK_SCALE },
@@ -246,6 +261,9 @@ fn main() {
     }
     if let Some(why) = conns_missing {
         header.push_str(&format!("\nThe conns tables are empty: {why}.\n"));
+    }
+    if let Some(why) = server_missing {
+        header.push_str(&format!("\nNo server tables: {why}.\n"));
     }
     println!("{}", plain::paragraph(&header));
     let mut report = header;
