@@ -114,17 +114,18 @@ impl Load {
         ))
     }
 
-    /// A sentence for a table's notes, whatever the load: quiet, under load (as
-    /// [`Load::note`] says), or not measured.
-    pub fn sentence(&self) -> String {
+    /// What a table's notes say of the load, whatever it was: `measured while the
+    /// machine was quiet (...)`, `measured under load: ...` (as [`Load::note`] says), or
+    /// `not checked for load (...)`.
+    pub fn phrase(&self) -> String {
         match self {
             Load::Quiet => format!(
-                "Measured while the machine was quiet: other processes took at most {:.0} % of \
-                 the CPU time.",
+                "measured while the machine was quiet (other processes took at most {:.0} % of \
+                 the CPU time)",
                 MAX_OTHERS * 100.0
             ),
-            Load::Under { .. } => format!("{}.", self.note().unwrap_or_default()),
-            Load::Unknown => "Load not measured (no `/proc/stat`).".into(),
+            Load::Under { .. } => self.note().unwrap_or_default(),
+            Load::Unknown => "not checked for load (no `/proc/stat`)".into(),
         }
     }
 

@@ -12,7 +12,7 @@ use crate::ratio::{fmt_ratio, ratio};
 use crate::resp_client::{self, command, expect_ok, Reply};
 use crate::resp_servers::{self, Bench};
 use crate::server_scenario::{
-    bar, cells, failures, figures_table, nofile_limit, row, size_label, Lineup, Runs,
+    bar, cells, counts, failures, figures_table, nofile_limit, row, size_label, Lineup, Runs,
     BENCH_TIMEOUT, CLIENTS, FRAMED, RINGMEM, ROLES,
 };
 
@@ -185,7 +185,10 @@ pub fn idle_table(
             }),
         );
         push("peak RSS (MiB)", cells(runs, |r| r.hwm));
-        push("idle clients connected", reached);
+        t.rows.push(counts(
+            vec![label.clone(), "idle clients connected".into()],
+            reached,
+        ));
         for (k, runs) in runs.iter().enumerate() {
             for r in runs.iter().flatten() {
                 if r.connected < *count as f64 {
@@ -319,7 +322,6 @@ pub fn store_table(lineup: &Lineup, runs: &Runs<StoreRun>, load: &str) -> Table 
         "load (k SET/s)",
         cells(runs, |r| Some(STORE_KEYS as f64 / r.secs / 1e3)),
     );
-    push("keys stored (INFO)", cells(runs, |r| r.keys));
     push("RSS at start (MiB)", cells(runs, |r| r.rss_start));
     push("RSS with the store (MiB)", cells(runs, |r| r.rss));
     push(
@@ -331,11 +333,16 @@ pub fn store_table(lineup: &Lineup, runs: &Runs<StoreRun>, load: &str) -> Table 
         cells(runs, |r| Some((r.rss? - r.rss_start?) * mib / bytes)),
     );
     push("peak RSS (MiB)", cells(runs, |r| r.hwm));
-    push("reader_waits (INFO)", cells(runs, |r| r.reader_waits));
-    push(
-        "pool in use (MiB, INFO)",
-        cells(runs, |r| Some(r.pool_bytes? / mib)),
-    );
+    for (what, c) in [
+        ("keys stored (INFO)", cells(runs, |r| r.keys)),
+        ("reader_waits (INFO)", cells(runs, |r| r.reader_waits)),
+        (
+            "pool in use (MiB, INFO)",
+            cells(runs, |r| Some(r.pool_bytes? / mib)),
+        ),
+    ] {
+        t.rows.push(counts(vec![what.into()], c));
+    }
     t.notes.push(format!(
         "A fresh server per column (one run each), loaded by this bench's own client: one \
          connection, {} `SET key:%08d VALUE` pipelined (a thread writes them in 64 KiB \
@@ -468,11 +475,15 @@ pub fn burst_table(lineup: &Lineup, runs: &Runs<BurstRun>, load: &str) -> Table 
         cells(runs, |r| ratio(r.after?, r.before?)),
     );
     push("peak RSS (MiB)", cells(runs, |r| r.hwm));
-    push("keys after (INFO)", cells(runs, |r| r.keys_after));
-    push(
-        "pool in use after (MiB)",
-        cells(runs, |r| Some(r.pool_after? / f64::from(1 << 20))),
-    );
+    for (what, c) in [
+        ("keys after (INFO)", cells(runs, |r| r.keys_after)),
+        (
+            "pool in use after (MiB)",
+            cells(runs, |r| Some(r.pool_after? / f64::from(1 << 20))),
+        ),
+    ] {
+        t.rows.push(counts(vec![what.into()], c));
+    }
     t.notes.push(format!(
         "A fresh server per column (one run each): `VmRSS` once it answers, then {} `SET \
          burst:%04d VALUE` of {} pipelined on one connection, `VmRSS`, `DEL` of {DEL_BATCH} \

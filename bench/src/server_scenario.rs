@@ -80,10 +80,10 @@ fn reps(cfg: &Config) -> usize {
 /// the 800 in flight; `--full` runs two to three times as many.
 fn requests(cfg: &Config, pipeline: usize, size: usize) -> usize {
     let quick = match (pipeline, size) {
-        (1, s) if s <= 1024 => 8_000,
+        (1, s) if s <= 1024 => 6_000,
         (1, _) => 1_000,
-        (_, 3) => 100_000,
-        (_, s) if s <= 1024 => 20_000,
+        (_, 3) => 80_000,
+        (_, s) if s <= 1024 => 16_000,
         _ => 1_600,
     };
     match (cfg.scale >= 1.0, size) {
@@ -194,6 +194,13 @@ pub fn row(params: Vec<String>, cells: [Option<Stats>; 3]) -> Row {
     };
     let mut all = cells.to_vec();
     all.extend([over(FRAMED), over(REDIS)]);
+    Row { params, cells: all }
+}
+
+/// A row of counts (keys, clients), in which ringmem's ratios would say nothing.
+pub fn counts(params: Vec<String>, cells: [Option<Stats>; 3]) -> Row {
+    let mut all = cells.to_vec();
+    all.extend([None, None]);
     Row { params, cells: all }
 }
 
@@ -512,7 +519,8 @@ fn per_role<T>(what: &str, mut f: impl FnMut(usize) -> Result<T, String>) -> Run
 fn measured<T>(f: impl FnOnce() -> T) -> (T, String) {
     let before = load::read();
     let out = f();
-    (out, load::under_load(before, load::read()).sentence())
+    let load = load::under_load(before, load::read());
+    (out, format!("This table's runs were {}.", load.phrase()))
 }
 
 /// The scenario's tables; nothing when redis-benchmark is missing (the header said so).
