@@ -63,6 +63,8 @@ pub struct IdleRun {
     hwm: Option<f64>,
 }
 
+/// Runs the idle row of `count` clients against `role`'s server: a fresh server, the
+/// idle clients' child, then redis-benchmark's active clients beside them.
 pub fn idle_run(
     cfg: &Config,
     lineup: &Lineup,
@@ -138,6 +140,7 @@ pub fn idle_run(
     result.map(|()| run)
 }
 
+/// The idle table: each count of idle clients, a server per role.
 pub fn idle_table(
     cfg: &Config,
     lineup: &Lineup,
@@ -270,6 +273,7 @@ pub struct StoreRun {
     keys: Option<f64>,
     reader_waits: Option<f64>,
     pool_bytes: Option<f64>,
+    pool_budget: Option<f64>,
 }
 
 /// `STORE_VALUE` bytes of a value, the same for every key.
@@ -279,6 +283,7 @@ fn store_value() -> Vec<u8> {
         .collect()
 }
 
+/// Loads the store into a fresh server of `role` and reads its memory and `INFO`.
 pub fn store_run(lineup: &Lineup, role: usize) -> Result<StoreRun, String> {
     let server = lineup.start(role)?;
     let rss_start = server.rss_mib();
@@ -303,9 +308,12 @@ pub fn store_run(lineup: &Lineup, role: usize) -> Result<StoreRun, String> {
         keys: resp_client::info_keys(&info),
         reader_waits: resp_client::info_field(&info, "reader_waits"),
         pool_bytes: resp_client::info_field(&info, "pool_bytes_in_use"),
+        // Not in the contract's INFO fields: shown where the server gives it.
+        pool_budget: resp_client::info_field(&info, "pool_budget"),
     })
 }
 
+/// The store table: a server per role.
 pub fn store_table(lineup: &Lineup, runs: &Runs<StoreRun>, load: &str) -> Table {
     let mut t = figures_table(
         format!(
@@ -339,6 +347,10 @@ pub fn store_table(lineup: &Lineup, runs: &Runs<StoreRun>, load: &str) -> Table 
         (
             "pool in use (MiB, INFO)",
             cells(runs, |r| Some(r.pool_bytes? / mib)),
+        ),
+        (
+            "pool budget (MiB, INFO)",
+            cells(runs, |r| Some(r.pool_budget? / mib)),
         ),
     ] {
         t.rows.push(counts(vec![what.into()], c));
@@ -409,6 +421,7 @@ pub struct BurstRun {
     pool_after: Option<f64>,
 }
 
+/// The burst in a fresh server of `role`: memory before, with it, and after its `DEL`s.
 pub fn burst_run(lineup: &Lineup, role: usize) -> Result<BurstRun, String> {
     let server = lineup.start(role)?;
     let before = server.rss_mib();
@@ -452,6 +465,7 @@ pub fn burst_run(lineup: &Lineup, role: usize) -> Result<BurstRun, String> {
     })
 }
 
+/// The burst table: a server per role.
 pub fn burst_table(lineup: &Lineup, runs: &Runs<BurstRun>, load: &str) -> Table {
     let mut t = figures_table(
         format!(
