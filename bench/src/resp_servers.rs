@@ -82,8 +82,25 @@ fn free_port() -> Result<u16, String> {
 }
 
 impl Server {
-    /// Starts a server as `launch` says and waits until it serves.
+    /// Starts a server as `launch` says and waits until it serves. redis-server gets
+    /// three tries: the free port it is given may be taken by another process before it
+    /// binds it.
     pub fn start(launch: &Launch) -> Result<Server, String> {
+        let tries = match launch {
+            Launch::Resp { .. } => 1,
+            Launch::Redis => 3,
+        };
+        let mut result = Server::start_once(launch);
+        for _ in 1..tries {
+            match &result {
+                Err(e) if e.contains("exited") => result = Server::start_once(launch),
+                _ => break,
+            }
+        }
+        result
+    }
+
+    fn start_once(launch: &Launch) -> Result<Server, String> {
         let (mut cmd, port) = match launch {
             Launch::Resp { exe, memory } => {
                 let mut c = Command::new(exe);

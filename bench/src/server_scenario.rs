@@ -274,6 +274,9 @@ fn rate_runs(cfg: &Config, lineup: &Lineup, pipeline: usize, size: usize) -> Rat
         size,
     };
     let mut runs: RateRuns = Default::default();
+    // A server that hung a run (redis-benchmark killed) is not run again in this row:
+    // each further run would wait as long.
+    let mut hung: [Option<String>; 3] = Default::default();
     for rep in 0..reps(cfg) {
         for role in order(rep) {
             crate::progress::case(&format!(
@@ -282,7 +285,16 @@ fn rate_runs(cfg: &Config, lineup: &Lineup, pipeline: usize, size: usize) -> Rat
                 rep + 1,
                 reps(cfg)
             ));
-            runs[role].push(rate_run(lineup, role, &bench));
+            let run = match &hung[role] {
+                Some(e) => Err(e.clone()),
+                None => rate_run(lineup, role, &bench),
+            };
+            if let Err(e) = &run {
+                if e.contains("did not end within") {
+                    hung[role] = Some(e.clone());
+                }
+            }
+            runs[role].push(run);
         }
     }
     runs
