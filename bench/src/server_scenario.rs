@@ -406,10 +406,11 @@ fn rate_tables(
         ),
         &["-d", "figure"],
     );
-    let lat_columns: Vec<String> = ["p50", "p99"]
+    let mut lat_columns: Vec<String> = ["p50", "p99"]
         .iter()
         .flat_map(|p| ROLES.iter().map(move |r| format!("{r} {p} (ms)")))
         .collect();
+    lat_columns.push(format!("p99 {}", RATIOS[0]));
     let mut lat = Table::new(
         format!(
             "server: redis-benchmark -P {pipeline}, {CLIENTS} clients, latency{}",
@@ -419,6 +420,7 @@ fn rate_tables(
         &lat_columns,
         Unit::Figure,
     );
+    lat.ratio_columns = vec![lat_columns.len() - 1];
     let (mut vs_framed, mut vs_redis, mut p99s) = (Vec::new(), Vec::new(), Vec::new());
     for (size, runs) in rows {
         let d = size_label(*size);
@@ -439,9 +441,13 @@ fn rate_tables(
             if let (Some(a), Some(b)) = (p99[RINGMEM], p99[FRAMED]) {
                 p99s.push((label, a, b));
             }
+            let p99_over = p99[RINGMEM]
+                .zip(p99[FRAMED])
+                .and_then(|(a, b)| ratio(a.median, b.median))
+                .map(mib_stats);
             lat.rows.push(Row {
                 params: vec![d.clone(), test.into()],
-                cells: p50.into_iter().chain(p99).collect(),
+                cells: p50.into_iter().chain(p99).chain([p99_over]).collect(),
             });
         }
         rates.rows.push(row(
@@ -642,6 +648,46 @@ mod tests {
         );
         let rows = vec![(3, fail()), (1024, fail())];
         assert_eq!(size_failures(&rows), ["ringmem: not measured: gone."]);
+    }
+
+    #[test]
+    fn the_rate_tables_fit_a_terminal_side_by_side() {
+        let line = |test: &str, rps: f64| resp_servers::BenchLine {
+            test: test.into(),
+            rps,
+            p50_ms: Some(0.671),
+            p99_ms: Some(12.345),
+        };
+        let run = || RateRun {
+            lines: TEST_NAMES.iter().map(|t| line(t, 123_456.7)).collect(),
+            rss: Some(123.4),
+            hwm: Some(150.0),
+        };
+        let rows: Vec<(usize, RateRuns)> = SIZES
+            .iter()
+            .map(|&s| (s, [vec![Ok(run())], vec![Ok(run())], vec![Ok(run())]]))
+            .collect();
+        let cfg = Config {
+            scale: 1.0 / 20.0,
+            reps: 1,
+            mode: "--quick",
+            cores: 2,
+            rss: false,
+            procs: 0,
+        };
+        let lineup = Lineup {
+            launches: [Ok(Launch::Redis), Ok(Launch::Redis), Ok(Launch::Redis)],
+            notes: Vec::new(),
+            title: String::new(),
+        };
+        for t in rate_tables(16, &rows, &cfg, &lineup) {
+            let text = t.render_plain();
+            assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+            // One block of columns: a single rule line under the headings.
+            let rules = text.lines().filter(|l| l.starts_with("------")).count();
+            assert_eq!(rules, 1, "{text}");
+            assert!(text.contains("1.00×"), "{text}");
+        }
     }
 
     #[test]
