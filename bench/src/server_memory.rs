@@ -532,3 +532,153 @@ pub fn burst_table(lineup: &Lineup, runs: &Runs<BurstRun>, load: &str) -> Table 
     t.notes.push(format!("**Bar (issue 56):** {v}."));
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp_servers::Launch;
+
+    fn lineup() -> Lineup {
+        Lineup {
+            launches: [Ok(Launch::Redis), Ok(Launch::Redis), Ok(Launch::Redis)],
+            notes: Vec::new(),
+            title: String::new(),
+        }
+    }
+
+    fn cfg() -> Config {
+        Config {
+            scale: 1.0 / 20.0,
+            reps: 1,
+            mode: "--quick",
+            cores: 2,
+            rss: false,
+            procs: 0,
+        }
+    }
+
+    fn idle(connected: f64, rss: f64) -> Result<IdleRun, String> {
+        Ok(IdleRun {
+            connected,
+            limit: 20_000.0,
+            child_error: None,
+            lines: Vec::new(),
+            rss_start: Some(3.0),
+            rss_idle: Some(rss),
+            rss_after: Some(rss),
+            hwm: Some(rss),
+        })
+    }
+
+    #[test]
+    fn the_idle_bar_is_ringmems_rss_against_half_framed_reads() {
+        let runs = |ours: f64| {
+            [
+                vec![idle(1e4, ours)],
+                vec![idle(1e4, 58.6)],
+                vec![idle(1e4, 105.0)],
+            ]
+        };
+        let t = idle_table(&cfg(), &lineup(), &[(10_000, runs(29.0))], "quiet");
+        let v = t.notes.last().unwrap();
+        assert!(
+            v.contains("with 10,000 clients, ringmem's RSS at most 0.5× FramedRead's: met (29.0 MiB against 58.6 MiB: 0.49×)"),
+            "{v}"
+        );
+        let t = idle_table(&cfg(), &lineup(), &[(10_000, runs(32.7))], "quiet");
+        assert!(t.notes.last().unwrap().contains(": NOT met (32.7 MiB"));
+        // (32.7 - 3) MiB over 10,000 clients.
+        let per_client = t
+            .rows
+            .iter()
+            .find(|r| r.params[1] == "RSS per client (KiB)");
+        assert!((per_client.unwrap().cells[RINGMEM].unwrap().median - 3.04).abs() < 0.01);
+    }
+
+    #[test]
+    fn idle_clients_short_of_the_count_are_said() {
+        let runs = [
+            vec![idle(2994.0, 20.0)],
+            vec![idle(1e4, 58.6)],
+            vec![Err("gone".into())],
+        ];
+        let t = idle_table(&cfg(), &lineup(), &[(10_000, runs)], "quiet");
+        assert_eq!(t.rows[0].params[0], "10000 (fewest reached: 2994)");
+        assert!(t
+            .notes
+            .iter()
+            .any(|n| n.contains("ringmem: 2994 of 10000 idle clients")));
+        assert!(t
+            .notes
+            .iter()
+            .any(|n| n == "redis-server: not measured: gone."));
+    }
+
+    fn store(rss: f64, waits: Option<f64>) -> Result<StoreRun, String> {
+        Ok(StoreRun {
+            secs: 2.0,
+            rss_start: Some(3.0),
+            rss: Some(rss),
+            hwm: Some(rss),
+            keys: Some(1e6),
+            reader_waits: waits,
+            pool_bytes: Some(0.0),
+            pool_budget: None,
+        })
+    }
+
+    #[test]
+    fn the_store_bars_are_its_rss_and_its_waits() {
+        let runs = [
+            vec![store(288.0, Some(0.0))],
+            vec![store(316.0, Some(0.0))],
+            vec![store(195.0, None)],
+        ];
+        let v = store_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
+        assert!(
+            v.contains("within 1.5× FramedRead's: met (288 MiB against 316 MiB: 0.91×)"),
+            "{v}"
+        );
+        assert!(v.contains("no reader waited (reader_waits 0): met"), "{v}");
+        let runs = [
+            vec![store(500.0, Some(3.0))],
+            vec![store(316.0, Some(0.0))],
+            vec![store(195.0, None)],
+        ];
+        let v = store_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
+        assert!(
+            v.contains(": NOT met (500 MiB against 316 MiB: 1.58×)"),
+            "{v}"
+        );
+        assert!(
+            v.contains("(reader_waits 0): NOT met (reader_waits 3)"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn the_burst_bar_is_ringmems_rss_after_against_before() {
+        let burst = |after: f64| {
+            Ok(BurstRun {
+                before: Some(3.3),
+                full: Some(269.0),
+                after: Some(after),
+                hwm: Some(269.0),
+                keys_after: Some(0.0),
+                pool_after: Some(0.0),
+            })
+        };
+        let runs = [vec![burst(4.5)], vec![burst(6.5)], vec![burst(104.0)]];
+        let v = burst_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
+        assert!(
+            v.contains("within 2× of before the burst: met (3.3 MiB before, 4.5 MiB after: 1.36×)"),
+            "{v}"
+        );
+        let runs = [vec![burst(7.0)], vec![burst(6.5)], vec![burst(104.0)]];
+        let v = burst_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
+        assert!(
+            v.contains(": NOT met (3.3 MiB before, 7.0 MiB after: 2.12×)"),
+            "{v}"
+        );
+    }
+}
