@@ -289,7 +289,10 @@ fn main() {
         let tables = run(&cfg);
         let under = load::under_load(before, load::read());
         let mark = under.note();
-        loads.push((id, under));
+        // A section that made no table (skipped) has no load to report.
+        if !tables.is_empty() {
+            loads.push((id, under));
+        }
         let timed = tables.iter().filter(|t| !t.unit.is_figure()).count();
         let mut k = 0;
         for mut table in tables {
