@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::buffers::{child_exe, prepare_child};
-use crate::harness::{mib_stats, Config, Row, Stats, Table, Unit};
+use crate::harness::{mib_stats, spread, Config, Row, Table, Unit};
 use crate::ratio::{fmt_ratio, ratio};
 
 /// The child binary.
@@ -601,25 +601,6 @@ fn keep_table(runs: &Runs, secs: f64) -> Table {
 /// A queue case's runs: per reader of [`QUEUE_READERS`], each run's record or why it
 /// has none, in the order they ran.
 type QueueRuns = Vec<Vec<Result<Record, String>>>;
-
-/// Median, least and greatest of `xs` (`None` for none).
-fn spread(xs: &[f64]) -> Option<Stats> {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = match n {
-        0 => return None,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    };
-    Some(Stats {
-        median,
-        min: v[0],
-        max: v[n - 1],
-        waits: 0,
-        restarts: 0,
-    })
-}
 
 /// `f` of every run of each reader that has it.
 fn queue_figures(runs: &QueueRuns, f: &dyn Fn(&Record) -> Option<f64>) -> Vec<Vec<f64>> {

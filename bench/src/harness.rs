@@ -756,6 +756,25 @@ pub fn rss_table(
     Some(t)
 }
 
+/// Median, least and greatest of `xs` (`None` for none).
+pub fn spread(xs: &[f64]) -> Option<Stats> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = match n {
+        0 => return None,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    };
+    Some(Stats {
+        median,
+        min: v[0],
+        max: v[n - 1],
+        waits: 0,
+        restarts: 0,
+    })
+}
+
 /// A one-run cell of MiB (an RSS figure): no spread, no waits.
 pub fn mib_stats(m: f64) -> Stats {
     Stats {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::harness::{mib_stats, Config, Row, Stats, Table, Unit};
+use crate::harness::{mib_stats, spread, Config, Row, Stats, Table, Unit};
 use crate::load;
 use crate::ratio::{fmt_ratio, ratio};
 use crate::resp_servers::{self, Bench, Launch, Server};
@@ -161,25 +161,6 @@ impl Lineup {
 /// The order of the roles in repetition `rep`: rotated by one each time.
 pub fn order(rep: usize) -> impl Iterator<Item = usize> {
     (0..ROLES.len()).map(move |k| (rep + k) % ROLES.len())
-}
-
-/// Median, least and greatest of `xs` (`None` for none).
-fn spread(xs: &[f64]) -> Option<Stats> {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = match n {
-        0 => return None,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    };
-    Some(Stats {
-        median,
-        min: v[0],
-        max: v[n - 1],
-        waits: 0,
-        restarts: 0,
-    })
 }
 
 /// Runs of each role's server (in [`ROLES`] order), each a figure or why it has none.
