@@ -8,13 +8,13 @@
 //! makes the tables: idle connections after a burst, active connections among idle
 //! ones, frames kept, and an echo server that queues some of its frames for a while.
 
-use std::io::Read as _;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::buffers::{child_exe, prepare_child};
 use crate::harness::{mib_stats, spread, Config, Row, Table, Unit};
 use crate::ratio::{fmt_ratio, ratio};
+use crate::resp_servers::output_within;
 
 /// The child binary.
 const CHILD: &str = "ringmem-bench-conns";
@@ -157,51 +157,13 @@ fn parse_records(out: &str) -> Result<Vec<Record>, String> {
 }
 
 /// Runs the child with `args` (killed after [`CHILD_TIMEOUT`]): its stdout, or why it
-/// gave none.
+/// gave none. Its output is read while it runs (`output_within`), so a long one never
+/// blocks it.
 fn child(args: &[String]) -> Result<String, String> {
     let exe = child_exe(CHILD).map_err(|e| format!("cannot locate {CHILD}: {e}"))?;
-    let mut c = Command::new(&exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-    let started = Instant::now();
-    let status = loop {
-        match c.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > CHILD_TIMEOUT => {
-                let _ = c.kill();
-                let _ = c.wait();
-                return Err(format!(
-                    "{CHILD} {} did not end within {} s: killed",
-                    args.join(" "),
-                    CHILD_TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("cannot wait for {CHILD}: {e}")),
-        }
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    if let Some(mut o) = c.stdout.take() {
-        let _ = o.read_to_string(&mut out);
-    }
-    if let Some(mut e) = c.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    if !status.success() {
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return Err(format!(
-            "{CHILD} {} failed ({status}): {last}",
-            args.join(" ")
-        ));
-    }
-    Ok(out)
+    let mut cmd = Command::new(&exe);
+    cmd.args(args);
+    output_within(cmd, CHILD_TIMEOUT).map_err(|e| format!("{CHILD} {}: {e}", args.join(" ")))
 }
 
 /// One server run: the record for `reader` in `row`, or why there is none. `case`
