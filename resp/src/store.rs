@@ -45,6 +45,11 @@ impl<V> Slot<V> {
     fn live(&self, now: Instant) -> bool {
         self.deadline.is_none_or(|d| d > now)
     }
+
+    /// Whether it has expired: the clock is read for a key with a deadline only.
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| d <= Instant::now())
+    }
 }
 
 /// One shard's keys.
@@ -69,8 +74,7 @@ impl<V: AsRef<[u8]>> Entry<V> {
 impl<V: AsRef<[u8]>> Shard<V> {
     /// The live entry of `key`; an expired one is removed.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Slot<V>> {
-        let now = Instant::now();
-        if self.map.get(key).is_some_and(|s| !s.live(now)) {
+        if self.map.get(key).is_some_and(Slot::expired) {
             self.remove(key);
             return None;
         }
@@ -85,7 +89,7 @@ impl<V: AsRef<[u8]>> Shard<V> {
                     self.expiring -= 1;
                 }
                 self.dropped += s.entry.bytes();
-                s.live(Instant::now())
+                !s.expired()
             }
             None => false,
         }
