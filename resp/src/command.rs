@@ -175,7 +175,9 @@ pub fn execute<V: Value>(
                 i += 2;
             }
             let v = V::keep(frame, args[2].clone());
-            store.with(arg(1), |s| s.set(arg(1), Entry::Str(v), ttl));
+            // The value it replaces is dropped once the shard is unlocked.
+            let old = store.with(arg(1), |s| s.set(arg(1), Entry::Str(v), ttl));
+            drop(old);
             out.raw(b"+OK\r\n");
         }
         "get" => store.with(arg(1), |s| match s.get_mut(arg(1)).map(|s| &s.entry) {
@@ -214,18 +216,21 @@ pub fn execute<V: Value>(
                 let text = fmt_i64(next, &mut buf);
                 let deadline = s.get_mut(k).and_then(|s| s.deadline);
                 let ttl = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-                s.set(k, Entry::Str(V::copy(text)), ttl);
-                Ok(next)
+                Ok((next, s.set(k, Entry::Str(V::copy(text)), ttl)))
             });
             match r {
-                Ok(v) => out.int(v),
+                Ok((v, old)) => {
+                    drop(old);
+                    out.int(v);
+                }
                 Err(e) => out.error(e),
             }
         }
         "mset" => {
             for i in (1..n).step_by(2) {
                 let v = V::keep(frame, args[i + 1].clone());
-                store.with(arg(i), |s| s.set(arg(i), Entry::Str(v), None));
+                let old = store.with(arg(i), |s| s.set(arg(i), Entry::Str(v), None));
+                drop(old);
             }
             out.raw(b"+OK\r\n");
         }
@@ -241,13 +246,19 @@ pub fn execute<V: Value>(
         "lpush" | "rpush" => {
             let left = cname == "lpush";
             let k = arg(1);
+            // The values are made before the shard is locked: a copy of a long value
+            // (`RingValue` past its pool share) does not hold up the shard's other users.
+            let first = V::keep(frame, args[2].clone());
+            let rest: Vec<V> = args[3..]
+                .iter()
+                .map(|r| V::keep(frame, r.clone()))
+                .collect();
             let r = store.with(k, |s| {
                 let slot = s.entry_or(k, || Entry::List(VecDeque::new()));
                 let Entry::List(list) = &mut slot.entry else {
                     return Err(WRONGTYPE);
                 };
-                for r in &args[2..] {
-                    let v = V::keep(frame, r.clone());
+                for v in std::iter::once(first).chain(rest) {
                     if left {
                         list.push_front(v);
                     } else {

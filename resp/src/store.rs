@@ -95,8 +95,10 @@ impl<V: AsRef<[u8]>> Shard<V> {
         }
     }
 
-    /// Sets `key` to `entry`, with a lifetime or none.
-    pub fn set(&mut self, key: &[u8], entry: Entry<V>, ttl: Option<Duration>) {
+    /// Sets `key` to `entry`, with a lifetime or none; returns the entry it replaces,
+    /// for the caller to drop once the shard is unlocked.
+    #[must_use = "the replaced entry is meant to be dropped after the shard's lock"]
+    pub fn set(&mut self, key: &[u8], entry: Entry<V>, ttl: Option<Duration>) -> Option<Entry<V>> {
         // A deadline past what `Instant` holds (millions of years) never comes.
         let deadline = ttl.and_then(|t| Instant::now().checked_add(t));
         let slot = Slot { entry, deadline };
@@ -108,10 +110,10 @@ impl<V: AsRef<[u8]>> Shard<V> {
             }
         };
         self.expiring += usize::from(deadline.is_some());
-        if let Some(old) = old {
-            self.expiring -= usize::from(old.deadline.is_some());
-            self.dropped += old.entry.bytes();
-        }
+        let old = old?;
+        self.expiring -= usize::from(old.deadline.is_some());
+        self.dropped += old.entry.bytes();
+        Some(old.entry)
     }
 
     /// The entry of `key`, made with `f` if it has none.
