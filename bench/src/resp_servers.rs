@@ -202,6 +202,39 @@ impl Server {
     pub fn hwm_mib(&self) -> Option<f64> {
         Some(self.status_kib("VmHWM")? / 1024.0)
     }
+
+    /// The CPU time its threads have run so far, seconds: the sum of each thread's
+    /// `se.sum_exec_runtime` (`/proc/PID/task/TID/sched`, nanoseconds counted by the
+    /// scheduler), or `utime + stime` of `/proc/PID/stat` (10 ms ticks) where the kernel
+    /// has no `sched` files. A thread that ended is not counted.
+    pub fn cpu_secs(&self) -> Option<f64> {
+        let pid = self.child.id();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let mut ms = 0.0;
+        for task in tasks.flatten() {
+            let Ok(sched) = std::fs::read_to_string(task.path().join("sched")) else {
+                return stat_secs(pid);
+            };
+            let runtime = sched.lines().find_map(|l| {
+                let v = l.strip_prefix("se.sum_exec_runtime")?;
+                v.trim_start_matches([' ', ':']).trim().parse::<f64>().ok()
+            });
+            ms += runtime?;
+        }
+        Some(ms / 1e3)
+    }
+}
+
+/// `utime + stime` of `/proc/PID/stat`, seconds (at the usual 100 ticks a second).
+fn stat_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis: state is the 3rd field of
+    // the line, utime the 14th and stime the 15th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 impl Drop for Server {

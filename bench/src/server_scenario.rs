@@ -225,6 +225,8 @@ struct RateRun {
     lines: Vec<resp_servers::BenchLine>,
     rss: Option<f64>,
     hwm: Option<f64>,
+    /// The server's CPU time over the run, per request, microseconds.
+    cpu_us: Option<f64>,
 }
 
 /// The runs of one rate row: per role, per repetition.
@@ -232,16 +234,23 @@ type RateRuns = Runs<RateRun>;
 
 fn rate_run(lineup: &Lineup, role: usize, bench: &Bench) -> Result<RateRun, String> {
     let server = lineup.start(role)?;
+    let cpu_before = server.cpu_secs();
     let lines = bench
         .run(server.port, BENCH_TIMEOUT)
         .map_err(|e| match server.last_line() {
             Some(l) => format!("{e} (the server's last line: {l})"),
             None => e,
         })?;
+    let requests = (bench.requests * lines.len()) as f64;
+    let cpu_us = server
+        .cpu_secs()
+        .zip(cpu_before)
+        .map(|(after, before)| (after - before) / requests * 1e6);
     Ok(RateRun {
         lines,
         rss: server.rss_mib(),
         hwm: server.hwm_mib(),
+        cpu_us,
     })
 }
 
@@ -432,6 +441,10 @@ fn rate_tables(
             });
         }
         rates.rows.push(row(
+            vec![d.clone(), "server CPU (µs/req)".into()],
+            cells(runs, |r| r.cpu_us),
+        ));
+        rates.rows.push(row(
             vec![d.clone(), "RSS after the run (MiB)".into()],
             cells(runs, |r| r.rss),
         ));
@@ -448,7 +461,10 @@ fn rate_tables(
          runs. Servers: ringmem = `ringmem-resp --port 0 --memory ringmem`, FramedRead = \
          `ringmem-resp --port 0 --memory framed`, redis-server = `redis-server --port P --save \
          '' --appendonly no` (its own allocator, jemalloc in Debian's build). RSS: `VmRSS` of \
-         the server's `/proc/PID/status` once redis-benchmark has ended; peak: `VmHWM`.",
+         the server's `/proc/PID/status` once redis-benchmark has ended; peak: `VmHWM`. \
+         Server CPU: the time its threads ran during the run (`se.sum_exec_runtime` of \
+         `/proc/PID/task/*/sched`) over the requests of the six tests: a figure the \
+         machine's other load moves less than the rates, lower is better.",
         rows.iter()
             .map(|(s, _)| runs_of(*s))
             .collect::<Vec<_>>()
@@ -643,6 +659,7 @@ mod tests {
             lines: TEST_NAMES.iter().map(|t| line(t, 123_456.7)).collect(),
             rss: Some(123.4),
             hwm: Some(150.0),
+            cpu_us: Some(12.34),
         };
         let rows: Vec<(usize, RateRuns)> = SIZES
             .iter()
