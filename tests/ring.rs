@@ -264,6 +264,45 @@ fn pages_given_back_after_a_spike_keep_what_is_held() {
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
+/// Buffers still held past where `give_back_pages` moves the bound of the memory
+/// handed out keep their pages; once released, the next call gives those pages back
+/// (it used to take only pages below the bound, so they stayed resident for good),
+/// and claims still get every byte of the ring.
+#[test]
+fn pages_held_past_the_bound_go_back_once_released() {
+    const RING: usize = if cfg!(miri) { 64 << 10 } else { 4 << 20 };
+    const SIZE: usize = 4000;
+    let ring = Ring::new(RING);
+    let mut spike: Vec<_> = std::iter::from_fn(|| ring.fixed(SIZE)).collect();
+    let count = spike.len();
+    // The last few held on and written, the rest released.
+    let tail: Vec<_> = (spike.split_off(count - 4).into_iter())
+        .map(|mut b| {
+            b.try_extend_from_slice(&[7; SIZE]).unwrap();
+            b
+        })
+        .collect();
+    drop(spike);
+    ring.give_back_pages(); // the bound moves below the tail, which stays
+    let released = tail.len() * SIZE;
+    drop(tail);
+    let given = ring.give_back_pages();
+    if cfg!(all(target_os = "linux", target_arch = "x86_64", not(miri))) {
+        assert!(
+            given >= released / 2,
+            "gave back {given} bytes of the {released} released past the bound"
+        );
+    }
+    assert_eq!(ring.give_back_pages(), 0, "nothing more to give back");
+    let held = fill_up(&ring, SIZE, 0, count + 1);
+    assert!(
+        held.len() >= count,
+        "{} buffers, {count} before",
+        held.len()
+    );
+    assert_intact(&held);
+}
+
 /// `give_back_pages` with the claims' head inside the run of free regions it makes one
 /// region (a header no more): later claims start from a region boundary and hand out
 /// disjoint room, instead of splitting a stale header whose span reaches over the new

@@ -85,6 +85,13 @@ pub(crate) struct BlockCtl {
     eager: Cell<bool>,
     /// Claims take the lowest room (see [`BlockCtl::pack_low`]).
     low: Cell<bool>,
+    /// How far past the edge claims may have touched the block's pages, in 256ths of
+    /// its length, rounded up (255: all of it): where
+    /// [`take_free_runs`](Self::take_free_runs) moved the edge back below regions
+    /// still live, whose pages it gives back once they are released. An upper bound
+    /// (a page given back that was never touched costs a system call's range, no
+    /// more), in a byte of the cache line's padding (owner thread only).
+    touched: Cell<u8>,
     /// The first byte of the region area, with the provenance of the whole allocation:
     /// headers and data are reached from it, not from `&self` (whose borrow covers only
     /// the control area under Stacked Borrows).
@@ -239,6 +246,7 @@ impl BlockCtl {
                 defer: Cell::new(false),
                 eager: Cell::new(false),
                 low: Cell::new(false),
+                touched: Cell::new(0),
                 regions,
             });
             base.as_ref().hdr_ptr(0).write(Header::new(pack(len, 0)));
@@ -1367,7 +1375,9 @@ impl BlockCtl {
         take: &mut impl FnMut(Claim, usize),
     ) -> (usize, usize) {
         self.close();
-        let edge = self.edge.get();
+        // The pages claims touched: below the edge, and below where it was before an
+        // earlier call moved it back past regions then live (released since, or not).
+        let edge = self.edge.get().max(self.touched_bytes());
         let (mut live, mut bytes) = (0, 0);
         let keep = if lapped {
             0
@@ -1388,6 +1398,8 @@ impl BlockCtl {
             }
             keep
         };
+        // Past the last live region, every free run's touched pages go back below.
+        let mut live_end = 0;
         // In a block that packs low, a long run goes back wherever it lies: claims
         // fill the lowest room first, so one above it stays free a while.
         let keep_of = |start: usize, end: usize| {
@@ -1416,13 +1428,36 @@ impl BlockCtl {
                 if let Some(start) = run.take() {
                     self.take_run(start, off, keep_of(start, off), edge, take);
                 }
+                live_end = off + span(h);
             }
             off += span(h);
         }
         if let Some(start) = run {
             self.take_run(start, self.len, keep_of(start, self.len), edge, take);
         }
+        // A region live past the new edge keeps its pages until a later call, which
+        // gives them back once it is released.
+        self.set_touched(live_end.min(edge));
         (live, bytes)
+    }
+
+    /// [`touched`](Self::touched) in bytes: at least what claims may have touched past
+    /// the edge, at most the block's length.
+    fn touched_bytes(&self) -> usize {
+        match self.touched.get() {
+            0 => 0,
+            255 => self.len,
+            t => (self.len / 256 + 1)
+                .saturating_mul(usize::from(t))
+                .min(self.len),
+        }
+    }
+
+    /// Records that claims may have touched the block's pages below `bytes`: rounded
+    /// up, so that [`touched_bytes`](Self::touched_bytes) is at least `bytes`.
+    fn set_touched(&self, bytes: usize) {
+        let unit = self.len / 256 + 1;
+        self.touched.set(bytes.div_ceil(unit).min(255) as u8);
     }
 
     /// The free regions `start..end` (a run, which this thread owns): the part past
