@@ -18,6 +18,34 @@ use crate::FixedBuf;
 /// frames (empty ones left out).
 const SLICES: usize = 96;
 
+/// Frames queued up to which a vectored write's slices are made in a short array.
+const FEW: usize = 2;
+
+/// Fills `slices` with the parts of the frames at the front of `queue` (up to three a
+/// frame, as many frames as `slices` holds a third of), the front one without its
+/// first `written` bytes; empty parts are left out. Returns the slices filled.
+fn fill_slices<'q, F: AsRef<[u8]>>(
+    queue: &'q VecDeque<Queued<F>>,
+    written: usize,
+    slices: &mut [IoSlice<'q>],
+) -> usize {
+    let (mut n, mut skip) = (0, written);
+    for q in queue.iter().take(slices.len() / 3) {
+        for part in q.parts() {
+            let s = part.get(skip..).unwrap_or_default();
+            skip = skip.saturating_sub(part.len());
+            if !s.is_empty() {
+                slices[n] = IoSlice::new(s);
+                n += 1;
+            }
+        }
+    }
+    // Every queued frame has a byte to write (`push`), and written frames leave the
+    // queue.
+    debug_assert!(n > 0, "a queued frame with nothing left to write");
+    n
+}
+
 /// Queued bytes at which [`send`](AsyncFramedWriter::send) writes the queue out.
 const DEFAULT_HIGH_WATER: usize = 64 << 10;
 
@@ -230,24 +258,19 @@ impl<W: AsyncWrite + Unpin, F: AsRef<[u8]>, E> AsyncFramedWriter<W, F, E> {
     /// ```
     pub fn poll_write_queued(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.queue.is_empty() {
-            let mut slices = [IoSlice::new(&[]); SLICES];
-            let mut n = 0;
-            let mut skip = self.written;
-            // Up to three slices a frame; the front one without what is written already.
-            for q in self.queue.iter().take(SLICES / 3) {
-                for part in q.parts() {
-                    let s = part.get(skip..).unwrap_or_default();
-                    skip = skip.saturating_sub(part.len());
-                    if !s.is_empty() {
-                        slices[n] = IoSlice::new(s);
-                        n += 1;
-                    }
-                }
-            }
-            // Every queued frame has a byte to write (`push`), and written frames leave
-            // the queue.
-            debug_assert!(n > 0, "a queued frame with nothing left to write");
-            let wrote = match Pin::new(&mut self.writer).poll_write_vectored(cx, &slices[..n]) {
+            // A few frames (a reply, a batch of short ones gathered) take a short array:
+            // making all `SLICES` was a sixth of a small reply's cost.
+            let writer = Pin::new(&mut self.writer);
+            let written = if self.queue.len() <= FEW {
+                let mut slices = [IoSlice::new(&[]); 3 * FEW];
+                let n = fill_slices(&self.queue, self.written, &mut slices);
+                writer.poll_write_vectored(cx, &slices[..n])
+            } else {
+                let mut slices = [IoSlice::new(&[]); SLICES];
+                let n = fill_slices(&self.queue, self.written, &mut slices);
+                writer.poll_write_vectored(cx, &slices[..n])
+            };
+            let wrote = match written {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(k)) => k,
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
