@@ -3,6 +3,7 @@
 //! queued in an `AsyncFramedWriter` and written in vectored writes.
 
 use std::io::{self, Write as _};
+
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -304,8 +305,11 @@ pub async fn serve(
             // queue to an idle connection: a new writer on the same socket.
             replies = AsyncFramedWriter::new(replies.into_inner(), RespEncoder::default());
         }
-        // The requests already read go first; the replies are written once none is.
-        next = match requests.next_frame().now_or_never() {
+        // The requests already read go first; the replies are written once none is,
+        // before a read (with nothing read, one tried at once finds nothing, most
+        // often: a system call for `EAGAIN` and a region claimed and given back).
+        let read = (requests.buffered() > 0).then(|| requests.next_frame().now_or_never());
+        next = match read.flatten() {
             Some(got) => got,
             None => {
                 write_out(&mut replies, &mut small).await?;

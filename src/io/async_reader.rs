@@ -181,6 +181,28 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         self.core.read_size
     }
 
+    /// Bytes read from the connection and not yet taken as frames: `0` when the next
+    /// frame needs a read. A server that answers pipelined requests takes the frames
+    /// already read, and writes its replies before it waits for more once this is `0`
+    /// (a read tried then finds nothing, most often: a system call for `EAGAIN`, and
+    /// on a pool a region claimed and given back).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use ringmem::io::{AsyncFramedReader, Lines};
+    /// let mut lines = AsyncFramedReader::new(&b"one\ntwo\nthr"[..], Lines::new());
+    /// assert_eq!(lines.buffered(), 0); // nothing read yet
+    /// lines.next_frame().await?;
+    /// assert_eq!(lines.buffered(), 7); // "two\n" and the start of a third line
+    /// lines.next_frame().await?;
+    /// assert_eq!(lines.buffered(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn buffered(&self) -> usize {
+        self.core.buffered()
+    }
+
     /// The next frame, as [`FramedReader::next_frame`](super::FramedReader::next_frame)
     /// gives it (`Ok(None)` when the stream ends at a frame boundary; the same errors,
     /// after which the next call goes on as the `Stream` does): a loop over a

@@ -420,6 +420,16 @@ impl<D: Decoder> Core<D> {
         mem.claim_copies(plan[..planned].iter().copied(), &mut self.copies);
     }
 
+    /// Bytes read from the reader and not yet yielded as frames: the frames decoded
+    /// ahead and the rest of the last region read, a partial frame (in the region
+    /// being read into, carried, or spilled to the heap).
+    pub(crate) fn buffered(&self) -> usize {
+        let len = |b: &Option<FixedBuf>| b.as_ref().map_or(0, |b| b.len());
+        let pending = self.pending.as_ref().map_or(0, |p| p.len());
+        let spilled = if self.spilled { self.spill.len() } else { 0 };
+        len(&self.ready) + pending + len(&self.carry) + spilled
+    }
+
     pub(crate) fn step(&mut self, mem: &Memory) -> io::Result<Step> {
         if let Some(done) = self.retiring.take() {
             self.retire(done);

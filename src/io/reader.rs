@@ -147,6 +147,24 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
         self.core.read_size
     }
 
+    /// Bytes read from the reader and not yet taken as frames: `0` when the next frame
+    /// needs a read (`AsyncFramedReader::buffered`, feature `tokio`, says what a
+    /// server does with it).
+    ///
+    /// ```
+    /// use ringmem::io::{FramedReader, Lines};
+    /// let mut lines = FramedReader::new(&b"one\ntwo\n"[..], Lines::new());
+    /// assert_eq!(lines.buffered(), 0); // nothing read yet
+    /// lines.next_frame()?;
+    /// assert_eq!(lines.buffered(), 4); // "two\n"
+    /// lines.next_frame()?;
+    /// assert_eq!(lines.buffered(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn buffered(&self) -> usize {
+        self.core.buffered()
+    }
+
     /// The next frame; `Ok(None)` when the stream ends at a frame boundary.
     ///
     /// # Errors
