@@ -294,13 +294,21 @@ fn pages_held_past_the_bound_go_back_once_released() {
         );
     }
     assert_eq!(ring.give_back_pages(), 0, "nothing more to give back");
-    let held = fill_up(&ring, SIZE, 0, count + 1);
+    refill(&ring, SIZE, count);
+}
+
+/// Fills `ring` with buffers of `size` bytes: at least `count` fit, as many as before
+/// its pages went back, each its own; then empties it.
+fn refill(ring: &Ring, size: usize, count: usize) {
+    let held = fill_up(ring, size, 0, count + 1);
     assert!(
         held.len() >= count,
         "{} buffers, {count} before",
         held.len()
     );
     assert_intact(&held);
+    drop(held);
+    assert_eq!(ring.stats().live_buffers, 0);
 }
 
 /// `give_back_pages` with the claims' head inside the run of free regions it makes one
@@ -326,15 +334,7 @@ fn pages_given_back_with_the_head_inside_a_free_run() {
     small.push(ring.fixed(64).unwrap());
     drop(small);
     ring.give_back_pages();
-    let held = fill_up(&ring, SIZE, 0, count + 1);
-    assert!(
-        held.len() >= count,
-        "{} buffers, {count} before",
-        held.len()
-    );
-    assert_intact(&held);
-    drop(held);
-    assert_eq!(ring.stats().live_buffers, 0);
+    refill(&ring, SIZE, count);
 }
 
 /// A `Grow` ring gives a spike's free pages back by itself, once claims that walk go on
