@@ -9,37 +9,13 @@ mod common;
 use std::io::{self, ErrorKind, Read};
 use std::time::Duration;
 
-use common::faulty;
+use common::{config, faulty, Chunked};
 use proptest::prelude::*;
 use ringmem::io::{FrameError, FramedReader, FramedWriter, LengthDelimited, Lines};
 use ringmem::{FixedBuf, Ring};
 
 #[global_allocator]
 static A: faulty::Faulty = faulty::Faulty;
-
-/// Hands out the stream `sizes[i % len]` bytes (at least 1) per read.
-struct Chunked<'a> {
-    data: &'a [u8],
-    sizes: Vec<usize>,
-    i: usize,
-}
-
-impl<'a> Chunked<'a> {
-    fn new(data: &'a [u8], sizes: Vec<usize>) -> Self {
-        Chunked { data, sizes, i: 0 }
-    }
-}
-
-impl Read for Chunked<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = self.sizes[self.i % self.sizes.len()].max(1);
-        self.i += 1;
-        let n = want.min(buf.len()).min(self.data.len());
-        buf[..n].copy_from_slice(&self.data[..n]);
-        self.data = &self.data[n..];
-        Ok(n)
-    }
-}
 
 /// The plain decoder the reader must agree with: (width, big-endian, adjustment).
 fn reference_length_delimited(mut s: &[u8], width: usize, big: bool, adjust: i64) -> Vec<Vec<u8>> {
@@ -99,15 +75,6 @@ fn encode(frames: &[Vec<u8>], c: LengthDelimited) -> Vec<u8> {
 
 fn collect<R: Read, D: ringmem::io::Decoder>(r: FramedReader<R, D>) -> io::Result<Vec<Vec<u8>>> {
     r.map(|f| f.map(|f| f.to_vec())).collect()
-}
-
-/// `cases` natively, 2 under Miri; no failure file (Miri has no file system).
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { cases },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
 }
 
 proptest! {

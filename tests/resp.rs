@@ -4,28 +4,22 @@
 // `ringmem::io` is built on the waiting calls, which loom builds leave out.
 #![cfg(not(loom))]
 
-use std::io::{self, ErrorKind, Read};
+use std::io::{self, ErrorKind};
 use std::time::Instant;
 
+mod common;
+
+use common::{config, Chunked};
 use proptest::prelude::*;
 use ringmem::io::{Decode, Decoder, Frame, FrameError, FramedReader, ReadPool, Resp};
 
-/// Hands out the stream `sizes[i % len]` bytes (at least 1) per read.
-struct Chunked<'a> {
-    data: &'a [u8],
-    sizes: Vec<usize>,
-    i: usize,
-}
-
-impl Read for Chunked<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = self.sizes[self.i % self.sizes.len()].max(1);
-        self.i += 1;
-        let n = want.min(buf.len()).min(self.data.len());
-        buf[..n].copy_from_slice(&self.data[..n]);
-        self.data = &self.data[n..];
-        Ok(n)
-    }
+/// A frame of `start..end`, `consumed` bytes taken.
+fn frame(start: usize, end: usize, consumed: usize) -> Decode {
+    Decode::Frame(Frame {
+        start,
+        end,
+        consumed,
+    })
 }
 
 /// A RESP2 value, for the reference encoder.
@@ -143,15 +137,7 @@ fn every_type_is_one_frame_of_the_whole_value() {
         stream.extend(b"+next\r\n");
         let got = Resp::new().decode(&stream).unwrap();
         let n = case.len();
-        assert_eq!(
-            got,
-            Decode::Frame(Frame {
-                start: 0,
-                end: n,
-                consumed: n
-            }),
-            "{case:?}"
-        );
+        assert_eq!(got, frame(0, n, n), "{case:?}");
     }
 }
 
@@ -159,42 +145,14 @@ fn every_type_is_one_frame_of_the_whole_value() {
 fn inline_commands_are_their_line() {
     let mut d = Resp::new();
     let got = d.decode(b"PING\r\n").unwrap();
-    assert_eq!(
-        got,
-        Decode::Frame(Frame {
-            start: 0,
-            end: 4,
-            consumed: 6
-        })
-    );
+    assert_eq!(got, frame(0, 4, 6));
     let got = d.decode(b"SET k v\nGET k\n").unwrap();
-    assert_eq!(
-        got,
-        Decode::Frame(Frame {
-            start: 0,
-            end: 7,
-            consumed: 8
-        })
-    );
-    assert_eq!(
-        d.decode(b"\r\n").unwrap(),
-        Decode::Frame(Frame {
-            start: 0,
-            end: 0,
-            consumed: 2
-        })
-    );
+    assert_eq!(got, frame(0, 7, 8));
+    assert_eq!(d.decode(b"\r\n").unwrap(), frame(0, 0, 2));
     assert_eq!(d.decode(b"PIN").unwrap(), Decode::Need(4));
     // In requests, a line not starting with `*` is inline whatever its first byte.
     let got = Resp::requests().decode(b"$3 x\r\n").unwrap();
-    assert_eq!(
-        got,
-        Decode::Frame(Frame {
-            start: 0,
-            end: 4,
-            consumed: 6
-        })
-    );
+    assert_eq!(got, frame(0, 4, 6));
 }
 
 #[test]
@@ -223,11 +181,7 @@ fn every_split_gives_the_same_frames() {
     assert_eq!(byte_by_byte(Resp::new(), &stream).unwrap(), want);
     for cut in 0..=stream.len() {
         for size in [1, 2, 3, 7, 64] {
-            let r = Chunked {
-                data: &stream,
-                sizes: vec![cut.max(1), size],
-                i: 0,
-            };
+            let r = Chunked::new(&stream, vec![cut.max(1), size]);
             let got: Vec<Vec<u8>> = FramedReader::new(r, Resp::new())
                 .map(|f| f.map(|f| f.to_vec()))
                 .collect::<io::Result<_>>()
@@ -430,11 +384,7 @@ fn a_long_array_arriving_slowly_is_read_in_linear_time() {
     assert!(start.elapsed().as_secs() < 60, "{:?}", start.elapsed());
     // Through a reader on a pool, read 1 KiB at a time.
     let pool = ReadPool::new(64 << 20);
-    let r = Chunked {
-        data: &stream,
-        sizes: vec![1024],
-        i: 0,
-    };
+    let r = Chunked::new(&stream, vec![1024]);
     let mut r = FramedReader::with_pool(r, Resp::requests(), &pool);
     let f = r.next_frame().unwrap().unwrap();
     assert_eq!(f.len(), stream.len());
@@ -452,15 +402,6 @@ fn a_stream_ending_mid_frame_is_truncated() {
     assert!(matches!(d.decode(b":1\r\n"), Ok(Decode::Frame(_))));
 }
 
-/// `cases` natively, 2 under Miri; no failure file (Miri has no file system).
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { cases },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
     #![proptest_config(config(256))]
 
@@ -472,7 +413,7 @@ proptest! {
     ) {
         let wires: Vec<Vec<u8>> = values.iter().map(wire).collect();
         let stream = wires.concat();
-        let r = Chunked { data: &stream, sizes, i: 0 };
+        let r = Chunked::new(&stream, sizes);
         let got: Vec<Vec<u8>> = FramedReader::new(r, Resp::new())
             .map(|f| f.map(|f| f.to_vec()))
             .collect::<io::Result<_>>()
@@ -489,7 +430,7 @@ proptest! {
     ) {
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let frame = request(&refs);
-        let r = Chunked { data: &frame, sizes: vec![cut], i: 0 };
+        let r = Chunked::new(&frame, vec![cut]);
         let mut reader = FramedReader::new(r, Resp::requests());
         let f = reader.next_frame().unwrap().unwrap();
         let got: Vec<&[u8]> = Resp::args(&f).map(|r| &f[r]).collect();

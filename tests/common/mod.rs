@@ -84,3 +84,37 @@ pub fn assert_disjoint(mut ranges: Vec<(usize, usize)>) {
     }
 }
 pub mod faulty;
+
+/// Hands out the stream `sizes[i % len]` bytes (at least 1) per read.
+pub struct Chunked<'a> {
+    data: &'a [u8],
+    sizes: Vec<usize>,
+    /// Reads made so far.
+    pub i: usize,
+}
+
+impl<'a> Chunked<'a> {
+    pub fn new(data: &'a [u8], sizes: Vec<usize>) -> Self {
+        Chunked { data, sizes, i: 0 }
+    }
+}
+
+impl std::io::Read for Chunked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = self.sizes[self.i % self.sizes.len()].max(1);
+        self.i += 1;
+        let n = want.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// `cases` natively, 2 under Miri; no failure file (Miri has no file system).
+pub fn config(cases: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: if cfg!(miri) { 2 } else { cases },
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
