@@ -65,6 +65,14 @@ fn assert_open_and_quiet(server: &Server, stream: &mut TcpStream, what: &str) {
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
 }
 
+/// `bad`, sent in halves (another client served between them), is answered with
+/// `expected` alone and the connection closed.
+fn assert_refused(server: &Server, bad: &[u8], expected: &str) {
+    let what = format!("{:?}", String::from_utf8_lossy(bad));
+    let mut stream = send_in_halves(server, bad, &what);
+    assert_closed_after(server, &mut stream, expected, &what);
+}
+
 #[test]
 fn malformed_resp_is_a_protocol_error_after_the_commands_before_it() {
     // Redis 7 answers each of these with the line shown and closes the connection;
@@ -100,10 +108,7 @@ fn a_bulk_length_of_10_to_the_12_or_over_512_mib_is_a_protocol_error() {
     ];
     for server in servers() {
         for bad in cases {
-            let what = format!("{:?}", String::from_utf8_lossy(bad));
-            let mut stream = send_in_halves(&server, bad, &what);
-            let expected = "-ERR Protocol error: invalid bulk length\r\n";
-            assert_closed_after(&server, &mut stream, expected, &what);
+            assert_refused(&server, bad, "-ERR Protocol error: invalid bulk length\r\n");
         }
         let mut con = server.client();
         let k: Option<String> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
@@ -121,10 +126,7 @@ fn a_negative_bulk_length_is_a_protocol_error() {
     ];
     for server in servers() {
         for bad in cases {
-            let what = format!("{:?}", String::from_utf8_lossy(bad));
-            let mut stream = send_in_halves(&server, bad, &what);
-            let expected = "-ERR Protocol error: invalid bulk length\r\n";
-            assert_closed_after(&server, &mut stream, expected, &what);
+            assert_refused(&server, bad, "-ERR Protocol error: invalid bulk length\r\n");
         }
     }
 }
