@@ -206,21 +206,25 @@ impl Server {
     /// The CPU time its threads have run so far, seconds: the sum of each thread's
     /// `se.sum_exec_runtime` (`/proc/PID/task/TID/sched`, nanoseconds counted by the
     /// scheduler), or `utime + stime` of `/proc/PID/stat` (10 ms ticks) where the kernel
-    /// has no `sched` files. A thread that ended is not counted.
+    /// has no `sched` files. A thread that has ended is not counted.
     pub fn cpu_secs(&self) -> Option<f64> {
         let pid = self.child.id();
+        // One source for every reading of a run: a thread ending between two reads
+        // leaves its file missing, which must not switch a reading to the ticks.
+        if !std::path::Path::new(&format!("/proc/{pid}/sched")).exists() {
+            return stat_secs(pid);
+        }
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-        let mut ms = 0.0;
-        for task in tasks.flatten() {
-            let Ok(sched) = std::fs::read_to_string(task.path().join("sched")) else {
-                return stat_secs(pid);
-            };
-            let runtime = sched.lines().find_map(|l| {
+        let runtime = |sched: String| {
+            sched.lines().find_map(|l| {
                 let v = l.strip_prefix("se.sum_exec_runtime")?;
                 v.trim_start_matches([' ', ':']).trim().parse::<f64>().ok()
-            });
-            ms += runtime?;
-        }
+            })
+        };
+        let ms: f64 = (tasks.flatten())
+            .filter_map(|t| std::fs::read_to_string(t.path().join("sched")).ok())
+            .filter_map(runtime)
+            .sum();
         Some(ms / 1e3)
     }
 }

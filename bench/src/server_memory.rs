@@ -536,26 +536,7 @@ pub fn burst_table(lineup: &Lineup, runs: &Runs<BurstRun>, load: &str) -> Table 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resp_servers::Launch;
-
-    fn lineup() -> Lineup {
-        Lineup {
-            launches: [Ok(Launch::Redis), Ok(Launch::Redis), Ok(Launch::Redis)],
-            notes: Vec::new(),
-            title: String::new(),
-        }
-    }
-
-    fn cfg() -> Config {
-        Config {
-            scale: 1.0 / 20.0,
-            reps: 1,
-            mode: "--quick",
-            cores: 2,
-            rss: false,
-            procs: 0,
-        }
-    }
+    use crate::server_scenario::fixtures::{lineup, quick};
 
     fn idle(connected: f64, rss: f64) -> Result<IdleRun, String> {
         Ok(IdleRun {
@@ -579,13 +560,13 @@ mod tests {
                 vec![idle(1e4, 105.0)],
             ]
         };
-        let t = idle_table(&cfg(), &lineup(), &[(10_000, runs(29.0))], "quiet");
+        let t = idle_table(&quick(1), &lineup(), &[(10_000, runs(29.0))], "quiet");
         let v = t.notes.last().unwrap();
         assert!(
             v.contains("with 10,000 clients, ringmem's RSS at most 0.5× FramedRead's: met (29.0 MiB against 58.6 MiB: 0.49×)"),
             "{v}"
         );
-        let t = idle_table(&cfg(), &lineup(), &[(10_000, runs(32.7))], "quiet");
+        let t = idle_table(&quick(1), &lineup(), &[(10_000, runs(32.7))], "quiet");
         assert!(t.notes.last().unwrap().contains(": NOT met (32.7 MiB"));
         // (32.7 - 3) MiB over 10,000 clients.
         let per_client = t
@@ -602,7 +583,7 @@ mod tests {
             vec![idle(1e4, 58.6)],
             vec![Err("gone".into())],
         ];
-        let t = idle_table(&cfg(), &lineup(), &[(10_000, runs)], "quiet");
+        let t = idle_table(&quick(1), &lineup(), &[(10_000, runs)], "quiet");
         assert_eq!(t.rows[0].params[0], "10000 (fewest reached: 2994)");
         assert!(t
             .notes
