@@ -603,8 +603,14 @@ fn waking(f: impl FnOnce(&mut Waiters, &mut Vec<Wake>) -> usize) -> usize {
     let n = match pushed {
         Ok(n) => {
             // Outside its thread-locals' lifetime a thread holds no such lock.
-            if n != 0 && HOLDING.try_with(Cell::get).unwrap_or(0) == 0 {
-                wake_held();
+            if n != 0 {
+                let held = HOLDING.try_with(Cell::get).unwrap_or(0);
+                if held < HELD {
+                    wake_held();
+                } else {
+                    // Owed: the last guard runs them (see `HeldWakes`).
+                    HOLDING.with(|h| h.set(held | OWED));
+                }
             }
             n
         }
@@ -642,7 +648,9 @@ fn pass(span: Span, below: Option<usize>) {
 }
 
 crate::sync::thread_local! {
-    /// How many locks that a waker may take this thread holds ([`hold_wakes`]).
+    /// How many locks that a waker may take this thread holds ([`hold_wakes`]), in
+    /// [`HELD`]s, plus [`OWED`] while [`DEFERRED`] may hold wake-ups: a guard let go
+    /// with none owed looks at one thread-local, not two.
     static HOLDING: Cell<usize> = const { Cell::new(0) };
     /// The wake-ups this thread owes while [`HOLDING`] is not zero, in the order they
     /// came. It keeps its capacity: no heap allocation once warm.
@@ -657,11 +665,16 @@ crate::sync::thread_local! {
 #[cfg_attr(loom, allow(dead_code))]
 #[must_use = "wake-ups are held back only while the guard lives"]
 pub(crate) fn hold_wakes() -> HeldWakes {
-    HOLDING.with(|n| n.set(n.get() + 1));
+    HOLDING.with(|n| n.set(n.get() + HELD));
     HeldWakes {
         _thread: PhantomData,
     }
 }
+
+/// One lock held, in [`HOLDING`].
+const HELD: usize = 2;
+/// Wake-ups held back, in [`HOLDING`].
+const OWED: usize = 1;
 
 /// See [`hold_wakes`]. Not `Send`: it counts on its thread's [`HOLDING`].
 #[cfg_attr(loom, allow(dead_code))]
@@ -672,12 +685,18 @@ pub(crate) struct HeldWakes {
 impl Drop for HeldWakes {
     fn drop(&mut self) {
         let left = HOLDING.with(|n| {
-            let left = n.get() - 1;
+            let left = n.get() - HELD;
             n.set(left);
             left
         });
-        if left == 0 {
+        if left == OWED {
             wake_held();
+            // Not after a waker that panicked: the rest stay owed, for the next guard.
+            HOLDING.with(|n| {
+                if n.get() == OWED {
+                    n.set(0);
+                }
+            });
         }
     }
 }
@@ -884,7 +903,11 @@ impl TaskSlot {
 
 impl Drop for TaskSlot {
     fn drop(&mut self) {
-        self.leave();
+        // A slot that never registered has nothing to leave (the turn is only handed
+        // on by a registered one, see `leave`): most are, a reader's per read region.
+        if self.id.is_some() {
+            self.leave();
+        }
     }
 }
 
