@@ -35,7 +35,7 @@
 //! is told to keep 4 MiB free at the top of its heap, not 128 KiB: see `main.rs`).
 //!
 //! **Replies** go out through an `AsyncFramedWriter` with a RESP `Encoder`: a bulk
-//! reply of 512 bytes or more has its `$len\r\n` and `\r\n` as its framing and the
+//! reply of 4 KiB or more has its `$len\r\n` and `\r\n` as its framing and the
 //! stored value itself as its payload (a clone of the `FixedBuf`, a count: no copy).
 //! Every shorter reply is copied into a buffer of the connection, which goes out as
 //! one payload: a slice of a vectored write per short reply cost a system call per
