@@ -62,12 +62,48 @@ impl Drop for Kept {
     }
 }
 
-/// A stored value: the request's own bytes in the pool, or a copy on the heap.
+/// A stored value: the request's own bytes in the pool, a copy on the heap, or, up to
+/// [`INLINE`] bytes, in the value itself.
 pub enum RingValue {
     /// A slice of the frame it arrived in: no copy.
     Pool(Kept),
     /// A copy, once the pool's share for values is used up (or a value the server made).
     Heap(Arc<[u8]>),
+    /// A short value's bytes (the first `len` of them), in the store's own entry: no
+    /// allocation, where a heap copy cost a `malloc` and a `free` (about 2,000 of the
+    /// 14,000 instructions of an `MSET` of ten 3-byte values, callgrind).
+    Inline {
+        /// How many of `bytes` are the value's.
+        len: u8,
+        /// The value, then unused bytes.
+        bytes: [u8; INLINE],
+    },
+}
+
+/// The longest value kept in a [`RingValue`] itself: what 32 bytes hold beside its
+/// length and the variant's tag (with two variants, a slice of the pool and a heap
+/// copy, the enum took 24).
+pub const INLINE: usize = 30;
+
+// An inline value is always sent as a copy (see `Queue::bulk`).
+const _: () = assert!(INLINE < ZERO_COPY_MIN);
+const _: () = assert!(std::mem::size_of::<RingValue>() == 32);
+
+impl RingValue {
+    /// `bytes` inline if short enough, else a heap copy.
+    fn small(bytes: &[u8]) -> Self {
+        match bytes.len() {
+            len @ ..=INLINE => {
+                let mut inline = [0; INLINE];
+                inline[..len].copy_from_slice(bytes);
+                RingValue::Inline {
+                    len: len as u8,
+                    bytes: inline,
+                }
+            }
+            _ => RingValue::Heap(Arc::from(bytes)),
+        }
+    }
 }
 
 impl AsRef<[u8]> for RingValue {
@@ -75,6 +111,7 @@ impl AsRef<[u8]> for RingValue {
         match self {
             RingValue::Pool(k) => &k.0,
             RingValue::Heap(h) => h,
+            RingValue::Inline { len, bytes } => &bytes[..usize::from(*len)],
         }
     }
 }
@@ -84,7 +121,7 @@ impl Value for RingValue {
 
     fn keep(frame: &FixedBuf, range: Range<usize>) -> Self {
         if range.len() < KEEP_MIN.load(Ordering::Relaxed) {
-            return RingValue::Heap(Arc::from(&frame[range]));
+            return RingValue::small(&frame[range]);
         }
         let cost = range.len() + KEPT_OVERHEAD;
         // Relaxed: a count; two connections racing past the limit overshoot it by a
@@ -99,7 +136,7 @@ impl Value for RingValue {
     }
 
     fn copy(bytes: &[u8]) -> Self {
-        RingValue::Heap(Arc::from(bytes))
+        RingValue::small(bytes)
     }
 }
 
@@ -226,6 +263,8 @@ impl Replies<RingValue> for Queue<'_> {
         self.bulk_of(value.as_ref(), || match value {
             RingValue::Pool(k) => Payload::Buf(k.0.clone()),
             RingValue::Heap(h) => Payload::Heap(h.clone()),
+            // Never past `ZERO_COPY_MIN`: `bulk_of` copies it.
+            RingValue::Inline { .. } => unreachable!("an inline value sent uncopied"),
         });
     }
 
