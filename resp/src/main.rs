@@ -168,12 +168,19 @@ const TRIM_AFTER: usize = 4 << 20;
 /// long as with this). Setting it turns off glibc's moving mmap threshold, so that is
 /// set too: values under 4 MiB come from the heap, larger ones are mappings of their
 /// own, unmapped when dropped. The sweeper trims the rest ([`sweep`]).
+///
+/// One arena for all threads: `malloc_trim` gives back the free top of the main
+/// arena's heap only, and each worker thread's arena kept up to `TRIM_AFTER` of its
+/// own resident for good (a burst of 256 MiB of 64 KiB values SET and DELeted left
+/// 6.5-8.8 MiB resident against 2.9-3.1 before it, in three runs out of three; 4.2-4.3
+/// in one arena). The threads' caches (tcache) serve most allocations without its lock.
 fn tune_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` takes no pointer; it runs before any other thread is started.
     unsafe {
         libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_AFTER as libc::c_int);
         libc::mallopt(libc::M_MMAP_THRESHOLD, TRIM_AFTER as libc::c_int);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 
