@@ -32,7 +32,7 @@
 //! have the other half and never wait for room however large the store grows. Values
 //! deleted go back as they go: the pool's pages by its sweeper, the heap's by
 //! `malloc_trim` once megabytes of values were dropped, and once the drops stop (glibc
-//! is told to keep 4 MiB free at the top of its heap, not 128 KiB: see `main.rs`).
+//! is told to keep 1 MiB free at the top of each heap, not 128 KiB: see `main.rs`).
 //!
 //! **Replies** go out through an `AsyncFramedWriter` with a RESP `Encoder`: a bulk
 //! reply of 4 KiB or more has its `$len\r\n` and `\r\n` as its framing and the

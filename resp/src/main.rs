@@ -156,31 +156,32 @@ fn sweep<V: AsRef<[u8]> + Send + Sync + 'static>(store: Arc<Store<V>>) {
     });
 }
 
-/// Bytes of values dropped after which the heap's free pages are given back; also
-/// the free bytes glibc keeps at the top of its heap before it trims by itself, and
-/// the size from which an allocation is a mapping of its own (see [`tune_heap`]).
+/// Bytes of values dropped after which the heap's free pages are given back; also the
+/// size from which an allocation is a mapping of its own (see [`tune_heap`]).
 const TRIM_AFTER: usize = 4 << 20;
 
-/// Lets glibc keep up to [`TRIM_AFTER`] bytes free at the top of its heap: by default
+/// The free bytes glibc keeps at the top of each of its heaps before it trims it by
+/// itself (see [`tune_heap`]).
+const TOP_KEPT: usize = 1 << 20;
+
+/// Lets glibc keep up to [`TOP_KEPT`] bytes free at the top of each heap: by default
 /// it gives the top back once 128 KiB are free there, so a list of 64 KiB values
 /// popped newest first shrank the heap at every pop and the next value grew it again
 /// (a system call and 16 page faults each: LPOP of 64 KiB at `-P 16` waited twice as
 /// long as with this). Setting it turns off glibc's moving mmap threshold, so that is
-/// set too: values under 4 MiB come from the heap, larger ones are mappings of their
-/// own, unmapped when dropped. The sweeper trims the rest ([`sweep`]).
-///
-/// One arena for all threads: `malloc_trim` gives back the free top of the main
-/// arena's heap only, and each worker thread's arena kept up to `TRIM_AFTER` of its
-/// own resident for good (a burst of 256 MiB of 64 KiB values SET and DELeted left
-/// 6.5-8.8 MiB resident against 2.9-3.1 before it, in three runs out of three; 4.2-4.3
-/// in one arena). The threads' caches (tcache) serve most allocations without its lock.
+/// set too: values under [`TRIM_AFTER`] come from the heap, larger ones are mappings of
+/// their own, unmapped when dropped. The sweeper trims the rest ([`sweep`]), except
+/// the top of a worker thread's arena, which `malloc_trim` does not give back: so
+/// `TOP_KEPT` is no more than 1 MiB (at 4 MiB a burst of 256 MiB of 64 KiB values SET
+/// and DELeted left 6.5-8.8 MiB resident against 3 MiB before it; 4.2-4.6 at 1 MiB,
+/// with LPUSH and LPOP of 64 KiB values as fast as at 4 MiB; one arena for all
+/// threads left 4.2-4.4 but cost LPUSH a fifth of its rate).
 fn tune_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` takes no pointer; it runs before any other thread is started.
     unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_AFTER as libc::c_int);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TOP_KEPT as libc::c_int);
         libc::mallopt(libc::M_MMAP_THRESHOLD, TRIM_AFTER as libc::c_int);
-        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 
