@@ -26,10 +26,11 @@
 //! holds about its frame's bytes, not the read region's). A kept frame costs its
 //! header, key and slot rounding beside the value, which a heap copy does not: for a
 //! short value that is most of its cost, so values under 256 bytes are copied to the
-//! heap (`Arc<[u8]>`), and those of up to 30 bytes into the store's entry itself. Kept frames count against the pool's budget, and a pool full of
-//! values would stop every reader, a `DEL` too: values are kept in the pool only while
-//! they take at most half its budget, and copied to the heap beyond, so readers always
-//! have the other half and never wait for room however large the store grows. Values
+//! heap (`Arc<[u8]>`), and those of up to 30 bytes into the store's entry itself.
+//! Kept frames count against the pool's budget, and a pool full of values would stop
+//! every reader, a `DEL` too: values are kept in the pool only while they take at
+//! most half its budget, and copied to the heap beyond, so readers always have the
+//! other half and never wait for room however large the store grows. Values
 //! deleted go back as they go: the pool's pages by its sweeper, the heap's by
 //! `malloc_trim` once megabytes of values were dropped, and once the drops stop (glibc
 //! is told to keep 1 MiB free at the top of each heap, not 128 KiB: see `main.rs`).
