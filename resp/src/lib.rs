@@ -25,8 +25,8 @@
 //! the reader moves a short frame it sees kept into a slot of the pool, so a value
 //! holds about its frame's bytes, not the read region's). A kept frame costs its
 //! header, key and slot rounding beside the value, which a heap copy does not: for a
-//! short value that is most of its cost, so values under 256 bytes are copied to the
-//! heap (`Arc<[u8]>`), and those of up to 30 bytes into the store's entry itself.
+//! short value that is most of its cost, so values under 256 bytes are copied: up to
+//! 30 bytes into the store's entry itself, longer ones to the heap (`Arc<[u8]>`).
 //! Kept frames count against the pool's budget, and a pool full of values would stop
 //! every reader, a `DEL` too: values are kept in the pool only while they take at
 //! most half its budget, and copied to the heap beyond, so readers always have the

@@ -815,9 +815,11 @@ fn keys_and_values_holding_every_byte_value_and_crlf_round_trip() {
     }
 }
 
-/// Sizes around the powers of two from 0 B to 512 KiB.
+/// Sizes around the powers of two from 0 B to 512 KiB, and either side of the longest
+/// value the ringmem build keeps in the store's entry itself.
 fn value_sizes() -> Vec<usize> {
-    let mut sizes = vec![0, 1, 2, 3];
+    let inline = ringmem_resp::ringmem_mode::INLINE;
+    let mut sizes = vec![0, 1, 2, 3, inline, inline + 1];
     for shift in [4, 7, 8, 10, 12, 13, 14, 15, 16, 17, 18] {
         let p = 1usize << shift;
         sizes.extend([p - 1, p, p + 1]);
