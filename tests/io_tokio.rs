@@ -1306,3 +1306,89 @@ async fn next_frame_goes_on_after_a_frame_over_the_maximum() {
     assert_eq!(r.next_frame().await.unwrap().unwrap(), "after");
     assert!(r.next_frame().await.unwrap().is_none());
 }
+
+/// A socket, as the reader sees it: each read takes the next step (`None`: nothing to
+/// read now). A read into no bytes (the reader's look before a claim) takes a `None`
+/// step, and finds a step of bytes ready without taking it. Records each read's room.
+struct Socket {
+    steps: std::collections::VecDeque<Option<&'static [u8]>>,
+    rooms: Vec<usize>,
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.rooms.push(buf.remaining());
+        match this.steps.front() {
+            None => Poll::Ready(Ok(())), // the end
+            Some(None) => {
+                this.steps.pop_front();
+                Poll::Pending
+            }
+            Some(Some(_)) if buf.remaining() == 0 => Poll::Ready(Ok(())),
+            Some(Some(bytes)) => {
+                buf.put_slice(bytes);
+                this.steps.pop_front();
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+}
+
+/// After a read that filled less than it was given, the next poll looks for bytes by a
+/// read into no bytes before it claims a region: a socket with nothing to read costs no
+/// claim, and the stream holds nothing meanwhile. A look that finds bytes makes the
+/// next short read's claim go without one (then 2, 4, ...), so that a stream whose
+/// bytes are always there pays few.
+#[test]
+fn a_short_read_is_followed_by_a_look_not_a_claim() {
+    let steps = [
+        Some(&b"a\n"[..]),
+        None,
+        Some(b"b\n"),
+        Some(b"c\n"),
+        None,
+        Some(b"d\n"),
+        None,
+    ];
+    let socket = Socket {
+        steps: steps.into_iter().collect(),
+        rooms: Vec::new(),
+    };
+    let mut r = AsyncFramedReader::with_ring(socket, Lines::new(), Ring::new(1 << 16));
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut poll = |r: &mut AsyncFramedReader<Socket, Lines>| match Pin::new(r).poll_next(&mut cx) {
+        Poll::Ready(Some(f)) => Some(f.unwrap().to_vec()),
+        Poll::Ready(None) => panic!("the end"),
+        Poll::Pending => None,
+    };
+    let mut seen = Vec::new();
+    for _ in 0..7 {
+        seen.push(poll(&mut r));
+        if seen.last().unwrap().is_none() {
+            let live = r.ring().unwrap().stats().live_buffers;
+            assert_eq!(live, 0, "a region held while idle");
+        }
+    }
+    let frame = |b: &[u8]| Some(b.to_vec());
+    let expect = [
+        frame(b"a"),
+        None,
+        frame(b"b"),
+        frame(b"c"),
+        None,
+        frame(b"d"),
+        None,
+    ];
+    assert_eq!(seen, expect);
+    // A read of room (R) or a look (0): the look after "a" finds nothing, the one after
+    // "b" finds "c", so the read after "c" claims without one, and the read after "d"
+    // looks again and finds nothing.
+    let looks: Vec<bool> = r.get_ref().rooms.iter().map(|&n| n == 0).collect();
+    let (l, read) = (true, false);
+    assert_eq!(looks, [read, l, read, l, read, read, read, l]);
+}
