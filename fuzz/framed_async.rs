@@ -83,7 +83,9 @@ impl AsyncRead for Hostile<'_> {
             buf.set_filled(n);
             return Poll::Ready(Ok(()));
         }
-        this.short += usize::from(buf.remaining() < due);
+        // A read into no bytes is the reader's look for bytes before a claim (one per
+        // read cut short at most), not a read cut short.
+        this.short += usize::from(buf.remaining() > 0 && buf.remaining() < due);
         let n = due.min(buf.remaining());
         buf.put_slice(&this.data[..n]);
         this.data = &this.data[n..];

@@ -1227,6 +1227,9 @@ fn the_fuzz_drivers_on_fixed_inputs() {
     ]
     .concat());
     run(&[[0b0000_0011, 0b0001_0000].as_slice(), &[50, 0], b"\0\x02hi"].concat());
+    // Reads of one byte: each cut short, each followed by a look for bytes (a read into
+    // no bytes), which is not a read cut short (found by the fuzzer).
+    run(b"\xf8-\x01\x00%\x00\x00%\x00\xfe(");
 }
 
 /// A stream whose reader always has bytes (here a slice: its reads never wait) spends
