@@ -33,8 +33,8 @@ use crate::{FixedBuf, Ring};
 ///
 /// While its socket has nothing to read, the stream holds no region: it gives its
 /// region back and claims another when polled again (after a read that filled less
-/// than it was given, once a read into no bytes finds the reader ready). A frame cut by the end of a read
-/// keeps about its own bytes while it waits for the rest (under 4 KiB on the heap, else
+/// than it was given, only once a read into no bytes finds the reader ready). A frame
+/// cut by the end of a read keeps about its own bytes while it waits for the rest (under 4 KiB on the heap, else
 /// in place, its region cut to the frame's end or to twice what it has, so it is copied
 /// once per doubling at most). So many mostly idle streams can share one budget, a
 /// [`ReadPool`] ([`with_pool`](Self::with_pool)).
@@ -388,6 +388,32 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         Poll::Ready(())
     }
 
+    /// After a short read, a look for bytes before a claim (see [`Probe`]): `Pending`
+    /// when the reader has none (the stream then holds nothing: the look is made only
+    /// with nothing buffered), else ready to claim.
+    fn poll_look(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !(self.probe.drained && self.core.buffered() == 0 && self.probe.wanted()) {
+            return Poll::Ready(Ok(()));
+        }
+        let mut none = ReadBuf::new(&mut []);
+        let at = none.filled().as_ptr();
+        match Pin::new(&mut self.reader).poll_read(cx, &mut none) {
+            // Held to what a read is (see `filled`).
+            Poll::Ready(Ok(())) => match filled(&none, at, 0) {
+                Ok(_) => {
+                    self.probe.found(true);
+                    Poll::Ready(Ok(()))
+                }
+                Err(e) => Poll::Ready(Err(self.core.fail(e))),
+            },
+            Poll::Ready(Err(e)) => Poll::Ready(Err(self.core.fail(e))),
+            Poll::Pending => {
+                self.probe.found(false);
+                Poll::Pending
+            }
+        }
+    }
+
     /// A region of `n` bytes, waiting for room.
     fn poll_region(
         &mut self,
@@ -556,27 +582,10 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                     return Poll::Pending;
                 }
                 Step::Alloc { need, least } => {
-                    // After a short read, a look for bytes before the claim (see
-                    // `Probe`): only with nothing buffered, which is then all held.
-                    if this.core.buffered() == 0 && this.probe.wanted() {
-                        let mut none = ReadBuf::new(&mut []);
-                        let at = none.filled().as_ptr();
-                        match Pin::new(&mut this.reader).poll_read(cx, &mut none) {
-                            Poll::Ready(Ok(())) => {
-                                // Held to what a read is (see `filled`).
-                                if let Err(e) = filled(&none, at, 0) {
-                                    return Poll::Ready(Some(Err(this.core.fail(e))));
-                                }
-                                this.probe.found(true);
-                            }
-                            Poll::Ready(Err(e)) => {
-                                return Poll::Ready(Some(Err(this.core.fail(e))));
-                            }
-                            Poll::Pending => {
-                                this.probe.found(false);
-                                return Poll::Pending;
-                            }
-                        }
+                    match this.poll_look(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                        Poll::Pending => return Poll::Pending,
                     }
                     match this.poll_region(cx, need, least) {
                         Poll::Ready(Ok(())) => {}
