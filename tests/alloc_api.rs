@@ -25,7 +25,7 @@ const ALIGNS: [usize; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 
 /// Region bytes of the rings whose blocks the tracker counts.
 const TRACKED: [usize; 3] = [123_456, 98_760, 87_656];
 /// Bytes of a block's control area (the block layout is `CTL + len`, align 4096).
-const CTL: usize = 64;
+const CTL: usize = 128;
 static LIVE: [AtomicUsize; 3] = [
     AtomicUsize::new(0),
     AtomicUsize::new(0),

@@ -1173,6 +1173,118 @@ mod tests {
         assert_eq!(n, live, "{what}: live regions");
     }
 
+    /// Whether the lowest claims' floor of `ring`'s block is a header (or the block's
+    /// end), outside the window.
+    #[cfg(real_std)]
+    fn floor_is_a_header(ring: &Ring) -> bool {
+        // SAFETY: the ring's only block is alive.
+        let block = unsafe { ring.cur.get().as_ref() };
+        let ((head, limit), floor) = (block.window(), block.floor());
+        if floor == block.len() {
+            return true;
+        }
+        let mut off = 0;
+        while off < floor {
+            // SAFETY: walking headers from offset 0; the window is checked below.
+            off += span(unsafe { block.hdr(off) }.load(Ordering::Relaxed));
+            if off > head && off <= limit {
+                return false; // the floor would lie inside the window
+            }
+            if off == head && limit > head {
+                off = limit;
+            }
+        }
+        off == floor && !(head < floor && floor < limit)
+    }
+
+    /// Lowest claims of one size amid kept regions with short gaps between them: each
+    /// starts where the last found room, not at the block start (a pool's copy ring,
+    /// whose kept frames leave gaps too short for a read region).
+    #[cfg(real_std)]
+    #[test]
+    fn a_lowest_claim_starts_where_the_last_of_its_size_found_room() {
+        let (n, size) = if cfg!(miri) {
+            (200, 16 << 10)
+        } else {
+            (2000, 64 << 10)
+        };
+        let ring = Ring::new(8 << 20);
+        ring.pack_low();
+        let mut small: Vec<_> = (0..n)
+            .map(|_| Some(ring.claim_lowest(1000).unwrap()))
+            .collect();
+        for r in small.iter_mut().step_by(2) {
+            *r = None; // gaps, each too short for what follows
+        }
+        let steps = || block::FIRST_FIT_STEPS.with(|s| s.get());
+        let before = steps();
+        let large: Vec<_> = (0..32).map(|_| ring.claim_lowest(size).unwrap()).collect();
+        let walked = steps() - before;
+        // From the start, every claim steps over the `n` regions; from the floor, one
+        // in 16 does.
+        assert!(walked < 32 * n / 5, "{walked} headers for 32 claims");
+        for pair in large.windows(2) {
+            assert!(
+                pair[0].as_ptr() < pair[1].as_ptr(),
+                "the lowest room, in order"
+            );
+        }
+        assert!(floor_is_a_header(&ring));
+        // Room made below the floor is taken within 16 claims.
+        drop(small);
+        let low = (0..=16)
+            .map(|_| ring.claim_lowest(size).unwrap())
+            .any(|r| r.as_ptr() < large[0].as_ptr());
+        assert!(low, "the room below the floor was not found");
+    }
+
+    /// A claim that finds no room past the floor walks from the block start.
+    #[cfg(real_std)]
+    #[test]
+    fn a_lowest_claim_without_room_past_the_floor_looks_below_it() {
+        let ring = Ring::new(1 << 20);
+        ring.pack_low();
+        let mut all: Vec<_> = core::iter::from_fn(|| ring.claim_lowest(8 << 10)).collect();
+        let first = all.remove(0);
+        let at = first.as_ptr();
+        drop(first); // room below the floor, the rest held
+        let again = ring
+            .claim_lowest(8 << 10)
+            .expect("the room below the floor");
+        assert_eq!(again.as_ptr(), at);
+        drop(all);
+    }
+
+    /// The floor is a header no more once a walk merges free regions over it, or a
+    /// region grows over it: it goes back to the block start.
+    #[cfg(real_std)]
+    #[test]
+    fn the_floor_stays_a_header() {
+        // Merged over: the floor's region and the one before it released, then a plain
+        // claim's walk takes both.
+        let ring = Ring::new(64 << 10);
+        ring.pack_low();
+        let mut all: Vec<_> = (0..15).map(|_| ring.claim_lowest(4000).unwrap()).collect();
+        let (at, below) = (all.pop().unwrap(), all.pop().unwrap()); // `at`: the floor
+        let (floor, start) = (at.as_ptr(), below.as_ptr());
+        drop((below, at));
+        assert!(floor_is_a_header(&ring));
+        ring.unstick_if(true); // a walk round the block, as a woken waiter's
+        let both = ring.fixed(6000).expect("the two regions merged");
+        assert_eq!(both.as_ptr(), start);
+        assert!(floor < both.as_ptr().wrapping_add(6000));
+        assert!(floor_is_a_header(&ring), "merged over");
+        // Grown over: the floor's region given back to the window (it was the latest),
+        // then the region before it grown in place over the window's front.
+        let ring = Ring::new(64 << 10);
+        ring.pack_low();
+        let mut before = ring.claim_lowest(1000).unwrap();
+        ring.claim_lowest(1000).unwrap().release_in(&ring);
+        before.grow_in(2000, &ring);
+        assert!(before.capacity() >= 2000);
+        assert!(floor_is_a_header(&ring), "grown over");
+    }
+
     /// A ring whose claims take the lowest room gives back the pages of long free runs
     /// amid what is live, not of short ones; any other ring, only past what it keeps.
     #[test]
