@@ -3,7 +3,7 @@
 //! where values live). Two environment variables move the ringmem mode's choice of
 //! where values live, for measuring it: `RINGMEM_RESP_KEEP_PERCENT` (the share of the
 //! pool values may take, 50 by default) and `RINGMEM_RESP_KEEP_MIN` (the shortest
-//! value kept in the pool, 256 bytes by default).
+//! value kept in the pool, 4 KiB by default).
 
 use std::io::{self, Write as _};
 use std::process::exit;

@@ -33,8 +33,9 @@ static KEEP_LIMIT: AtomicUsize = AtomicUsize::new(0);
 /// Values shorter than this are copied to the heap: set by [`set_keep_min`].
 static KEEP_MIN: AtomicUsize = AtomicUsize::new(DEFAULT_KEEP_MIN);
 
-/// The shortest value kept in the pool unless [`set_keep_min`] says otherwise.
-pub const DEFAULT_KEEP_MIN: usize = 256;
+/// The shortest value kept in the pool unless [`set_keep_min`] says otherwise: the
+/// shortest a reply sends uncopied (see the crate's docs for why).
+pub const DEFAULT_KEEP_MIN: usize = ZERO_COPY_MIN;
 
 /// Values shorter than `bytes` are copied to the heap, not kept in the pool.
 pub fn set_keep_min(bytes: usize) {
