@@ -30,13 +30,14 @@
 //! 16 pipelined, callgrind: `MSET` 25,200 instructions a request kept, 19,200 copied;
 //! 200,000 keys: 1,231-1,263 bytes resident a key kept, 1,191-1,220 copied). So values
 //! under 4 KiB are copied: up to 30 bytes into the store's entry itself, longer ones
-//! to the heap (`Arc<[u8]>`). Kept frames count against the pool's budget, and a pool full of values would stop
-//! every reader, a `DEL` too: values are kept in the pool only while they take at
-//! most half its budget, and copied to the heap beyond, so readers always have the
-//! other half and never wait for room however large the store grows. Values
-//! deleted go back as they go: the pool's pages by its sweeper, the heap's by
-//! `malloc_trim` once megabytes of values were dropped, and once the drops stop (glibc
-//! is told to keep 1 MiB free at the top of each heap, not 128 KiB: see `main.rs`).
+//! to the heap (`Arc<[u8]>`). Kept frames count against the pool's budget, and a pool
+//! full of values would stop every reader, a `DEL` too: values are kept in the pool
+//! only while they take at most half its budget, and copied to the heap beyond, so
+//! readers always have the other half and never wait for room however large the store
+//! grows. Values deleted go back as they go: the pool's pages by its sweeper, the
+//! heap's by `malloc_trim` once megabytes of values were dropped, and once the drops
+//! stop (glibc is told to keep 1 MiB free at the top of each heap, not 128 KiB: see
+//! `main.rs`).
 //!
 //! **Replies** go out through an `AsyncFramedWriter` with a RESP `Encoder`: a bulk
 //! reply of 4 KiB or more has its `$len\r\n` and `\r\n` as its framing and the

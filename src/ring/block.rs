@@ -619,25 +619,24 @@ impl BlockCtl {
     pub(crate) fn claim_lowest(&self, bytes: usize, init: u64) -> Option<Claim> {
         self.close();
         let left = self.floor_claims.get();
-        let from = if left > 0 && bytes >= self.floor_bytes.get() {
-            self.floor.get()
-        } else {
-            0
-        };
+        let at_floor = left > 0 && bytes >= self.floor_bytes.get();
+        let from = if at_floor { self.floor.get() } else { 0 };
         let (mut claim, mut floor, mut steps) =
             self.first_fit(bytes, WORD, init, from, self.len, usize::MAX);
-        if from != 0 && claim.is_none() {
-            // Room released below the floor, maybe.
-            (claim, floor, steps) = self.first_fit(bytes, WORD, init, 0, self.len, usize::MAX);
-        } else if from != 0 {
-            steps = FLOOR_STEPS; // a claim from the floor counts down to the next walk
-        }
-        let left = if from != 0 && claim.is_some() {
+        let left = if at_floor && claim.is_some() {
             left - 1
-        } else if steps >= FLOOR_STEPS {
-            FLOOR_CLAIMS
         } else {
-            0 // a short walk: the next starts at the block start too, packing tighter
+            if at_floor {
+                // No room past the floor: room released below it, maybe.
+                (claim, floor, steps) = self.first_fit(bytes, WORD, init, 0, self.len, usize::MAX);
+            }
+            // After a short walk the next claim starts at the block start too, packing
+            // tighter.
+            if steps >= FLOOR_STEPS {
+                FLOOR_CLAIMS
+            } else {
+                0
+            }
         };
         self.floor_claims.set(left);
         self.floor.set(floor);
@@ -665,10 +664,10 @@ impl BlockCtl {
         let (mut off, mut live, mut steps) = (from, 0, 0);
         while off < end {
             steps += 1;
+            // Acquire: as in `walk`.
             // SAFETY: `from` leads a region (the block start, or the floor: a header
             // offset, see `floor`), and each step moves by a region's span (the window
             // is closed, as for every walk: the headers tile the block).
-            // Acquire: as in `walk`.
             let h = unsafe { self.hdr(off) }.load(Ordering::Acquire);
             #[cfg(all(test, real_std))]
             FIRST_FIT_STEPS.with(|steps| steps.set(steps.get() + 1));
