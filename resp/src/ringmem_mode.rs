@@ -108,6 +108,7 @@ impl RingValue {
 }
 
 impl AsRef<[u8]> for RingValue {
+    #[inline]
     fn as_ref(&self) -> &[u8] {
         match self {
             RingValue::Pool(k) => &k.0,
