@@ -414,11 +414,13 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         }
     }
 
-    /// A region of `n` bytes, waiting for room.
+    /// A region of `n` bytes (of `like` or `least` at least, see `Step::Alloc`), waiting
+    /// for room (for `least`).
     fn poll_region(
         &mut self,
         cx: &mut Context<'_>,
         n: usize,
+        like: usize,
         least: usize,
     ) -> Poll<io::Result<()>> {
         let mem = &self.mem;
@@ -427,7 +429,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         let first = if self.waiting {
             None
         } else {
-            mem.first_try(n, least)
+            mem.first_try_like(n, like, least)
         };
         let region = match first {
             Some(region) => {
@@ -581,13 +583,13 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                 Step::Alloc { .. } | Step::Read if this.spend(cx).is_pending() => {
                     return Poll::Pending;
                 }
-                Step::Alloc { need, least } => {
+                Step::Alloc { need, like, least } => {
                     match this.poll_look(cx) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                         Poll::Pending => return Poll::Pending,
                     }
-                    match this.poll_region(cx, need, least) {
+                    match this.poll_region(cx, need, like, least) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                         Poll::Pending => return Poll::Pending,

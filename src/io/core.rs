@@ -19,6 +19,11 @@ pub(crate) enum Step {
     Alloc {
         /// The bytes the region must have.
         need: usize,
+        /// The bytes of the smaller region a first try takes (at least `least`): in a
+        /// run of like frames, one frame's, since a region shorter than the next frame
+        /// would only be read into, then copied into one that holds it (a first try
+        /// with no room for it then takes `least`).
+        like: usize,
         /// The bytes of a smaller region that serves too (the partial frame's, at
         /// least [`LEAST_READ`]; `need` when nothing smaller will do): a reader takes
         /// one when the ring has no room for `need` (a read's worth first, see
@@ -252,7 +257,11 @@ impl<D: Decoder> Core<D> {
     fn region_for(&self, need: usize) -> Step {
         if self.long_open_frame() {
             let need = need.saturating_mul(2).min(self.fit).max(need);
-            return Step::Alloc { need, least: need };
+            return Step::Alloc {
+                need,
+                like: need,
+                least: need,
+            };
         }
         let read_size = self.bulk_read();
         let bulk = need.max(read_size + self.slack(read_size));
@@ -262,9 +271,17 @@ impl<D: Decoder> Core<D> {
         } else {
             need
         };
+        let least = least.max(LEAST_READ).min(bulk);
+        // In a run of like frames the next is taken to be one more.
+        let like = if self.run >= RUN {
+            self.stride.clamp(least, bulk)
+        } else {
+            least
+        };
         Step::Alloc {
             need: bulk,
-            least: least.max(LEAST_READ).min(bulk),
+            like,
+            least,
         }
     }
 

@@ -1369,6 +1369,21 @@ impl Memory {
         }
     }
 
+    /// [`first_try`](Self::first_try) for a region of `like` bytes at least, then, if
+    /// there is no room for one and `least` is less, for `least` (see `Step::Alloc`).
+    pub(crate) fn first_try_like(
+        &self,
+        n: usize,
+        like: usize,
+        least: usize,
+    ) -> Option<FixedBufMut> {
+        let region = self.first_try(n, like);
+        if region.is_some() || like <= least {
+            return region;
+        }
+        self.first_try(n, least)
+    }
+
     /// A try of a waiting claim: `walk` after a wake-up (see `wait::block_until`); of
     /// less than `n` bytes, down to `least`, if `n` do not fit.
     pub(crate) fn try_claim(&self, n: usize, least: usize, walk: bool) -> Option<FixedBufMut> {

@@ -196,8 +196,12 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     self.reader_failed = true;
                     return Err(e);
                 }
-                Step::Alloc { need: n, least } => {
-                    let region = match self.mem.first_try(n, least) {
+                Step::Alloc {
+                    need: n,
+                    like,
+                    least,
+                } => {
+                    let region = match self.mem.first_try_like(n, like, least) {
                         Some(region) => region,
                         None => {
                             // Before the partial frame is spilled: a frame that can
