@@ -195,16 +195,32 @@ impl ByteBufs for MiVec {
     #[inline]
     fn fixed(&mut self, size: usize, data: &[u8], _: &mut u64) -> Self::Buf {
         let mut v = allocator_api2_02::vec::Vec::with_capacity_in(size, Mi);
-        v.write_all(data).unwrap();
+        append(&mut v, data);
         v
     }
     #[inline]
     fn chunked(&mut self, data: &[u8], chunk: usize, _: &mut u64, _: &mut u64) -> Self::Buf {
         let mut v = allocator_api2_02::vec::Vec::new_in(Mi);
         for c in data.chunks(chunk) {
-            v.write_all(c).unwrap();
+            append(&mut v, c);
         }
         v
+    }
+}
+
+/// Appends `data` to `v` in one copy, as `std`'s `Vec` writes. allocator-api2's
+/// `extend_from_slice`, and so its `io::Write`, pushes byte by byte on stable Rust: the
+/// column timed that loop rather than mimalloc (callgrind: about 6,850 instructions a
+/// 1 KiB message, against 725 for a `std` `Vec` on mimalloc).
+fn append(v: &mut allocator_api2_02::vec::Vec<u8, Mi>, data: &[u8]) {
+    v.reserve(data.len());
+    let len = v.len();
+    // SAFETY: `reserve` left room for `data.len()` bytes past `len`; `data` is not the
+    // vector's own buffer (`v` is borrowed mutably); the copy initialises those bytes
+    // before `set_len` counts them.
+    unsafe {
+        std::ptr::copy_nonoverlapping(data.as_ptr(), v.as_mut_ptr().add(len), data.len());
+        v.set_len(len + data.len());
     }
 }
 
