@@ -494,6 +494,18 @@ struct Recorded<'a> {
     reads: Vec<(usize, usize, usize)>,
 }
 
+impl<'a> Recorded<'a> {
+    /// A source of `data` serving at most `max` bytes a read.
+    fn new(data: &'a [u8], max: usize) -> Self {
+        Recorded {
+            data,
+            pos: 0,
+            max,
+            reads: Vec::new(),
+        }
+    }
+}
+
 impl Read for Recorded<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = buf.len().min(self.max).min(self.data.len() - self.pos);
@@ -514,12 +526,7 @@ fn reads_end_on_the_boundaries_of_frames_of_one_length() {
         let count = if cfg!(miri) { count / 4 } else { count };
         let frames: Vec<Vec<u8>> = (0..count).map(|i| vec![i as u8; size]).collect();
         let wire = encode(&frames, LengthDelimited::new());
-        let src = Recorded {
-            data: &wire,
-            pos: 0,
-            max: 64 << 10,
-            reads: Vec::new(),
-        };
+        let src = Recorded::new(&wire, 64 << 10);
         let mut r = FramedReader::with_ring(src, LengthDelimited::new(), Ring::new(1 << 20));
         let mut got = 0;
         while let Some(f) = r.next_frame().unwrap() {
@@ -938,12 +945,7 @@ fn a_run_of_like_frames_skips_gaps_shorter_than_one() {
     let mut frames: Vec<Vec<u8>> = (0..40u32).map(|i| vec![i as u8; short]).collect();
     frames.extend((0..60u32).map(|i| vec![i as u8; long]));
     let wire = encode(&frames, LengthDelimited::new());
-    let src = Recorded {
-        data: &wire,
-        pos: 0,
-        max: 64 << 10,
-        reads: Vec::new(),
-    };
+    let src = Recorded::new(&wire, 64 << 10);
     let mut r = FramedReader::with_ring(src, LengthDelimited::new(), Ring::new(256 << 10));
     let mut kept = Vec::new();
     let mut n = 0;
@@ -957,8 +959,8 @@ fn a_run_of_like_frames_skips_gaps_shorter_than_one() {
     assert_eq!(n, frames.len());
     let start = 40 * (short + 4);
     let inside = (r.get_ref().reads.iter())
-        .filter(|&&(_, from, n)| from >= start + 20 * (long + 4) && n > 0)
-        .filter(|&&(_, from, n)| (from + n - start) % (long + 4) != 0)
+        .filter(|&&(_, from, len)| from >= start + 20 * (long + 4) && len > 0)
+        .filter(|&&(_, from, len)| (from + len - start) % (long + 4) != 0)
         .count();
     // But a probe (a read of 4 KiB: has the consumer let its frames go?). Taking the
     // gaps, one read in four ended inside a frame (10).
