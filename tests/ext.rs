@@ -212,6 +212,34 @@ fn a_failed_write_then_drop_restarts_in_the_same_place() {
     assert_eq!(&buf[..], &msg[..]);
 }
 
+/// A growth on a `Fail` ring that cannot grow in place moves to room that lies past
+/// many live regions: it looks round the whole block before it fails, where a claim's
+/// try looks at a few regions. (Its holder would otherwise drop a half-written message
+/// and start over: ringal's extendable rows, drop-and-restart loop.)
+#[test]
+fn a_growth_finds_room_past_many_live_regions_before_it_fails() {
+    let ring = Ring::new(64 * 1024);
+    let mut ext = ring.extendable(0).unwrap();
+    ext.write_all(&[7; 100]).unwrap();
+    let mut fixed: Vec<Option<FixedBufMut>> = Vec::new();
+    while let Some(b) = ring.fixed(1016) {
+        fixed.push(Some(b));
+    }
+    assert!(fixed.len() > 40, "{} fixed buffers", fixed.len());
+    // Room for 8 KiB and more, 20 live regions on from the buffer.
+    for b in &mut fixed[20..31] {
+        *b = None;
+    }
+    let msg: Vec<u8> = (0..8000).map(|i| i as u8).collect();
+    assert!(msg.chunks(64).all(|c| ext.write_all(c).is_ok()));
+    let buf = ext.finalize();
+    assert_eq!(&buf[..100], &[7; 100][..]);
+    assert_eq!(&buf[100..], &msg[..]);
+    // With no such room, the growth fails, and the message is whole up to it.
+    let mut ext = ring.extendable(0).unwrap();
+    assert!(ext.write_all(&[1; 4096]).is_err());
+}
+
 /// Growth of a buffer that is not the latest region, and of rings of the other
 /// policies, still serves every write.
 #[test]

@@ -49,6 +49,9 @@ pub struct ExtBuf<'r> {
     ptr: NonNull<u8>,
     len: usize,
     cap: usize,
+    /// A growth of this buffer has looked round its whole block and failed (see
+    /// [`grow_elsewhere`](Self::grow_elsewhere)).
+    lapped: bool,
 }
 
 /// Why an [`ExtBuf`] is not `Send`: it borrows its ring, which is not `Sync` (one thread
@@ -134,6 +137,7 @@ impl<'r> ExtBuf<'r> {
             ptr: c.data,
             len: 0,
             cap: c.cap,
+            lapped: false,
         }
     }
 
@@ -171,6 +175,7 @@ impl<'r> ExtBuf<'r> {
             ptr,
             len,
             cap,
+            lapped: false,
         }
     }
 
@@ -308,7 +313,9 @@ impl<'r> ExtBuf<'r> {
     /// the order a claim walks, where the new length fits, its own region counted free
     /// (see `BlockCtl::relocate`): so a buffer that would fit as a fixed one of its new
     /// length grows. A growth that finds no room costs what a claim's failed try does:
-    /// the successors, then a few headers of the walk (see `Ring`).
+    /// the successors, then a few headers of the walk (see `Ring`); except that on a
+    /// `Fail` ring the first one of a buffer then walks the whole block, so that it
+    /// fails only where no room is left to move to.
     #[inline(never)]
     fn grow(&mut self, additional: usize) -> Result<(), AllocError> {
         // The common growth first, with little to compute: the latest region of the
@@ -362,17 +369,29 @@ impl<'r> ExtBuf<'r> {
                 self.cap = span - HDR;
                 return Ok(());
             }
-            // SAFETY: our unique handle, on the ring's thread; a ring region's data
-            // follows its header (claimed with alignment WORD), `len <= min`; on
-            // success the old region is given up (replaced below).
-            if let Some(c) = unsafe { self.ring.relocate(self.hdr, self.len, min) } {
-                self.hdr = c.hdr;
-                self.ptr = c.data;
-                self.cap = c.cap;
-                return Ok(());
+            // The first try looks where a claim's would: a few regions. A `Fail` ring
+            // then looks round the whole block once in the buffer's life before the
+            // growth fails: its holder would drop a half-written message and start
+            // over where room lies further on (the regions a try steps over are
+            // often live while a free run follows them). A loop that retries on the
+            // same buffer pays the lap once; its later tries cost what a claim's do.
+            let mut lap = false;
+            loop {
+                // SAFETY: our unique handle, on the ring's thread; a ring region's
+                // data follows its header (claimed with alignment WORD), `len <= min`;
+                // on success the old region is given up (replaced below).
+                if let Some(c) = unsafe { self.ring.relocate(self.hdr, self.len, min, lap) } {
+                    self.hdr = c.hdr;
+                    self.ptr = c.data;
+                    self.cap = c.cap;
+                    return Ok(());
+                }
+                if lap || self.lapped || self.ring.when_full() != WhenFull::Fail {
+                    break;
+                }
+                (lap, self.lapped) = (true, true);
             }
             if self.ring.when_full() == WhenFull::Fail {
-                // The walk's try above looked where a claim's would.
                 return Err(err);
             }
         }

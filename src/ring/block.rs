@@ -914,8 +914,7 @@ impl BlockCtl {
     }
 
     /// Makes the next claim walk the whole block (for a producer woken by a release,
-    /// which may lie anywhere).
-    #[cfg(feature = "std")]
+    /// which may lie anywhere, and a growth's last try before it fails).
     #[inline]
     pub(crate) fn unstick(&self) {
         self.full.set(true);

@@ -232,7 +232,8 @@ impl Ring {
     /// use) to the first place of its block, in the order a claim walks, where `bytes`
     /// data bytes fit, its own region counted free (see [`BlockCtl::relocate`]).
     /// Returns the new region (one handle); `None` (nothing changed) when no place
-    /// fits, or the region is not this ring's.
+    /// fits, or the region is not this ring's. With `lap`, it looks round the whole
+    /// block, not only at the few regions of a claim's try.
     ///
     /// # Safety
     /// As for [`BlockCtl::relocate`]: the caller, on this ring's thread, holds the
@@ -244,9 +245,14 @@ impl Ring {
         hdr: NonNull<Header>,
         len: usize,
         bytes: usize,
+        lap: bool,
     ) -> Option<Claim> {
+        let block = self.block_of(hdr)?;
+        if lap {
+            block.unstick();
+        }
         // SAFETY: forwarded from this function's contract.
-        let moved = unsafe { self.block_of(hdr)?.relocate(hdr, len, bytes) }?;
+        let moved = unsafe { block.relocate(hdr, len, bytes) }?;
         // The place it left is room a producer may wait for.
         orphan::after_room(moved.hdr);
         Some(moved)
