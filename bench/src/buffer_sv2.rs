@@ -290,6 +290,7 @@ fn run_loop<C: Codec>(sink: Sink, input: &[u8]) -> Sample {
         time,
         waits,
         restarts: 0,
+        cpu: None,
     }
 }
 

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::harness::{Mi, Rng, Sample};
+use crate::harness::{Cpu, Mi, Rng, Sample};
 
 /// A source of byte buffers that are filled on one thread and dropped on another.
 pub trait ByteBufs {
@@ -75,6 +75,12 @@ pub const BOUNDED_NOTE: &str = "`bounded control` is the control with the ring's
      (more than a ring with a header per buffer fits), each flagged while its buffer lives and cleared \
      when the consumer drops it; the producer waits (the hand-rolled spin) for the next slot. \
      What it takes beyond the control, any ring of that capacity pays.";
+
+/// The note under a table whose cells show CPU time per message (`cpu`).
+pub const CPU_NOTE: &str = "cpu: CPU time per message of the producer + the consumer threads in ns \
+     (`CLOCK_THREAD_CPUTIME_ID`, medians of the runs, summed over a row's threads): what the run cost, \
+     which other work on the machine moves less than the wall time. A thread asleep (a parked waiter, \
+     a consumer on an empty channel) costs nothing; one that spins or yields does.";
 
 /// The floor of a ring of this capacity: the control's slots (capacity / size of
 /// them, more than a ring with headers fits), each with a flag its buffer clears
@@ -610,7 +616,7 @@ pub const CHUNK: usize = 64;
 pub fn consume<T: Send + 'static>(
     rx: mpsc::Receiver<T>,
     max_buffers: usize,
-) -> thread::JoinHandle<()> {
+) -> thread::JoinHandle<Duration> {
     thread::spawn(move || {
         let mut held = Vec::with_capacity(max_buffers);
         for b in rx {
@@ -619,7 +625,32 @@ pub fn consume<T: Send + 'static>(
                 held.clear();
             }
         }
+        drop(held);
+        thread_cpu()
     })
+}
+
+/// CPU time this thread has run (`CLOCK_THREAD_CPUTIME_ID`); zero where the clock
+/// cannot be read.
+pub fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid `timespec` for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// [`Cpu`] of `messages` messages from the producer's and consumer's CPU times.
+fn per_message(producer: Duration, consumer: Duration, messages: usize) -> Cpu {
+    let n = messages.max(1) as f64;
+    Cpu {
+        producer: producer.as_secs_f64() / n,
+        consumer: consumer.as_secs_f64() / n,
+    }
 }
 
 /// The producer loop: random lengths in `1..=size` (same seed for every competitor)
@@ -654,18 +685,21 @@ pub fn produce<B: ByteBufs>(
 /// The clock stops before the allocator itself is dropped.
 pub fn pipeline<B: ByteBufs>(shape: Shape, data: &[u8]) -> Sample {
     let start = Instant::now();
+    let cpu0 = thread_cpu();
     let mut bufs = B::with_capacity(shape.capacity(), shape.size);
     let (tx, rx) = mpsc::channel();
     let consumer = consume(rx, shape.max_buffers);
     let (waits, restarts) = produce(&mut bufs, shape, data, 0xC0FFEE, &tx);
     drop(tx);
-    consumer.join().unwrap();
+    let producer = thread_cpu() - cpu0;
+    let consumer = consumer.join().unwrap();
     let time = start.elapsed();
     drop(bufs);
     Sample {
         time,
         waits,
         restarts,
+        cpu: Some(per_message(producer, consumer, shape.iterations)),
     }
 }
 
@@ -674,32 +708,36 @@ pub fn pipeline<B: ByteBufs>(shape: Shape, data: &[u8]) -> Sample {
 /// allocators are dropped (as in [`pipeline`]).
 pub fn pipelines<B: ByteBufs>(threads: usize, shape: Shape, data: &[u8]) -> Sample {
     let start = Instant::now();
-    let (end, (waits, restarts)) = thread::scope(|s| {
+    let (end, (waits, restarts), (producer, consumer)) = thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || {
+                    let cpu0 = thread_cpu();
                     let mut bufs = B::with_capacity(shape.capacity(), shape.size);
                     let (tx, rx) = mpsc::channel();
                     let consumer = consume(rx, shape.max_buffers);
                     let w = produce(&mut bufs, shape, data, 0xC0FFEE + t as u64, &tx);
                     drop(tx);
-                    consumer.join().unwrap();
+                    let producer = thread_cpu() - cpu0;
+                    let consumer = consumer.join().unwrap();
                     let end = Instant::now();
                     drop(bufs);
-                    (end, w)
+                    (end, w, (producer, consumer))
                 })
             })
             .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap())
-            .fold((start, (0, 0)), |(e, (w, r)), (e2, (w2, r2))| {
-                (e.max(e2), (w + w2, r + r2))
-            })
+        hs.into_iter().map(|h| h.join().unwrap()).fold(
+            (start, (0, 0), (Duration::ZERO, Duration::ZERO)),
+            |(e, (w, r), (p, c)), (e2, (w2, r2), (p2, c2))| {
+                (e.max(e2), (w + w2, r + r2), (p + p2, c + c2))
+            },
+        )
     });
     Sample {
         time: end - start,
         waits,
         restarts,
+        cpu: Some(per_message(producer, consumer, threads * shape.iterations)),
     }
 }
 
@@ -860,10 +898,17 @@ pub fn mimalloc_child(threads: usize, shape: Shape) -> Option<Sample> {
     let secs: f64 = f.next()?.parse().ok()?;
     let waits: u64 = f.next()?.parse().ok()?;
     let restarts: u64 = f.next()?.parse().ok()?;
+    let _rss = f.next();
+    let mut cpu = f.map(|x| x.parse::<f64>().ok());
+    let cpu = match (cpu.next().flatten(), cpu.next().flatten()) {
+        (Some(producer), Some(consumer)) => Some(Cpu { producer, consumer }),
+        _ => None,
+    };
     Some(Sample {
-        time: std::time::Duration::from_secs_f64(secs),
+        time: Duration::from_secs_f64(secs),
         waits,
         restarts,
+        cpu,
     })
 }
 

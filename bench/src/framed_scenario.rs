@@ -72,6 +72,7 @@ fn stats(v: &mut [f64], count: u64) -> Stats {
         max: v[n - 1],
         waits: count,
         restarts: 0,
+        cpu: None,
     }
 }
 

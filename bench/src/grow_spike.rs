@@ -159,6 +159,7 @@ fn value(out: &str, key: &str) -> Option<Stats> {
         max: m,
         waits: 0,
         restarts: 0,
+        cpu: None,
     })
 }
 

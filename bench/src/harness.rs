@@ -85,6 +85,20 @@ pub struct Sample {
     pub waits: u64,
     /// Times the producer dropped a partial buffer and started its message over.
     pub restarts: u64,
+    /// CPU seconds per message of the producer and of the consumer threads, where the
+    /// loop measures them (see [`Cpu`]).
+    pub cpu: Option<Cpu>,
+}
+
+/// CPU time per message of a pipeline's producer and consumer threads
+/// (`CLOCK_THREAD_CPUTIME_ID`, summed over a row's threads): what the run cost, which
+/// the machine's other work moves less than the wall time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cpu {
+    /// Producer seconds per message.
+    pub producer: f64,
+    /// Consumer seconds per message.
+    pub consumer: f64,
 }
 
 impl Sample {
@@ -98,7 +112,7 @@ impl Sample {
 }
 
 /// Median and spread of the repetitions of one competitor, per operation.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Stats {
     /// Median seconds per unit of work.
     pub median: f64,
@@ -110,6 +124,8 @@ pub struct Stats {
     pub waits: u64,
     /// Median of the restarts counted per run.
     pub restarts: u64,
+    /// Medians of the runs' CPU time per message, where every run measured it.
+    pub cpu: Option<Cpu>,
 }
 
 /// A competitor: its column name and one run of the scenario's loop.
@@ -137,10 +153,31 @@ pub fn measure(reps: usize, per: f64, runners: &mut [Runner<'_>]) -> Vec<Option<
             let st = Stats::of(secs, median_count(v.iter().map(|s| s.waits)))?;
             Some(Stats {
                 restarts: median_count(v.iter().map(|s| s.restarts)),
+                cpu: median_cpu(&v),
                 ..st
             })
         })
         .collect()
+}
+
+/// A cell's CPU time per message, producer + consumer, in nanoseconds: `92+61 ns`.
+pub fn fmt_cpu(c: Cpu) -> String {
+    format!("{:.0}+{:.0} ns", c.producer * 1e9, c.consumer * 1e9)
+}
+
+/// The medians of the samples' CPU times per message, producer and consumer apart;
+/// `None` unless every sample has them.
+fn median_cpu(v: &[Sample]) -> Option<Cpu> {
+    let cpus: Vec<Cpu> = v.iter().map(|s| s.cpu).collect::<Option<_>>()?;
+    let mid = |f: fn(&Cpu) -> f64| {
+        let mut x: Vec<f64> = cpus.iter().map(f).collect();
+        x.sort_by(f64::total_cmp);
+        (!x.is_empty()).then(|| median(&x))
+    };
+    Some(Cpu {
+        producer: mid(|c| c.producer)?,
+        consumer: mid(|c| c.consumer)?,
+    })
 }
 
 /// The median of some counts (the upper one of an even number), 0 for none.
@@ -164,6 +201,7 @@ impl Stats {
             max: secs[secs.len() - 1],
             waits,
             restarts: 0,
+            cpu: None,
         })
     }
 }
@@ -476,8 +514,12 @@ impl Table {
                             ),
                             _ => String::new(),
                         };
+                        let cpu = match st.cpu {
+                            Some(c) => format!("; cpu {}", fmt_cpu(c)),
+                            None => String::new(),
+                        };
                         format!(
-                            "{}{ratio} <sub>{}{reference}</sub>",
+                            "{}{ratio} <sub>{}{reference}{cpu}</sub>",
                             self.fmt_time(st.median),
                             self.md_spread(*st),
                         )
@@ -772,6 +814,7 @@ pub fn spread(xs: &[f64]) -> Option<Stats> {
         max: v[n - 1],
         waits: 0,
         restarts: 0,
+        cpu: None,
     })
 }
 
@@ -783,6 +826,7 @@ pub fn mib_stats(m: f64) -> Stats {
         max: m,
         waits: 0,
         restarts: 0,
+        cpu: None,
     }
 }
 
@@ -797,6 +841,7 @@ mod tests {
             max: median,
             waits: 0,
             restarts: 0,
+            cpu: None,
         })
     }
 

@@ -106,6 +106,7 @@ pub fn run(cfg: &Config) -> Table {
          with mimalloc as `#[global_allocator]`."
             .into(),
         buffers::BOUNDED_NOTE.into(),
+        buffers::CPU_NOTE.into(),
     ];
     if cfg!(feature = "ringmem-rows") {
         t.notes.push(

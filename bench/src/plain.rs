@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use crate::harness::{Ratio, Stats, Table, Unit};
+use crate::harness::{fmt_cpu, Ratio, Stats, Table, Unit};
 
 /// The longest line this module prints.
 pub const WIDTH: usize = 100;
@@ -234,6 +234,9 @@ impl Table {
         if let (Ratio::Slowdown(_), Some(q)) = (&self.ratio, self.reference(row, col)) {
             lines.push(format!("quiet {}", self.fmt_time(q.median)));
         }
+        if let Some(c) = st.cpu {
+            lines.push(format!("cpu {}", fmt_cpu(c)));
+        }
         lines
     }
 
@@ -419,6 +422,7 @@ mod tests {
             max,
             waits: 3,
             restarts: 1,
+            cpu: None,
         })
     }
 

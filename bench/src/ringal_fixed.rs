@@ -248,6 +248,7 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
         } else {
             buffers::BOUNDED_NOTE.into()
         },
+        buffers::CPU_NOTE.into(),
     ];
     if cfg!(feature = "ringmem-rows") {
         notes.push(match (extendable, variant) {

@@ -675,6 +675,7 @@ mod tests {
             max,
             waits: 0,
             restarts: 0,
+            cpu: None,
         }
     }
 

@@ -482,6 +482,7 @@ mod tests {
             max: median + spread,
             waits: 0,
             restarts: 0,
+            cpu: None,
         })
     }
 

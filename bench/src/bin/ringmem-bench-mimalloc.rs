@@ -7,7 +7,8 @@
 //! ringmem-bench-mimalloc THREADS ITERATIONS SIZE MAX_BUFFERS fixed|ext [published|full|restart [RING_FACTOR]]
 //! ```
 //!
-//! It prints `seconds waits restarts peak_rss_mib` on one line.
+//! It prints `seconds waits restarts peak_rss_mib producer_cpu consumer_cpu` on one
+//! line, the CPU times in seconds per message.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -50,11 +51,14 @@ fn main() {
     } else {
         buffers::pipelines::<buffers::SysVec>(threads, shape, &data)
     };
+    let cpu = s.cpu.unwrap_or_default();
     println!(
-        "{} {} {} {:.1}",
+        "{} {} {} {:.1} {:e} {:e}",
         s.time.as_secs_f64(),
         s.waits,
         s.restarts,
-        harness::peak_rss_mib().unwrap_or(0.0)
+        harness::peak_rss_mib().unwrap_or(0.0),
+        cpu.producer,
+        cpu.consumer
     );
 }
