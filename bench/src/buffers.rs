@@ -549,8 +549,8 @@ pub enum Variant {
     Published,
     /// Every message at the full buffer size; waits as [`Variant::Published`].
     FullSize,
-    /// Extendable only: the full size in 64-byte `write_all` calls; a failed write
-    /// drops the partial buffer and starts the message over.
+    /// Extendable only: the published lengths in 64-byte `write_all` calls; a failed
+    /// write drops the partial buffer and starts the message over.
     Restart,
 }
 
@@ -666,8 +666,8 @@ pub fn produce<B: ByteBufs>(
     let (mut waits, mut restarts) = (0, 0);
     for _ in 0..shape.iterations {
         let len = match shape.variant {
-            Variant::Published => rng.range(1, shape.size),
-            Variant::FullSize | Variant::Restart => shape.size,
+            Variant::Published | Variant::Restart => rng.range(1, shape.size),
+            Variant::FullSize => shape.size,
         };
         let data = &data[..len];
         let b = match (shape.extendable, shape.variant) {

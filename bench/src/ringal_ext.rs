@@ -1,7 +1,7 @@
 //! Scenario 2, ringal's "extendable buffer (chunked writes)" table: the same five
 //! rows as the fixed table, but each buffer starts empty and grows while the
 //! random length is written in 64-byte chunks, then is sent to the consumer; and
-//! the variants users write (full size, drop and restart on failure).
+//! the variants users write (full size; drop and restart on failure).
 
 use crate::harness::{Config, Table};
 

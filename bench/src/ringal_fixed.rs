@@ -155,9 +155,7 @@ fn title(extendable: bool, variant: Variant) -> &'static str {
         (false, _) => "ringal: fixed buffers, full-size writes",
         (true, Variant::Published) => "ringal: extendable buffers, chunked 64-byte writes",
         (true, Variant::FullSize) => "ringal: extendable buffers, full-size chunked writes",
-        (true, Variant::Restart) => {
-            "ringal: extendable buffers, full-size write_all, restart on failure"
-        }
+        (true, Variant::Restart) => "ringal: extendable buffers, write_all, restart on failure",
     }
 }
 
@@ -223,7 +221,7 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
          A run includes creating the ring (ringal's numbers are whole-process hyperfine runs) but not dropping it."
             .into(),
         match variant {
-            Variant::Published => "Lengths are uniform in 1..=buffer size, the same stream for every column; `std::sync::mpsc` unbounded channel \
+            Variant::Published | Variant::Restart => "Lengths are uniform in 1..=buffer size, the same stream for every column; `std::sync::mpsc` unbounded channel \
                  (ringal's benchmark code is not published; its README says \"unbounded channel\" and ringal has no dependencies).",
             _ => "Every message is written at the full buffer size (the published loop writes half of it on average); \
                  `std::sync::mpsc` unbounded channel, as in the published table.",
@@ -240,7 +238,7 @@ fn notes(extendable: bool, variant: Variant) -> Vec<String> {
         "waits: median number of times the producer found its ring full (`None`) and yielded (the hand-rolled spin: \
          8 pause instructions, a yield every 8th time)."
             .into(),
-        if extendable && variant == Variant::Published {
+        if extendable && variant != Variant::FullSize {
             format!(
                 "{} Here, with lengths below the size, a ring packs more messages than it has slots: it is stricter than a ring.",
                 buffers::BOUNDED_NOTE
