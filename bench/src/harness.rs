@@ -112,7 +112,7 @@ impl Sample {
 }
 
 /// Median and spread of the repetitions of one competitor, per operation.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Stats {
     /// Median seconds per unit of work.
     pub median: f64,
