@@ -186,6 +186,45 @@ pub fn summary(sections: &[(&str, Load)]) -> String {
     }
 }
 
+/// Nanoseconds a cache line takes to go from one thread to another and back: two
+/// threads hand one atomic word to each other `turns` times; the median over batches
+/// of 100 turns (a batch the scheduler interrupted does not count), per turn. `None`
+/// on one CPU, where a turn would be a time slice. On a VM it moves with where the host
+/// puts the two vCPUs, and the rows whose buffers carry a word their consumer writes
+/// back (a ring's header) move with it; the bounded control's packed flags do not.
+pub fn round_trip(turns: u64) -> Option<f64> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const BATCH: u64 = 100;
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return None;
+    }
+    let turns = turns.div_ceil(BATCH) * BATCH;
+    let word = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..turns {
+                while word.load(Ordering::Acquire) != 2 * i + 1 {
+                    std::hint::spin_loop();
+                }
+                word.store(2 * i + 2, Ordering::Release);
+            }
+        });
+        let mut batches = Vec::with_capacity((turns / BATCH) as usize);
+        for b in 0..turns / BATCH {
+            let start = std::time::Instant::now();
+            for i in b * BATCH..(b + 1) * BATCH {
+                word.store(2 * i + 1, Ordering::Release);
+                while word.load(Ordering::Acquire) != 2 * i + 2 {
+                    std::hint::spin_loop();
+                }
+            }
+            batches.push(start.elapsed().as_nanos() as f64 / BATCH as f64);
+        }
+        batches.sort_by(f64::total_cmp);
+        batches.get(batches.len() / 2).copied()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +305,13 @@ mod tests {
         assert!(
             summary(&[("framed", Load::Quiet), ("conns", Load::Unknown)]).starts_with("Load not")
         );
+    }
+
+    #[test]
+    fn a_round_trip_takes_some_time_on_two_cpus() {
+        match round_trip(100) {
+            Some(ns) => assert!(ns > 1.0 && ns < 1e7, "{ns} ns"),
+            None => assert!(std::thread::available_parallelism().map_or(1, |n| n.get()) < 2),
+        }
     }
 }

@@ -82,6 +82,9 @@ const SCENARIOS: [(&str, Scenario, Cases); 11] = [
     ("grow-spike", grow_spike::run, grow_spike::case_count),
 ];
 
+/// Turns of [`load::round_trip`] before and after each of the pipelines' sections.
+const ROUND_TRIP_TURNS: u64 = 20_000;
+
 /// The scenarios with a `Vec (mimalloc global)` column (a `ringmem-bench-mimalloc` child).
 const MIMALLOC_CHILD_SCENARIOS: [&str; 4] = ["ringal-fixed", "ringal-ext", "many-threads", "busy"];
 
@@ -285,9 +288,21 @@ fn main() {
         }
         progress::scenario(id, cases(&cfg) as u64);
         let t = Instant::now();
+        // The pipelines' rows move with the machine's cross-core latency: said beside them.
+        let pipes = MIMALLOC_CHILD_SCENARIOS.contains(&id);
+        let trip = || pipes.then(|| load::round_trip(ROUND_TRIP_TURNS)).flatten();
+        let trip_before = trip();
         let before = load::read();
         let tables = run(&cfg);
         let under = load::under_load(before, load::read());
+        let trip_note = match (trip_before, trip()) {
+            (Some(a), Some(b)) => Some(format!(
+                "A cache line's round trip between two threads of this process: {a:.0} ns before this \
+                 section, {b:.0} ns after (the median of batches over {ROUND_TRIP_TURNS} turns). Rows whose buffers carry \
+                 a word their consumer writes back (a ring's header) slow down as it grows."
+            )),
+            _ => None,
+        };
         let mark = under.note();
         // A section that made no table (skipped) has no load to report.
         if !tables.is_empty() {
@@ -298,6 +313,9 @@ fn main() {
         for mut table in tables {
             // A section measured under load says so in each table's title and verdict;
             // the tables of figures, whose verdicts are notes, in a last note too.
+            if let (Some(n), false) = (&trip_note, table.unit.is_figure()) {
+                table.notes.push(n.clone());
+            }
             if let Some(m) = &mark {
                 table.title.push_str(&format!(" ({m})"));
                 if table.unit.is_figure() {
