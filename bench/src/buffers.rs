@@ -899,11 +899,13 @@ pub fn mimalloc_child(threads: usize, shape: Shape) -> Option<Sample> {
     let waits: u64 = f.next()?.parse().ok()?;
     let restarts: u64 = f.next()?.parse().ok()?;
     let _rss = f.next();
-    let mut cpu = f.map(|x| x.parse::<f64>().ok());
-    let cpu = match (cpu.next().flatten(), cpu.next().flatten()) {
-        (Some(producer), Some(consumer)) => Some(Cpu { producer, consumer }),
-        _ => None,
-    };
+    let mut num = || f.next()?.parse::<f64>().ok();
+    let cpu = (|| {
+        Some(Cpu {
+            producer: num()?,
+            consumer: num()?,
+        })
+    })();
     Some(Sample {
         time: Duration::from_secs_f64(secs),
         waits,

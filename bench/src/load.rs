@@ -220,8 +220,7 @@ pub fn round_trip(turns: u64) -> Option<f64> {
             }
             batches.push(start.elapsed().as_nanos() as f64 / BATCH as f64);
         }
-        batches.sort_by(f64::total_cmp);
-        batches.get(batches.len() / 2).copied()
+        crate::harness::spread(&batches).map(|s| s.median)
     })
 }
 

@@ -375,21 +375,20 @@ impl<'r> ExtBuf<'r> {
             // over where room lies further on (the regions a try steps over are
             // often live while a free run follows them). A loop that retries on the
             // same buffer pays the lap once; its later tries cost what a claim's do.
-            let mut lap = false;
-            loop {
-                // SAFETY: our unique handle, on the ring's thread; a ring region's
-                // data follows its header (claimed with alignment WORD), `len <= min`;
-                // on success the old region is given up (replaced below).
-                if let Some(c) = unsafe { self.ring.relocate(self.hdr, self.len, min, lap) } {
-                    self.hdr = c.hdr;
-                    self.ptr = c.data;
-                    self.cap = c.cap;
-                    return Ok(());
-                }
-                if lap || self.lapped || self.ring.when_full() != WhenFull::Fail {
-                    break;
-                }
-                (lap, self.lapped) = (true, true);
+            // SAFETY: our unique handle, on the ring's thread; a ring region's data
+            // follows its header (claimed with alignment WORD), `len <= min`; on
+            // success the old region is given up (replaced below).
+            let mut moved = unsafe { self.ring.relocate(self.hdr, self.len, min, false) };
+            if moved.is_none() && self.ring.when_full() == WhenFull::Fail && !self.lapped {
+                self.lapped = true;
+                // SAFETY: as above.
+                moved = unsafe { self.ring.relocate(self.hdr, self.len, min, true) };
+            }
+            if let Some(c) = moved {
+                self.hdr = c.hdr;
+                self.ptr = c.data;
+                self.cap = c.cap;
+                return Ok(());
             }
             if self.ring.when_full() == WhenFull::Fail {
                 return Err(err);
