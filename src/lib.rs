@@ -32,6 +32,9 @@ pub mod codec;
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod io;
 pub mod slab;
+#[cfg(uring)]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "io-uring", target_os = "linux"))))]
+pub mod uring;
 /// The guide: every part of the crate with an example, how the ring works, how it
 /// behaves under failure, the naming grammar, migrating from ringal, and how the crate
 /// is checked (`docs/guide.md`). Nothing but documentation.

@@ -211,6 +211,41 @@ impl FixedBuf {
         self.len = self.len.min(len);
     }
 
+    /// A handle to `len` bytes from `off` past this handle's first byte, sharing its
+    /// region (a count more): the io_uring path's view of bytes the kernel completed
+    /// into a provided buffer that this handle holds.
+    ///
+    /// # Safety
+    /// The bytes lie inside the region, are initialised, and nothing writes them while
+    /// any handle views them.
+    #[cfg(uring)]
+    pub(crate) unsafe fn view_ahead(&self, off: usize, len: usize) -> FixedBuf {
+        let mut view = self.clone();
+        // SAFETY: inside the region, as the caller promises.
+        view.ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(off)) };
+        view.len = len;
+        view
+    }
+
+    /// Takes `next` into this view when its bytes follow this view's in the same
+    /// region (two completions of one receive, back to back in one buffer); else gives
+    /// it back.
+    #[cfg(uring)]
+    pub(crate) fn try_join(&mut self, next: FixedBuf) -> Result<(), FixedBuf> {
+        if next.hdr != self.hdr || next.ptr.as_ptr() != self.ptr.as_ptr().wrapping_add(self.len) {
+            return Err(next);
+        }
+        self.len += next.len;
+        Ok(()) // `next`'s count goes with it
+    }
+
+    /// The first byte's address, with the provenance the region was claimed with (a
+    /// writer's): the io_uring path publishes it to the kernel.
+    #[cfg(uring)]
+    pub(crate) fn raw_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
     /// Drops the first `n` bytes from view without touching the count (`split_to`,
     /// `bytes::Buf::advance`, and the framed reader's cursor over a region it has
     /// yielded frames from).

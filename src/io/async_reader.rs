@@ -135,7 +135,7 @@ impl Probe {
 /// 8 KiB a unit the 4-connection framed rows ran 10-20 % slower than with none; at 16
 /// KiB they ran as without, and the p99.9 latency of the 100 streams stayed level with
 /// `FramedRead`'s (single runs each: see the commit that set it).
-const COOP_BYTES: usize = 16 << 10;
+pub(crate) const COOP_BYTES: usize = 16 << 10;
 
 /// What a frame costs against [`COOP_BYTES`]: its bytes and a word, so that empty
 /// frames count too.

@@ -47,11 +47,15 @@ mod writer;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_reader::AsyncFramedReader;
+#[cfg(uring)]
+pub(crate) use async_reader::COOP_BYTES;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_writer::AsyncFramedWriter;
 pub use decoder::{Decode, Decoder, Frame, FrameError, LengthDelimited, Lines, Resync};
 pub use encoder::{Encoder, Framing};
+#[cfg(uring)]
+pub(crate) use pool::Memory;
 pub use pool::ReadPool;
 pub use reader::FramedReader;
 pub use resp::{Resp, RespArgs};

@@ -1,0 +1,720 @@
+//! The kernel side: an io_uring instance, its provided-buffer group over a ring, each
+//! connection's multishot receive, and the task that reaps their completions.
+//!
+//! Everything the kernel shares sits in [`State`], behind one lock that is held per
+//! batch of completions, per submission and per connection made or dropped, never per
+//! frame: a reader takes its connection's views from its [`Queue`] (a lock of its own)
+//! and finds frames in them without the group's lock.
+
+use core::pin::Pin;
+use core::ptr::NonNull;
+use std::alloc::Layout;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use super::books::{Books, Entry};
+use crate::ring::wait::{poll_until, Span, TaskSlot};
+use crate::{FixedBuf, FixedBufMut, Ring};
+
+/// The group's id: one group per io_uring instance.
+const BGID: u16 = 0;
+
+/// `IOU_PBUF_RING_INC`, incremental consumption (Linux 6.12): the io-uring crate does
+/// not name it.
+const PBUF_RING_INC: u16 = 2;
+
+/// Bytes of the least buffer published when the ring has no room for a whole one.
+const LEAST_BUF: usize = 4 << 10;
+
+/// How often, at most, the driver gives the ring's free pages back to the system (a
+/// walk of its headers, under the lock): see `Ring::give_back_pages`.
+const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a group dropped with receives in flight waits for their last completions
+/// before it leaks their buffers instead.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// `user_data` of a connection's receive, and of its cancellation: the connection's
+/// index, its generation (an index is reused), and the kind.
+fn user_data(id: u32, gen: u32, cancel: bool) -> u64 {
+    (u64::from(id) << 32) | (u64::from(gen & 0x7fff_ffff) << 1) | u64::from(cancel)
+}
+
+/// The group's settings, as `UringOptions` gives them.
+pub(crate) struct Config {
+    pub(crate) bytes: usize,
+    pub(crate) buf_len: usize,
+    pub(crate) incremental: Option<bool>,
+    pub(crate) queue_cap: usize,
+    /// Buffers the kernel holds at most.
+    pub(crate) buffers: usize,
+}
+
+/// The count of one receive path's events, as `UringStats` shows them.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) completions: AtomicU64,
+    pub(crate) out_of_buffers: AtomicU64,
+    pub(crate) rearms: AtomicU64,
+    pub(crate) pauses: AtomicU64,
+    pub(crate) published: AtomicU64,
+}
+
+/// What the group's handles, its readers and its driver share.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Group handles and readers alive: the driver ends once there are none and no
+    /// receive is in flight.
+    users: AtomicUsize,
+    /// The ring's span, which a release that makes room falls in.
+    span: Span,
+    pub(crate) incremental: bool,
+    pub(crate) buf_len: usize,
+    pub(crate) counters: Counters,
+}
+
+/// A connection's received bytes, handed from the driver to its reader.
+#[derive(Default)]
+pub(crate) struct Queue {
+    /// Views of completions, in order.
+    pub(crate) chunks: VecDeque<FixedBuf>,
+    /// Their bytes.
+    pub(crate) bytes: usize,
+    /// The reader's task.
+    pub(crate) waker: Option<Waker>,
+    /// How the receive ended for good: the peer closed (`Ok`), or an error.
+    pub(crate) end: Option<io::Result<()>>,
+    /// The receive was stopped because the queue held too much: the reader starts it
+    /// again once it has taken the bytes ([`Shared::resume`]).
+    pub(crate) paused: bool,
+}
+
+/// Where a connection's receive stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Recv {
+    /// Submitted and not ended: the kernel may complete into the group's buffers.
+    Armed,
+    /// Its cancellation is submitted; the last completion is still to come.
+    Cancelling,
+    /// Ended: no completion is to come.
+    Idle,
+}
+
+struct Conn {
+    /// Kept open until the last completion (the receive holds the file anyway).
+    _fd: OwnedFd,
+    queue: Arc<Mutex<Queue>>,
+    gen: u32,
+    recv: Recv,
+    /// Its reader is gone: the connection goes once its receive has ended.
+    closing: bool,
+    /// Waiting for buffers after `ENOBUFS`.
+    parked: bool,
+}
+
+/// The group's entry array, shared with the kernel: page-aligned, its tail in the first
+/// entry's last field.
+struct EntryRing {
+    ptr: NonNull<RawEntry>,
+    entries: u16,
+    /// The tail as published and after the entries pushed since.
+    tail: u16,
+}
+
+/// `struct io_uring_buf`.
+#[repr(C)]
+struct RawEntry {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+// SAFETY: the array is this value's alone (and the kernel's, which does not care which
+// thread publishes); it moves with the state, behind its lock.
+unsafe impl Send for EntryRing {}
+
+impl EntryRing {
+    fn layout(entries: u16) -> Layout {
+        let bytes = (usize::from(entries) * core::mem::size_of::<RawEntry>()).max(4096);
+        Layout::from_size_align(bytes, 4096).expect("a page-aligned array of at most 512 KiB")
+    }
+
+    fn new(entries: u16) -> Option<EntryRing> {
+        let layout = Self::layout(entries);
+        let ptr = crate::raw::alloc(layout)?;
+        // SAFETY: `layout.size()` bytes were just allocated.
+        unsafe { ptr.as_ptr().write_bytes(0, layout.size()) };
+        Some(EntryRing {
+            ptr: ptr.cast(),
+            entries,
+            tail: 0,
+        })
+    }
+
+    fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as usize as u64
+    }
+
+    /// Writes `e` at the tail (seen by the kernel once [`publish`](Self::publish)ed).
+    fn push(&mut self, e: Entry) {
+        let slot = usize::from(self.tail & (self.entries - 1));
+        // SAFETY: `slot < entries`. An id per published entry, `e`'s free: the kernel is
+        // done with the entry replaced, and reads this one once the tail moves past it.
+        // The tail (the first entry's `resv`) is not written here.
+        unsafe {
+            let p = self.ptr.as_ptr().add(slot);
+            core::ptr::addr_of_mut!((*p).addr).write_volatile(e.addr as usize as u64);
+            core::ptr::addr_of_mut!((*p).len).write_volatile(e.len);
+            core::ptr::addr_of_mut!((*p).bid).write_volatile(e.bid);
+        }
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Shows the kernel the entries pushed so far.
+    fn publish(&self) {
+        // SAFETY: the tail is the first entry's `resv`, a 2-byte-aligned u16 inside the
+        // array, which only this store writes (the kernel reads it with an acquire).
+        let tail = unsafe { &*core::ptr::addr_of!((*self.ptr.as_ptr()).resv).cast::<AtomicU16>() };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    /// Frees the array.
+    ///
+    /// # Safety
+    /// The kernel no longer has it (the group is unregistered), and it is not used again.
+    unsafe fn free(&mut self) {
+        // SAFETY: allocated in `new` with this layout; the caller promises the rest.
+        unsafe { crate::raw::dealloc(self.ptr.cast(), Self::layout(self.entries)) };
+    }
+}
+
+/// What the lock guards: all that the kernel shares with the group.
+pub(crate) struct State {
+    ring: Ring,
+    books: Books,
+    entries: EntryRing,
+    conns: Vec<Option<Conn>>,
+    free_ids: Vec<u32>,
+    /// The next connection's generation (an id is reused; a stale completion is not
+    /// taken for the new connection's).
+    next_gen: u32,
+    /// Bytes a connection's queue holds before its receive is paused.
+    queue_cap: usize,
+    buf_len: usize,
+    /// The driver's task, woken when the last user goes.
+    driver: Option<Waker>,
+    /// Tasks to wake once the lock is let go.
+    wake: Vec<Waker>,
+    /// Connections parked after `ENOBUFS` (or whose receive ended for another
+    /// reason), to start again once the kernel has buffers; an id may be stale (its
+    /// connection gone, or started again): its `Conn::parked` says.
+    parked: Vec<u32>,
+    /// When free pages of the ring last went back to the system.
+    given_back: Instant,
+    /// Dropped last (see `Drop`), or leaked.
+    uring: ManuallyDrop<IoUring>,
+}
+
+/// The group's io_uring instance, for `AsyncFd`.
+struct UringFd(RawFd);
+
+impl AsRawFd for UringFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// Why a group could not be made: see `UringError`.
+pub(crate) enum StartError {
+    NoRuntime,
+    Refused(io::Error),
+    Other(io::Error),
+}
+
+impl Shared {
+    /// Sets up the io_uring instance and its group, publishes the first buffers and
+    /// spawns the driver on the current tokio runtime.
+    pub(crate) fn start(config: Config) -> Result<Arc<Shared>, StartError> {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let uring = IoUring::builder()
+            .setup_cqsize(4096)
+            .build(256)
+            .map_err(StartError::Refused)?;
+        let buf_len = config.buf_len.clamp(LEAST_BUF, u32::MAX as usize >> 1);
+        let bytes = config.bytes.max(buf_len);
+        let ring = Ring::builder()
+            .capacity(bytes)
+            .build()
+            .map_err(|e| StartError::Other(io::Error::new(io::ErrorKind::OutOfMemory, e)))?;
+        // An id per buffer the kernel may hold: few, so that the buffers the kernel
+        // cycles through (and the pages it touches) are few; the rest of the ring is for
+        // the frames the application keeps.
+        let buffers = config.buffers.clamp(1, 1 << 15);
+        let entries = u16::try_from(buffers.next_power_of_two()).expect("at most 2^15");
+        let entry_ring = EntryRing::new(entries)
+            .ok_or_else(|| StartError::Other(io::ErrorKind::OutOfMemory.into()))?;
+        let register = |flags| {
+            // SAFETY: the array is page-aligned, `entries` long, zeroed, and lives until
+            // the group is unregistered (`State`'s drop) or for ever (leaked there).
+            unsafe {
+                uring.submitter().register_buf_ring_with_flags(
+                    entry_ring.addr(),
+                    entries,
+                    BGID,
+                    flags,
+                )
+            }
+        };
+        let incremental = match config.incremental {
+            Some(false) => register(0).map(|()| false),
+            Some(true) => register(PBUF_RING_INC).map(|()| true),
+            None => register(PBUF_RING_INC)
+                .map(|()| true)
+                .or_else(|_| register(0).map(|()| false)),
+        };
+        let incremental = match incremental {
+            Ok(inc) => inc,
+            Err(e) => {
+                let mut entry_ring = entry_ring;
+                // SAFETY: never registered.
+                unsafe { entry_ring.free() };
+                return Err(StartError::Refused(e));
+            }
+        };
+        let fd = uring.as_raw_fd();
+        let span = ring.span();
+        let mut state = State {
+            ring,
+            books: Books::new(entries),
+            entries: entry_ring,
+            conns: Vec::new(),
+            free_ids: Vec::new(),
+            next_gen: 0,
+            queue_cap: config.queue_cap.max(buf_len),
+            buf_len,
+            driver: None,
+            wake: Vec::new(),
+            parked: Vec::new(),
+            given_back: Instant::now(),
+            uring: ManuallyDrop::new(uring),
+        };
+        let counters = Counters::default();
+        // From the start, claims stay low in the ring while what is live fits there.
+        state.ring.give_back_pages();
+        state.refill(false, &counters);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            users: AtomicUsize::new(1),
+            span,
+            incremental,
+            buf_len,
+            counters,
+        });
+        let _guard = rt.enter();
+        // The descriptor stays open while the `AsyncFd` lives: the driver drops it (its
+        // first field) before its count of `Shared`, which owns the instance. (The
+        // unsafe `register_with_interest` that says so is in tokio 1.51.6 and 1.53.3 on,
+        // newer than this crate's tokio floor.)
+        #[allow(deprecated)]
+        let fd =
+            AsyncFd::with_interest(UringFd(fd), Interest::READABLE).map_err(StartError::Other)?;
+        rt.spawn(Driver {
+            fd,
+            shared: Arc::clone(&shared),
+            room: TaskSlot::default(),
+        });
+        Ok(shared)
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a new user (a group handle or a reader).
+    pub(crate) fn add_user(&self) {
+        // Relaxed: as `Arc`'s increment, from a user that exists.
+        self.users.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A user goes: the last wakes the driver, which ends once no receive is in flight.
+    pub(crate) fn drop_user(&self) {
+        if self.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let driver = self.lock().driver.take();
+            if let Some(w) = driver {
+                w.wake();
+            }
+        }
+    }
+
+    /// Registers a connection reading `fd` and starts its receive: its id,
+    /// generation and queue.
+    pub(crate) fn connect(&self, fd: OwnedFd) -> io::Result<(u32, u32, Arc<Mutex<Queue>>)> {
+        let queue = Arc::new(Mutex::new(Queue::default()));
+        let mut st = self.lock();
+        let id = match st.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                let id = u32::try_from(st.conns.len())
+                    .map_err(|_| io::Error::other("more than 2^32 connections on one group"))?;
+                st.conns.push(None);
+                id
+            }
+        };
+        let gen = st.next_gen;
+        st.next_gen = gen.wrapping_add(1) & 0x7fff_ffff;
+        st.conns[id as usize] = Some(Conn {
+            _fd: fd,
+            queue: Arc::clone(&queue),
+            gen,
+            recv: Recv::Idle,
+            closing: false,
+            parked: false,
+        });
+        st.arm(id);
+        st.submit();
+        Ok((id, gen, queue))
+    }
+
+    /// Starts a paused connection's receive again.
+    pub(crate) fn resume(&self, id: u32, gen: u32) {
+        let mut st = self.lock();
+        let idle = st
+            .conn(id, gen)
+            .is_some_and(|c| c.recv == Recv::Idle && !c.closing);
+        if idle {
+            self.counters.rearms.fetch_add(1, Ordering::Relaxed);
+            st.arm(id);
+            st.submit();
+        }
+    }
+
+    /// Its reader is gone: cancels the connection's receive; the connection goes with
+    /// its last completion.
+    pub(crate) fn close(&self, id: u32, gen: u32) {
+        let mut st = self.lock();
+        st.close(id, gen);
+        st.submit();
+    }
+
+    /// The ring's bytes in use, and buffers published.
+    pub(crate) fn ring_stats(&self) -> (crate::RingStats, usize) {
+        let st = self.lock();
+        (st.ring.stats(), st.books.published())
+    }
+}
+
+impl State {
+    fn conn(&mut self, id: u32, gen: u32) -> Option<&mut Conn> {
+        (self.conns.get_mut(id as usize))
+            .and_then(Option::as_mut)
+            .filter(|c| c.gen == gen)
+    }
+
+    fn push(&mut self, sqe: &squeue::Entry) {
+        loop {
+            // SAFETY: the receives' buffers are the group's, which live until their
+            // last completion (see `Drop`); a cancellation holds no memory.
+            if unsafe { self.uring.submission().push(sqe) }.is_ok() {
+                return;
+            }
+            // The queue is full: hand it to the kernel first.
+            if self.uring.submit().is_err() {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Hands the queued submissions to the kernel (a failure is retried at the
+    /// driver's next turn).
+    fn submit(&mut self) {
+        if !self.uring.submission().is_empty() {
+            _ = self.uring.submit();
+        }
+    }
+
+    fn arm(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let (gen, fd) = (c.gen, c._fd.as_raw_fd());
+        c.recv = Recv::Armed;
+        c.parked = false;
+        let sqe = opcode::RecvMulti::new(types::Fd(fd), BGID)
+            .build()
+            .user_data(user_data(id, gen, false));
+        self.push(&sqe);
+    }
+
+    fn cancel(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.recv != Recv::Armed {
+            return;
+        }
+        c.recv = Recv::Cancelling;
+        let gen = c.gen;
+        let sqe = opcode::AsyncCancel::new(user_data(id, gen, false))
+            .build()
+            .user_data(user_data(id, gen, true));
+        self.push(&sqe);
+    }
+
+    fn close(&mut self, id: u32, gen: u32) {
+        let Some(c) = self.conn(id, gen) else {
+            return;
+        };
+        c.closing = true;
+        match c.recv {
+            Recv::Armed => self.cancel(id),
+            Recv::Cancelling => {}
+            Recv::Idle => self.remove(id),
+        }
+    }
+
+    fn remove(&mut self, id: u32) {
+        if self.conns[id as usize].take().is_some() {
+            self.free_ids.push(id);
+        }
+    }
+
+    /// Routes every completion waiting: a receive's bytes to its connection's queue,
+    /// its end to the connection's state.
+    fn reap(&mut self, counters: &Counters) {
+        loop {
+            let Some(cqe) = self.uring.completion().next() else {
+                return;
+            };
+            self.route(cqe.user_data(), cqe.result(), cqe.flags(), counters);
+        }
+    }
+
+    fn route(&mut self, ud: u64, res: i32, flags: u32, counters: &Counters) {
+        if ud & 1 == 1 {
+            return; // a cancellation's own completion
+        }
+        counters.completions.fetch_add(1, Ordering::Relaxed);
+        let (id, gen) = ((ud >> 32) as u32, ((ud >> 1) & 0x7fff_ffff) as u32);
+        let got = cqueue::buffer_select(flags).map(|bid| {
+            (self.books)
+                .complete(bid, res.max(0) as usize, cqueue::buffer_more(flags))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        });
+        let queue_cap = self.queue_cap;
+        let Some(c) = self.conn(id, gen) else {
+            return; // gone: the view, if any, is dropped
+        };
+        let mut q = c.queue.lock().unwrap_or_else(|e| e.into_inner());
+        match got {
+            Some(Ok(view)) if !view.is_empty() && !c.closing => {
+                q.bytes += view.len();
+                q.chunks.push_back(view);
+            }
+            Some(Err(e)) if q.end.is_none() => q.end = Some(Err(e)),
+            _ => {}
+        }
+        let mut pause = false;
+        let mut parked = false;
+        if !cqueue::more(flags) {
+            let was = core::mem::replace(&mut c.recv, Recv::Idle);
+            const ENOBUFS: i32 = -libc::ENOBUFS;
+            const ECANCELED: i32 = -libc::ECANCELED;
+            match res {
+                _ if c.closing => {}
+                0 => q.end = q.end.take().or(Some(Ok(()))),
+                ENOBUFS if was == Recv::Armed => {
+                    counters.out_of_buffers.fetch_add(1, Ordering::Relaxed);
+                    parked = true;
+                }
+                ECANCELED | ENOBUFS => q.paused = true,
+                1.. if was == Recv::Cancelling => q.paused = true,
+                // Ended for another reason (completions overflowed): started again as a
+                // parked receive is.
+                1.. => parked = true,
+                e => q.end = q.end.take().or(Some(Err(io::Error::from_raw_os_error(-e)))),
+            }
+        } else if q.bytes > queue_cap && c.recv == Recv::Armed {
+            pause = true;
+        }
+        let waker = q.waker.take();
+        drop(q);
+        let newly_parked = parked && !core::mem::replace(&mut c.parked, true);
+        let gone = c.closing && c.recv == Recv::Idle;
+        self.wake.extend(waker);
+        if gone {
+            self.remove(id);
+        } else if newly_parked {
+            self.parked.push(id);
+        }
+        if pause {
+            counters.pauses.fetch_add(1, Ordering::Relaxed);
+            self.cancel(id);
+        }
+    }
+
+    /// A region for a buffer: a whole one, else at least [`LEAST_BUF`] bytes grown over
+    /// its free run; with `walk`, after a walk of the ring (see `Ring::unstick_if`).
+    fn claim(&self, walk: bool) -> Option<FixedBufMut> {
+        self.ring.unstick_if(walk);
+        if let Some(region) = self.ring.fixed(self.buf_len) {
+            return Some(region);
+        }
+        let mut region = self.ring.fixed(LEAST_BUF)?;
+        region.grow_in(self.buf_len, &self.ring);
+        Some(region)
+    }
+
+    /// Publishes a buffer under every free id the ring has room for, then restarts the
+    /// parked receives if the kernel has buffers. `true` if any was published.
+    fn refill(&mut self, walk: bool, counters: &Counters) -> bool {
+        let mut any = false;
+        let mut walk = walk;
+        while self.books.free() > 0 {
+            let Some(region) = self.claim(core::mem::replace(&mut walk, false)) else {
+                break;
+            };
+            let entry = self.books.publish(region).expect("an id is free");
+            self.entries.push(entry);
+            any = true;
+            counters.published.fetch_add(1, Ordering::Relaxed);
+        }
+        if any {
+            self.entries.publish();
+        }
+        if !self.parked.is_empty() && self.books.published() > 0 {
+            let mut parked = core::mem::take(&mut self.parked);
+            for id in parked.drain(..) {
+                let waits = (self.conns.get(id as usize))
+                    .and_then(Option::as_ref)
+                    .is_some_and(|c| c.parked && !c.closing && c.recv == Recv::Idle);
+                if waits {
+                    counters.rearms.fetch_add(1, Ordering::Relaxed);
+                    self.arm(id);
+                }
+            }
+            self.parked = parked; // its capacity
+        }
+        any
+    }
+
+    /// Whether a receive may still complete.
+    fn in_flight(&self) -> bool {
+        self.conns.iter().flatten().any(|c| c.recv != Recv::Idle)
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // The kernel writes the group's buffers until each receive's last completion:
+        // cancel them all and wait for those, then unregister. If they do not come, the
+        // buffers, the entry array and the instance are leaked, never freed under it.
+        let ids: Vec<u32> = (0..self.conns.len() as u32).collect();
+        for id in ids {
+            if let Some(c) = self.conns[id as usize].as_mut() {
+                c.closing = true;
+            }
+            self.cancel(id);
+        }
+        let start = Instant::now();
+        let counters = Counters::default();
+        while self.in_flight() && start.elapsed() < DRAIN {
+            let ts = types::Timespec::new().nsec(100_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.uring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                    ) => {}
+                Err(_) => break,
+            }
+            self.reap(&counters);
+        }
+        if self.in_flight() {
+            self.books.leak();
+            return; // `uring` and the entry array stay the kernel's
+        }
+        _ = self.uring.submitter().unregister_buf_ring(BGID);
+        // SAFETY: unregistered (or never to be read: no receive is in flight and the
+        // instance is closed next), and not used again.
+        unsafe { self.entries.free() };
+        // SAFETY: dropped once, here, after everything that used it.
+        unsafe { ManuallyDrop::drop(&mut self.uring) };
+    }
+}
+
+/// The task that reaps the group's completions: woken by the instance's descriptor
+/// when completions wait, and by a release into the ring when buffers could not all be
+/// published.
+struct Driver {
+    fd: AsyncFd<UringFd>,
+    shared: Arc<Shared>,
+    /// Its place among the ring's waiters while it waits for room.
+    room: TaskSlot,
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let shared = &*this.shared;
+        loop {
+            let ready = match this.fd.poll_read_ready(cx) {
+                Poll::Ready(Ok(mut guard)) => {
+                    guard.clear_ready();
+                    true
+                }
+                // The runtime is going away: `State`'s drop drains what is left.
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => false,
+            };
+            let (short, done, wake) = {
+                let mut st = shared.lock();
+                if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    st.driver = Some(cx.waker().clone());
+                }
+                st.reap(&shared.counters);
+                if st.given_back.elapsed() >= GIVE_BACK_EVERY {
+                    st.given_back = Instant::now();
+                    st.ring.give_back_pages();
+                }
+                st.refill(false, &shared.counters);
+                st.submit();
+                let done = shared.users.load(Ordering::Acquire) == 0 && !st.in_flight();
+                (st.books.free() > 0, done, core::mem::take(&mut st.wake))
+            };
+            wake.into_iter().for_each(Waker::wake);
+            if done {
+                return Poll::Ready(());
+            }
+            if short {
+                let room = poll_until(&mut this.room, cx, shared.span, LEAST_BUF, |walk| {
+                    let mut st = shared.lock();
+                    let any = st.refill(walk, &shared.counters);
+                    st.submit();
+                    any.then_some(())
+                });
+                if room.is_ready() {
+                    continue;
+                }
+            }
+            if !ready {
+                return Poll::Pending;
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Frames from a connection's received bytes: views of the provided buffers they
+//! arrived in, and a copy only for a frame that more than one completion carries.
+
+use std::collections::VecDeque;
+use std::io;
+
+use crate::io::Memory;
+use crate::io::{Decode, Decoder, Resync};
+use crate::{FixedBuf, FixedBufMut};
+
+/// Bytes a copy grows by at least when its decoder asks for one byte more than it
+/// holds (a decoder that does not know the frame's length, such as `Lines`): copying
+/// a byte at a time would decode once per byte.
+const GROW_LEAST: usize = 64;
+
+/// One connection's received bytes, in order, and the frames found in them.
+///
+/// The bytes are a partial frame's copy (`carry`, first when there is one) and then
+/// the completions' views (`chunks`). A frame wholly inside a view is a slice of it;
+/// a frame that starts in one view and goes on in the next is copied (its first part
+/// when the decoder asks for more than its view holds, then each next part as it
+/// comes), so it holds a region of its own bytes.
+pub(crate) struct Assembler<D> {
+    pub(crate) decoder: D,
+    carry: Option<FixedBufMut>,
+    /// Bytes `carry` must hold before the decoder is asked again (what it needs).
+    need: usize,
+    /// Bytes `carry` is filled up to from the views: `need` where the decoder knows the
+    /// frame's length, else as many as it has room for.
+    fill: usize,
+    chunks: VecDeque<FixedBuf>,
+    /// After a rejected frame, while [`Decoder::resync`] answers `More`.
+    discarding: bool,
+    /// The decoder can follow the stream no further.
+    stopped: bool,
+}
+
+impl<D: Decoder> Assembler<D> {
+    pub(crate) fn new(decoder: D) -> Assembler<D> {
+        Assembler {
+            decoder,
+            carry: None,
+            need: 0,
+            fill: 0,
+            chunks: VecDeque::new(),
+            discarding: false,
+            stopped: false,
+        }
+    }
+
+    /// Appends the bytes of a completion (a view that follows the last one in its
+    /// region joins it).
+    pub(crate) fn push(&mut self, chunk: FixedBuf) {
+        if chunk.is_empty() || self.stopped {
+            return;
+        }
+        let chunk = match self.chunks.back_mut() {
+            Some(last) => match last.try_join(chunk) {
+                Ok(()) => return,
+                Err(chunk) => chunk,
+            },
+            None => chunk,
+        };
+        self.chunks.push_back(chunk);
+    }
+
+    /// Bytes received and not yet yielded in a frame.
+    pub(crate) fn buffered(&self) -> usize {
+        self.carry.as_ref().map_or(0, |c| c.len())
+            + self.chunks.iter().map(|c| c.len()).sum::<usize>()
+    }
+
+    /// Whether the decoder stopped the stream (a frame it cannot get past).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The next frame if the bytes hold one; `Ok(None)` when more bytes are needed (or
+    /// the stream is stopped). An error is a rejected frame: the stream goes on past
+    /// it unless [`stopped`](Self::stopped) says otherwise.
+    pub(crate) fn next(&mut self, mem: &Memory) -> io::Result<Option<FixedBuf>> {
+        loop {
+            if self.stopped {
+                return Ok(None);
+            }
+            if self.discarding {
+                let Some(front) = self.chunks.front_mut() else {
+                    return Ok(None);
+                };
+                match self.decoder.resync(front) {
+                    Resync::More => _ = self.chunks.pop_front(),
+                    Resync::Skip(n) => {
+                        front.skip(n.min(front.len()));
+                        self.discarding = false;
+                    }
+                    Resync::Stop => self.stop(),
+                }
+                self.drop_empty_front();
+                continue;
+            }
+            if let Some(carry) = &mut self.carry {
+                while carry.len() < self.fill {
+                    let Some(front) = self.chunks.front_mut() else {
+                        break;
+                    };
+                    let take = front.len().min(self.fill - carry.len());
+                    carry
+                        .try_extend_from_slice(&front[..take])
+                        .expect("a copy has room for what it wants");
+                    front.skip(take);
+                    if front.is_empty() {
+                        self.chunks.pop_front();
+                    }
+                }
+                if carry.len() < self.need {
+                    return Ok(None);
+                }
+                match self.decoder.decode(carry) {
+                    Ok(Decode::Frame(f)) => {
+                        let carry = self.carry.take().expect("matched above").freeze();
+                        if f.consumed < carry.len() {
+                            self.chunks.push_front(carry.slice(f.consumed..));
+                        }
+                        return Ok(Some(carry.slice(f.start..f.end)));
+                    }
+                    Ok(Decode::Need(n)) => self.want_more(n, mem)?,
+                    Err(e) => {
+                        let bad = self.carry.take().expect("matched above").freeze();
+                        self.reject(bad);
+                        return Err(e);
+                    }
+                }
+                continue;
+            }
+            let Some(front) = self.chunks.front_mut() else {
+                return Ok(None);
+            };
+            match self.decoder.decode(front) {
+                Ok(Decode::Frame(f)) => {
+                    let frame = front.slice(f.start..f.end);
+                    front.skip(f.consumed);
+                    self.drop_empty_front();
+                    return Ok(Some(frame));
+                }
+                Ok(Decode::Need(n)) => {
+                    if self.chunks.len() == 1 {
+                        return Ok(None); // the next completion may join it
+                    }
+                    self.want_more(n, mem)?;
+                }
+                Err(e) => {
+                    let bad = self.chunks.pop_front().expect("matched above");
+                    self.reject(bad);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The last frame when the stream has ended with bytes still here (see
+    /// [`Decoder::decode_eof`]); `Ok(None)` when there are none (or they were being
+    /// discarded). Everything else buffered is dropped.
+    pub(crate) fn finish(&mut self) -> io::Result<Option<FixedBuf>> {
+        let rest = match self.carry.take() {
+            Some(carry) => Some(carry.freeze()),
+            None => self.chunks.pop_front(),
+        };
+        let discarding = self.discarding;
+        self.stop();
+        let Some(rest) = rest.filter(|r| !r.is_empty() && !discarding) else {
+            return Ok(None);
+        };
+        let f = self.decoder.decode_eof(&rest)?;
+        Ok(Some(rest.slice(f.start..f.end)))
+    }
+
+    /// Drops everything buffered: the stream ends.
+    pub(crate) fn stop(&mut self) {
+        self.stopped = true;
+        self.carry = None;
+        self.chunks.clear();
+    }
+
+    /// The decoder needs `n` bytes from the first: copies what there is into a region
+    /// that holds them (a larger one if the copy so far is too short), to be completed
+    /// from the next views.
+    fn want_more(&mut self, n: usize, mem: &Memory) -> io::Result<()> {
+        let have = match &self.carry {
+            Some(c) => c.len(),
+            None => self.chunks.front().map_or(0, |c| c.len()),
+        };
+        // A decoder asking for one more byte may not know the frame's length: the copy
+        // takes as much as it has room for then, and grows geometrically (at worst a
+        // frame's bytes are copied twice). One that knows gets exactly its bytes: those
+        // after them may be frames of their own, views of their buffer.
+        let exact = n > have + 1;
+        let cap = if exact {
+            n
+        } else {
+            (have * 2).max(have + GROW_LEAST)
+        };
+        (self.need, self.fill) = (n, cap);
+        if self.carry.as_ref().is_some_and(|c| c.capacity() >= cap) {
+            return Ok(());
+        }
+        let mut copy = mem
+            .claim_now(cap)
+            .or_else(|| FixedBufMut::on_heap(cap))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        match self.carry.take() {
+            Some(old) => copy.try_extend_from_slice(&old),
+            None => {
+                let front = self.chunks.pop_front().expect("a partial frame is here");
+                copy.try_extend_from_slice(&front)
+            }
+        }
+        .expect("the new copy holds the old");
+        self.carry = Some(copy);
+        Ok(())
+    }
+
+    /// After the decoder rejected the frame at the start of `bad` (the bytes from
+    /// it to the end of the view or copy it was found in): drops it as
+    /// [`Decoder::resync`] says.
+    fn reject(&mut self, bad: FixedBuf) {
+        match self.decoder.resync(&bad) {
+            Resync::Stop => self.stop(),
+            Resync::Skip(n) if n < bad.len() => self.chunks.push_front(bad.slice(n..)),
+            Resync::Skip(_) => {}
+            Resync::More => self.discarding = true,
+        }
+    }
+
+    fn drop_empty_front(&mut self) {
+        if self.chunks.front().is_some_and(|c| c.is_empty()) {
+            self.chunks.pop_front();
+        }
+    }
+}

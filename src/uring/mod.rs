@@ -1,0 +1,448 @@
+//! Frames received with io_uring (Linux, feature `io-uring`): a group of provided
+//! buffers that are ring memory, a multishot receive per connection, and readers that
+//! yield each connection's frames as [`FixedBuf`](crate::FixedBuf)s.
+//!
+//! A reader on epoll ([`AsyncFramedReader`](crate::io::AsyncFramedReader)) claims a
+//! region before each read, whether or not its socket has bytes. Here the kernel takes
+//! a buffer from the group only when a socket has data, so memory follows the bytes in
+//! flight, not the connections. Where the kernel has incremental consumption
+//! (Linux 6.12; detected when the group is made) one buffer serves many receives, each
+//! taking the bytes it got, from whichever connection; elsewhere each receive takes a
+//! buffer whole. A buffer is a region of the group's ring, given back by the kernel
+//! after its last completion; the region comes back to the ring once the frames read
+//! from it are dropped, on any thread, and the group publishes it again.
+//!
+//! The group runs on tokio: a task spawned on the runtime it is made in reaps the
+//! completions (woken through the io_uring descriptor, registered with tokio's
+//! reactor), hands each connection's bytes to its reader and wakes it. Its cost: a
+//! wake-up of that task per batch of completions, and one lock per batch.
+//!
+//! ```no_run
+//! # #![allow(dead_code)] // `serve` is the example: nothing calls it here
+//! use ringmem::io::LengthDelimited;
+//! use ringmem::uring::{UringError, UringGroup};
+//!
+//! # async fn serve(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+//! let group = match UringGroup::new(16 << 20) {
+//!     Ok(group) => group,
+//!     // io_uring refused (seccomp, `kernel.io_uring_disabled`, an old kernel): the
+//!     // epoll reader serves instead.
+//!     Err(UringError::Unavailable(e)) => return Err(e),
+//!     Err(e) => return Err(e.into()),
+//! };
+//! loop {
+//!     let (conn, _) = listener.accept().await?;
+//!     let mut frames = group.framed(&conn, LengthDelimited::new())?;
+//!     tokio::spawn(async move {
+//!         while let Ok(Some(frame)) = frames.next_frame().await {
+//!             drop(frame); // or keep it: it holds its buffer's region
+//!         }
+//!         drop(conn);
+//!     });
+//! }
+//! # }
+//! ```
+//!
+//! A frame kept holds the region of the buffer it was received into (up to the
+//! buffer's length, [`UringOptions::buf_len`]), as a frame read by the epoll reader
+//! without copies does.
+
+mod books;
+mod driver;
+mod frames;
+mod reader;
+
+use core::fmt;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub use reader::UringFramedReader;
+
+use crate::io::{Decoder, Memory, ReadPool};
+use driver::{Config, Shared, StartError};
+
+/// Why a [`UringGroup`] could not be made.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap().block_on(async {
+/// use ringmem::uring::{UringError, UringGroup};
+/// match UringGroup::new(1 << 20) {
+///     Ok(group) => assert!(group.stats().buffers > 0),
+///     Err(UringError::Unavailable(e)) => eprintln!("io_uring refused here: {e}"),
+///     Err(e) => panic!("{e}"),
+/// }
+/// # });
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UringError {
+    /// The kernel refused io_uring or its provided-buffer rings: `EPERM` (a seccomp
+    /// filter, as Docker's default, or `kernel.io_uring_disabled`), `ENOSYS`, or
+    /// `EINVAL` from a kernel older than 5.19. Use
+    /// [`AsyncFramedReader`](crate::io::AsyncFramedReader) instead.
+    Unavailable(io::Error),
+    /// Not called from inside a tokio runtime, which the group's task runs on.
+    NoRuntime,
+    /// Another failure (memory for the ring, registering the descriptor with tokio).
+    Other(io::Error),
+}
+
+impl fmt::Display for UringError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UringError::Unavailable(e) => write!(f, "io_uring is not available: {e}"),
+            UringError::NoRuntime => f.write_str("a UringGroup is made inside a tokio runtime"),
+            UringError::Other(e) => write!(f, "io_uring group: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for UringError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UringError::Unavailable(e) | UringError::Other(e) => Some(e),
+            UringError::NoRuntime => None,
+        }
+    }
+}
+
+impl From<UringError> for io::Error {
+    fn from(e: UringError) -> io::Error {
+        let kind = match &e {
+            UringError::Unavailable(_) => io::ErrorKind::Unsupported,
+            UringError::NoRuntime | UringError::Other(_) => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// How a [`UringGroup`] is made.
+///
+/// ```
+/// use ringmem::uring::UringOptions;
+/// let opts = UringOptions::new(8 << 20).buf_len(32 << 10).incremental(false);
+/// assert_eq!(opts.bytes(), 8 << 20);
+/// ```
+#[derive(Clone, Debug)]
+pub struct UringOptions {
+    bytes: usize,
+    buf_len: usize,
+    incremental: Option<bool>,
+    queue_cap: usize,
+    buffers: usize,
+    pool: Option<ReadPool>,
+}
+
+impl UringOptions {
+    /// A group of `bytes` of ring memory (at least one buffer's), in buffers of 64 KiB
+    /// with incremental consumption where the kernel has it and 16 KiB where not.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::uring::UringOptions::new(1 << 20).bytes(), 1 << 20);
+    /// ```
+    pub fn new(bytes: usize) -> UringOptions {
+        UringOptions {
+            bytes,
+            buf_len: 0,
+            incremental: None,
+            queue_cap: 256 << 10,
+            buffers: 32,
+            pool: None,
+        }
+    }
+
+    /// The group's bytes.
+    ///
+    /// ```
+    /// assert_eq!(ringmem::uring::UringOptions::new(4096).bytes(), 4096);
+    /// ```
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Bytes of each buffer (at least 4 KiB). A frame kept holds its buffer's region:
+    /// shorter buffers cost kept frames less, longer ones serve more receives each.
+    ///
+    /// ```
+    /// let opts = ringmem::uring::UringOptions::new(1 << 20).buf_len(16 << 10);
+    /// assert_eq!(opts.bytes(), 1 << 20);
+    /// ```
+    pub fn buf_len(mut self, bytes: usize) -> UringOptions {
+        self.buf_len = bytes;
+        self
+    }
+
+    /// Incremental consumption on (`true`: the group fails where the kernel has none)
+    /// or off; by default on where the kernel has it.
+    ///
+    /// ```
+    /// let opts = ringmem::uring::UringOptions::new(1 << 20).incremental(false);
+    /// assert_eq!(opts.bytes(), 1 << 20);
+    /// ```
+    pub fn incremental(mut self, on: bool) -> UringOptions {
+        self.incremental = Some(on);
+        self
+    }
+
+    /// Bytes a connection's received, untaken bytes may reach before its receive is
+    /// paused until its reader takes them (256 KiB by default; at least a buffer's):
+    /// a reader that does not keep up cannot take the whole group.
+    ///
+    /// ```
+    /// let opts = ringmem::uring::UringOptions::new(1 << 20).queue_cap(1 << 20);
+    /// assert_eq!(opts.bytes(), 1 << 20);
+    /// ```
+    pub fn queue_cap(mut self, bytes: usize) -> UringOptions {
+        self.queue_cap = bytes;
+        self
+    }
+
+    /// Buffers the kernel holds at most (32 by default): what receives can take before
+    /// the group publishes more, as buffers come back. The kernel fills them in turn,
+    /// so they are the pages receiving keeps resident, with the frames held.
+    ///
+    /// ```
+    /// let opts = ringmem::uring::UringOptions::new(1 << 20).buffers(8);
+    /// assert_eq!(opts.bytes(), 1 << 20);
+    /// ```
+    pub fn buffers(mut self, n: usize) -> UringOptions {
+        self.buffers = n;
+        self
+    }
+
+    /// The pool the copies of frames carried by more than one completion come from
+    /// (by default [`ReadPool::global`]).
+    ///
+    /// ```
+    /// let opts = ringmem::uring::UringOptions::new(1 << 20).pool(ringmem::io::ReadPool::new(1 << 20));
+    /// assert_eq!(opts.bytes(), 1 << 20);
+    /// ```
+    pub fn pool(mut self, pool: ReadPool) -> UringOptions {
+        self.pool = Some(pool);
+        self
+    }
+}
+
+/// What a [`UringGroup`] holds and has done.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap().block_on(async {
+/// # let Ok(group) = ringmem::uring::UringGroup::new(1 << 20) else { return };
+/// let stats = group.stats();
+/// assert_eq!(stats.completions, 0);
+/// assert!(stats.bytes_in_use >= stats.buffers * 4096);
+/// # });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UringStats {
+    /// Buffers the kernel holds now.
+    pub buffers: usize,
+    /// Bytes of the group's ring in use (buffers the kernel holds, and those frames
+    /// still hold), headers included.
+    pub bytes_in_use: usize,
+    /// The ring's bytes.
+    pub capacity: usize,
+    /// Whether buffers are consumed incrementally.
+    pub incremental: bool,
+    /// Bytes of a whole buffer.
+    pub buf_len: usize,
+    /// Receive completions so far.
+    pub completions: u64,
+    /// Receives that found no buffer (`ENOBUFS`); each waited for one.
+    pub out_of_buffers: u64,
+    /// Receives started again after waiting for buffers, or after a pause.
+    pub restarts: u64,
+    /// Receives paused because their reader had not taken their bytes.
+    pub pauses: u64,
+    /// Buffers published so far.
+    pub published: u64,
+}
+
+/// A group of io_uring provided buffers in ring memory and the receives that fill them
+/// (see the [module](self)). Cloned, the handles share it; it ends once the handles and
+/// its readers are dropped and the kernel has finished every receive.
+///
+/// ```no_run
+/// # #![allow(dead_code)]
+/// # async fn f(conn: tokio::net::TcpStream) -> Result<(), Box<dyn std::error::Error>> {
+/// let group = ringmem::uring::UringGroup::new(8 << 20)?;
+/// let mut lines = group.framed(&conn, ringmem::io::Lines::new())?;
+/// if let Some(first) = lines.next_frame().await? {
+///     println!("{}", String::from_utf8_lossy(&first));
+/// }
+/// # Ok(()) }
+/// ```
+pub struct UringGroup {
+    shared: Arc<Shared>,
+    /// Where the copies of frames carried by more than one completion go.
+    pool: ReadPool,
+}
+
+impl UringGroup {
+    /// A group of `bytes` of ring memory with the default options ([`UringOptions::new`]).
+    ///
+    /// # Errors
+    /// See [`UringError`].
+    ///
+    /// # Panics
+    /// Inside a tokio runtime whose I/O driver is off (`enable_io`), as tokio's own
+    /// I/O types do.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap().block_on(async {
+    /// match ringmem::uring::UringGroup::new(1 << 20) {
+    ///     Ok(group) => assert_eq!(group.stats().capacity, 1 << 20),
+    ///     Err(e) => eprintln!("{e}"),
+    /// }
+    /// # });
+    /// ```
+    pub fn new(bytes: usize) -> Result<UringGroup, UringError> {
+        UringGroup::with_options(UringOptions::new(bytes))
+    }
+
+    /// A group made as `options` say.
+    ///
+    /// # Errors
+    /// See [`UringError`].
+    ///
+    /// # Panics
+    /// As [`new`](Self::new).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap().block_on(async {
+    /// use ringmem::uring::{UringGroup, UringOptions};
+    /// if let Ok(group) = UringGroup::with_options(UringOptions::new(1 << 20).incremental(false)) {
+    ///     assert!(!group.stats().incremental);
+    /// }
+    /// # });
+    /// ```
+    pub fn with_options(options: UringOptions) -> Result<UringGroup, UringError> {
+        let inc_default = options.incremental != Some(false);
+        let buf_len = match options.buf_len {
+            0 if inc_default => 64 << 10,
+            0 => 16 << 10,
+            n => n,
+        };
+        let config = Config {
+            bytes: options.bytes,
+            buf_len,
+            incremental: options.incremental,
+            queue_cap: options.queue_cap,
+            buffers: options.buffers,
+        };
+        let shared = Shared::start(config).map_err(|e| match e {
+            StartError::NoRuntime => UringError::NoRuntime,
+            StartError::Refused(e) => UringError::Unavailable(e),
+            StartError::Other(e) => UringError::Other(e),
+        })?;
+        let pool = options.pool.unwrap_or_else(|| ReadPool::global().clone());
+        Ok(UringGroup { shared, pool })
+    }
+
+    /// A reader of `socket`'s frames: a duplicate of its descriptor is received on
+    /// (the caller keeps `socket` to write replies on), closed once the reader is
+    /// dropped and the kernel has finished its receive.
+    ///
+    /// # Errors
+    /// Duplicating the descriptor failed.
+    ///
+    /// ```no_run
+    /// # #![allow(dead_code)]
+    /// # async fn f(group: &ringmem::uring::UringGroup, conn: tokio::net::TcpStream) -> std::io::Result<()> {
+    /// let mut frames = group.framed(&conn, ringmem::io::LengthDelimited::new())?;
+    /// let first = frames.next_frame().await?;
+    /// println!("{:?}", first.map(|f| f.len()));
+    /// # Ok(()) }
+    /// ```
+    pub fn framed<D: Decoder>(
+        &self,
+        socket: &impl AsFd,
+        decoder: D,
+    ) -> io::Result<UringFramedReader<D>> {
+        self.framed_owned(socket.as_fd().try_clone_to_owned()?, decoder)
+    }
+
+    /// A reader of the frames of the socket `fd` (closed once the reader is dropped
+    /// and the kernel has finished its receive).
+    ///
+    /// # Errors
+    /// None today; `io::Result` for what a later kernel interface may refuse.
+    ///
+    /// ```no_run
+    /// # #![allow(dead_code)]
+    /// # async fn f(group: &ringmem::uring::UringGroup, conn: std::net::TcpStream) -> std::io::Result<()> {
+    /// let mut lines = group.framed_owned(conn.into(), ringmem::io::Lines::new())?;
+    /// let first = lines.next_frame().await?;
+    /// println!("{:?}", first.map(|f| f.len()));
+    /// # Ok(()) }
+    /// ```
+    pub fn framed_owned<D: Decoder>(
+        &self,
+        fd: OwnedFd,
+        decoder: D,
+    ) -> io::Result<UringFramedReader<D>> {
+        let conn = self.shared.connect(fd)?;
+        Ok(UringFramedReader::new(
+            Arc::clone(&self.shared),
+            conn,
+            decoder,
+            Memory::Pool(self.pool.clone()),
+        ))
+    }
+
+    /// What the group holds and has done.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap().block_on(async {
+    /// if let Ok(group) = ringmem::uring::UringGroup::new(1 << 20) {
+    ///     assert_eq!(group.stats().out_of_buffers, 0);
+    /// }
+    /// # });
+    /// ```
+    pub fn stats(&self) -> UringStats {
+        let (ring, buffers) = self.shared.ring_stats();
+        let c = &self.shared.counters;
+        UringStats {
+            buffers,
+            bytes_in_use: ring.bytes_in_use,
+            capacity: ring.capacity,
+            incremental: self.shared.incremental,
+            buf_len: self.shared.buf_len,
+            completions: c.completions.load(Ordering::Relaxed),
+            out_of_buffers: c.out_of_buffers.load(Ordering::Relaxed),
+            restarts: c.rearms.load(Ordering::Relaxed),
+            pauses: c.pauses.load(Ordering::Relaxed),
+            published: c.published.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Clone for UringGroup {
+    fn clone(&self) -> Self {
+        self.shared.add_user();
+        UringGroup {
+            shared: Arc::clone(&self.shared),
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+impl Drop for UringGroup {
+    fn drop(&mut self) {
+        self.shared.drop_user();
+    }
+}
+
+impl fmt::Debug for UringGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UringGroup")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod model;

@@ -1,0 +1,274 @@
+//! The books and the frame assembler driven by a fake kernel that completes into
+//! provided buffers as Linux does (`io_uring/kbuf.c`): incremental consumption
+//! (`IORING_CQE_F_BUF_MORE` while a buffer has room, one group head shared by every
+//! connection), buffers consumed whole without it, short completions, and no buffer
+//! (`ENOBUFS`). Runs under Miri, which checks that no view is written after it is
+//! handed out and that nothing is freed while the kernel may write it.
+
+use std::collections::VecDeque;
+
+use super::books::{Books, BooksError, Entry};
+use super::frames::Assembler;
+use crate::io::{LengthDelimited, Lines, Memory};
+use crate::{FixedBuf, Ring};
+
+/// The kernel's side of a group: the published entries, the head first.
+struct FakeKernel {
+    entries: VecDeque<Entry>,
+    incremental: bool,
+}
+
+impl FakeKernel {
+    /// A receive of `data` (at most `cap` bytes of it) into the head buffer: the
+    /// completion's buffer id, bytes and `BUF_MORE`; `None` for `ENOBUFS`.
+    fn recv(&mut self, data: &[u8], cap: usize) -> Option<(u16, usize, bool)> {
+        let head = self.entries.front_mut()?;
+        let n = data.len().min(cap).min(head.len as usize);
+        // SAFETY: the entry's bytes from `addr` on are the kernel's (the books hand out
+        // views only of bytes completed before), and `n <= len` of them.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), head.addr, n) };
+        let bid = head.bid;
+        if self.incremental && n < head.len as usize {
+            // SAFETY: `n < len`: still inside the buffer.
+            head.addr = unsafe { head.addr.add(n) };
+            head.len -= n as u32;
+            return Some((bid, n, true));
+        }
+        self.entries.pop_front();
+        Some((bid, n, false))
+    }
+}
+
+/// xorshift64: the same run everywhere, Miri included.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+/// A connection: the bytes it has still to send, the payloads its frames must be, and
+/// its reader's state.
+struct Conn {
+    wire: VecDeque<u8>,
+    expect: VecDeque<Vec<u8>>,
+    frames: Assembler<LengthDelimited>,
+    kept: Vec<(FixedBuf, Vec<u8>)>,
+    waiting: bool,
+}
+
+/// Several connections' length-delimited frames (some longer than a buffer) through
+/// one group, with short completions, refills at random moments and one frame in
+/// eight kept to the end: every frame comes out whole and in order, every kept frame
+/// still holds its bytes when the run ends, and once all is dropped the rings hold
+/// nothing.
+/// Returns the `ENOBUFS` met and the frames longer than a buffer.
+fn run(incremental: bool, seed: u64) -> (usize, usize) {
+    let steps = if cfg!(miri) { 300 } else { 20_000 };
+    let ring = Ring::new(64 << 10);
+    let copies = Memory::Own(Ring::new(32 << 10));
+    let mut books = Books::new(8);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::new(),
+        incremental,
+    };
+    let mut rng = Rng(seed);
+    let mut conns: Vec<Conn> = (0..3)
+        .map(|_| Conn {
+            wire: VecDeque::new(),
+            expect: VecDeque::new(),
+            frames: Assembler::new(LengthDelimited::new()),
+            kept: Vec::new(),
+            waiting: false,
+        })
+        .collect();
+    let mut enobufs = 0;
+    let mut carried_frames = 0;
+    for step in 0..steps {
+        // Publish under the free ids what the ring has room for, sometimes.
+        if rng.below(4) == 0 {
+            while books.free() > 0 {
+                let len = [512, 1024, 3000][rng.below(3) as usize];
+                let Some(region) = ring.fixed(len) else { break };
+                kernel
+                    .entries
+                    .push_back(books.publish(region).expect("an id is free"));
+            }
+            conns.iter_mut().for_each(|c| c.waiting = false);
+        }
+        let c = &mut conns[rng.below(3) as usize];
+        if c.wire.len() < 64 {
+            let n = [0, 5, 100, 700, 2500][rng.below(5) as usize];
+            let payload: Vec<u8> = (0..n).map(|i| (step + i) as u8).collect();
+            c.wire.extend((n as u32).to_be_bytes());
+            c.wire.extend(&payload);
+            c.expect.push_back(payload);
+        }
+        if c.waiting {
+            continue; // its receive ended with ENOBUFS: it waits for a publish
+        }
+        let (front, _) = c.wire.as_slices();
+        let cap = [7, 200, 4096][rng.below(3) as usize];
+        match kernel.recv(front, cap) {
+            None => {
+                enobufs += 1;
+                c.waiting = true;
+            }
+            Some((bid, n, more)) => {
+                c.wire.drain(..n);
+                c.frames.push(
+                    books
+                        .complete(bid, n, more)
+                        .expect("the kernel keeps the protocol"),
+                );
+            }
+        }
+        while let Some(frame) = c.frames.next(&copies).expect("well-formed frames") {
+            let want = c.expect.pop_front().expect("a frame was sent");
+            assert_eq!(&frame[..], &want[..], "step {step}");
+            carried_frames += usize::from(want.len() > 1024);
+            if rng.below(8) == 0 {
+                c.kept.push((frame, want));
+            }
+        }
+    }
+    for c in &conns {
+        for (frame, want) in &c.kept {
+            assert_eq!(&frame[..], &want[..], "a kept frame was written over");
+        }
+    }
+    drop(conns);
+    drop(kernel); // unregistered: the kernel writes nothing more
+    drop(books);
+    assert_eq!(ring.stats().live_buffers, 0);
+    assert_eq!(copies.own().expect("a ring").stats().live_buffers, 0);
+    (enobufs, carried_frames)
+}
+
+/// Both runs together met `ENOBUFS` and frames longer than a buffer.
+fn met_both(a: (usize, usize), b: (usize, usize)) {
+    assert!(
+        a.0 + b.0 > 0 && a.1 + b.1 > 0,
+        "the runs met no ENOBUFS or no long frame: {a:?} {b:?}"
+    );
+}
+
+#[test]
+fn frames_survive_incremental_consumption() {
+    met_both(run(true, 0x9e37_79b9_7f4a_7c15), run(true, 7));
+}
+
+#[test]
+fn frames_survive_buffers_consumed_whole() {
+    met_both(run(false, 0x9e37_79b9_7f4a_7c15), run(false, 11));
+}
+
+#[test]
+fn a_completion_the_books_cannot_account_for_is_an_error() {
+    let ring = Ring::new(8 << 10);
+    let mut books = Books::new(2);
+    assert_eq!(
+        books.complete(0, 1, false).unwrap_err(),
+        BooksError::NotPublished(0)
+    );
+    assert_eq!(
+        books.complete(9, 1, false).unwrap_err(),
+        BooksError::NotPublished(9)
+    );
+    let e = books.publish(ring.fixed(64).unwrap()).unwrap();
+    books.publish(ring.fixed(64).unwrap()).unwrap();
+    assert!(
+        books.publish(ring.fixed(64).unwrap()).is_err(),
+        "two ids only"
+    );
+    let err = books.complete(e.bid, 65, true).unwrap_err();
+    assert!(matches!(err, BooksError::Overrun { len: 64, .. }), "{err}");
+    // SAFETY: the "kernel" writes the buffer it was given.
+    unsafe { e.addr.write_bytes(b'x', 64) };
+    let view = books.complete(e.bid, 64, false).unwrap();
+    assert_eq!(&view[..], &[b'x'; 64][..]);
+    assert_eq!(
+        books.complete(e.bid, 0, false).unwrap_err(),
+        BooksError::NotPublished(e.bid)
+    );
+    assert_eq!(books.free(), 1);
+    drop(books);
+    drop(view);
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
+#[test]
+fn a_leaked_group_never_frees_what_the_kernel_holds() {
+    let ring = Ring::new(8 << 10);
+    let mut books = Books::new(2);
+    books.publish(ring.fixed(64).unwrap()).unwrap();
+    books.leak();
+    drop(books);
+    assert_eq!(ring.stats().live_buffers, 1);
+}
+
+#[test]
+fn lines_across_completions_are_copied_once_grown() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Ring::new(8 << 10));
+    let mut books = Books::new(4);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::new(),
+        incremental: true,
+    };
+    while books.free() > 0 {
+        kernel
+            .entries
+            .push_back(books.publish(ring.fixed(256).unwrap()).unwrap());
+    }
+    let mut frames = Assembler::new(Lines::new());
+    let text = b"first line\na line much longer than one receive of seven bytes\nend\n";
+    let mut got = Vec::new();
+    for part in text.chunks(7) {
+        let (bid, n, more) = kernel.recv(part, 7).unwrap();
+        frames.push(books.complete(bid, n, more).unwrap());
+        // Another connection's receive between each of this one's: the views do not
+        // join.
+        let (bid, n, more) = kernel.recv(b"?", 1).unwrap();
+        drop(books.complete(bid, n, more).unwrap());
+        while let Some(f) = frames.next(&copies).unwrap() {
+            got.push(String::from_utf8(f.to_vec()).unwrap());
+        }
+    }
+    assert_eq!(
+        got,
+        [
+            "first line",
+            "a line much longer than one receive of seven bytes",
+            "end"
+        ]
+    );
+    assert_eq!(frames.buffered(), 0);
+}
+
+#[test]
+fn a_connections_views_back_to_back_join() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Ring::new(8 << 10));
+    let mut books = Books::new(2);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap()).unwrap()]),
+        incremental: true,
+    };
+    let mut frames = Assembler::new(LengthDelimited::new());
+    let mut wire = 600u32.to_be_bytes().to_vec();
+    wire.extend([5u8; 600]);
+    for part in wire.chunks(100) {
+        let (bid, n, more) = kernel.recv(part, 100).unwrap();
+        frames.push(books.complete(bid, n, more).unwrap());
+    }
+    let frame = frames.next(&copies).unwrap().unwrap();
+    assert_eq!(&frame[..], &[5u8; 600][..]);
+    // No copy: the frame is a view of the provided buffer.
+    assert_eq!(copies.own().unwrap().stats().live_buffers, 0);
+    assert!(ring.stats().live_buffers == 1);
+}

@@ -1,0 +1,204 @@
+//! [`UringFramedReader`]: a connection's frames, from the views its receive completed.
+
+use core::pin::Pin;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures_core::Stream;
+
+use super::driver::{Queue, Shared};
+use super::frames::Assembler;
+use crate::io::{Decoder, Memory};
+use crate::FixedBuf;
+
+/// Frames of one connection received on a [`UringGroup`](super::UringGroup): a
+/// [`Stream`](https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html)
+/// of frames found by its [`Decoder`], as
+/// [`AsyncFramedReader`](crate::io::AsyncFramedReader) yields them.
+///
+/// A frame wholly inside one completion is a [`FixedBuf`] slice of the provided buffer
+/// the kernel received it into, with no copy; a frame that two or more completions carry
+/// is copied into a region of its own bytes (from the group's [`ReadPool`](crate::io::ReadPool),
+/// or the heap when that is full). Dropping the reader cancels its receive; the
+/// connection's socket (the reader's duplicate of it) is closed once the kernel has
+/// finished with it.
+///
+/// ```no_run
+/// # #![allow(dead_code)]
+/// # async fn serve(group: ringmem::uring::UringGroup, conn: tokio::net::TcpStream) -> std::io::Result<()> {
+/// use ringmem::io::LengthDelimited;
+/// let mut frames = group.framed(&conn, LengthDelimited::new())?;
+/// while let Some(frame) = frames.next_frame().await? {
+///     println!("{} bytes", frame.len());
+/// }
+/// # Ok(()) }
+/// ```
+pub struct UringFramedReader<D> {
+    shared: Arc<Shared>,
+    queue: Arc<Mutex<Queue>>,
+    id: u32,
+    gen: u32,
+    frames: Assembler<D>,
+    mem: Memory,
+    ended: bool,
+    /// Bytes of frames yielded since the task last spent a unit of tokio's budget.
+    owed: usize,
+}
+
+impl<D: Decoder> UringFramedReader<D> {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        (id, gen, queue): (u32, u32, Arc<Mutex<Queue>>),
+        decoder: D,
+        mem: Memory,
+    ) -> Self {
+        shared.add_user();
+        UringFramedReader {
+            shared,
+            queue,
+            id,
+            gen,
+            frames: Assembler::new(decoder),
+            mem,
+            ended: false,
+            owed: 0,
+        }
+    }
+
+    /// The next frame; `Ok(None)` once the peer has closed the connection and every
+    /// frame before that was yielded.
+    ///
+    /// # Errors
+    /// A frame the decoder rejected (the stream goes on past it where the decoder can
+    /// resynchronise), or the receive's error (the stream then ends).
+    ///
+    /// ```no_run
+    /// # #![allow(dead_code)]
+    /// # async fn f(mut frames: ringmem::uring::UringFramedReader<ringmem::io::Lines>) -> std::io::Result<()> {
+    /// while let Some(line) = frames.next_frame().await? {
+    ///     assert!(!line.contains(&b'\n'));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn next_frame(&mut self) -> io::Result<Option<FixedBuf>>
+    where
+        D: Unpin,
+    {
+        core::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx))
+            .await
+            .transpose()
+    }
+
+    /// Bytes received and not yet yielded in a frame (those the reader has taken from
+    /// its connection's queue).
+    ///
+    /// ```no_run
+    /// # #![allow(dead_code)]
+    /// # fn f(frames: ringmem::uring::UringFramedReader<ringmem::io::Lines>) {
+    /// assert_eq!(frames.buffered(), 0); // a reader that has not been polled
+    /// # }
+    /// ```
+    pub fn buffered(&self) -> usize {
+        self.frames.buffered()
+    }
+
+    /// The decoder.
+    ///
+    /// ```no_run
+    /// # #![allow(dead_code)]
+    /// # fn f(frames: ringmem::uring::UringFramedReader<ringmem::io::LengthDelimited>) {
+    /// assert_eq!(frames.decoder().header_len(), 4);
+    /// # }
+    /// ```
+    pub fn decoder(&self) -> &D {
+        &self.frames.decoder
+    }
+
+    /// Spends tokio's budget on the frames yielded since the last batch of views, a
+    /// unit per [`COOP_BYTES`](crate::io::COOP_BYTES) (see `AsyncFramedReader`).
+    fn spend(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        while self.owed >= crate::io::COOP_BYTES {
+            match tokio::task::coop::poll_proceed(cx) {
+                Poll::Ready(coop) => {
+                    coop.made_progress();
+                    self.owed -= crate::io::COOP_BYTES;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
+    type Item = io::Result<FixedBuf>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match this.frames.next(&this.mem) {
+                Ok(Some(frame)) => {
+                    this.owed += frame.len();
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Err(e) => return Poll::Ready(Some(Err(e))),
+                Ok(None) if this.frames.stopped() => {
+                    this.ended = true;
+                    continue;
+                }
+                Ok(None) => {}
+            }
+            if this.spend(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let mut q = lock(&this.queue);
+            if !q.chunks.is_empty() {
+                q.bytes = 0;
+                for chunk in q.chunks.drain(..) {
+                    this.frames.push(chunk);
+                }
+                let paused = core::mem::take(&mut q.paused);
+                drop(q);
+                if paused {
+                    this.shared.resume(this.id, this.gen);
+                }
+                continue;
+            }
+            if let Some(end) = q.end.take() {
+                drop(q);
+                this.ended = true;
+                return Poll::Ready(match end.and_then(|()| this.frames.finish()) {
+                    Ok(frame) => frame.map(Ok),
+                    Err(e) => {
+                        this.frames.stop();
+                        Some(Err(e))
+                    }
+                });
+            }
+            if core::mem::take(&mut q.paused) {
+                drop(q);
+                this.shared.resume(this.id, this.gen);
+                continue;
+            }
+            if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                q.waker = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<D> Drop for UringFramedReader<D> {
+    fn drop(&mut self) {
+        self.shared.close(self.id, self.gen);
+        self.shared.drop_user();
+    }
+}

@@ -1,0 +1,338 @@
+//! The io_uring receive path on the real kernel: frames whole and in order over many
+//! connections, with and without incremental consumption; `ENOBUFS` while frames are
+//! held, then a release; a dropped reader's receive cancelled and its socket closed; a
+//! runtime dropped with receives in flight; io_uring refused by a seccomp filter.
+//!
+//! Where the kernel refuses io_uring itself (the probe: an instance of two entries),
+//! each test prints `URING SKIPPED` and returns; where the probe works, a group that
+//! cannot be made fails the test. Each test that ran prints `URING RAN` (CI counts
+//! both lines).
+#![cfg(target_os = "linux")]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use ringmem::io::LengthDelimited;
+use ringmem::uring::{UringError, UringGroup, UringOptions};
+use ringmem::FixedBuf;
+
+/// A group as `opts` say, or `None` (after a loud line) where the kernel refuses
+/// io_uring outright.
+fn group(name: &str, opts: UringOptions) -> Option<UringGroup> {
+    match UringGroup::with_options(opts) {
+        Ok(g) => {
+            eprintln!("URING RAN {name} (incremental: {})", g.stats().incremental);
+            Some(g)
+        }
+        Err(UringError::Unavailable(e)) if io_uring::IoUring::new(2).is_err() => {
+            eprintln!("URING SKIPPED {name}: io_uring refused here: {e}");
+            None
+        }
+        Err(e) => panic!("{name}: io_uring works here, but the group failed: {e}"),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A connected pair: the client (std, blocking) and the server side (tokio).
+async fn pair(listener: &tokio::net::TcpListener) -> (TcpStream, tokio::net::TcpStream) {
+    let addr = listener.local_addr().unwrap();
+    let client = tokio::task::spawn_blocking(move || TcpStream::connect(addr));
+    let (server, _) = listener.accept().await.unwrap();
+    (client.await.unwrap().unwrap(), server)
+}
+
+/// The payloads client `c` sends: lengths from 0 to past two buffers.
+fn payloads(c: usize, n: usize) -> Vec<Vec<u8>> {
+    let mut x = 0x9e37_79b9_u32.wrapping_mul(c as u32 + 1);
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let len = [0, 1, 60, 900, 5000, 40_000][(x % 6) as usize];
+            (0..len).map(|j| (i + j + c) as u8).collect()
+        })
+        .collect()
+}
+
+fn wire(payloads: &[Vec<u8>]) -> Vec<u8> {
+    let mut w = Vec::new();
+    for p in payloads {
+        w.extend((p.len() as u32).to_be_bytes());
+        w.extend(p);
+    }
+    w
+}
+
+fn frames_whole(name: &str, opts: UringOptions) {
+    runtime().block_on(async {
+        let Some(group) = group(name, opts) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut tasks = Vec::new();
+        for c in 0..4 {
+            let (mut client, server) = pair(&listener).await;
+            let sent = payloads(c, 300);
+            let bytes = wire(&sent);
+            std::thread::spawn(move || {
+                // Writes of odd sizes, so frames straddle receives.
+                for part in bytes.chunks(7919) {
+                    client.write_all(part).unwrap();
+                }
+            });
+            let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+            tasks.push(tokio::spawn(async move {
+                let mut got = 0;
+                let mut kept: Vec<(FixedBuf, usize)> = Vec::new();
+                while let Some(f) = frames.next_frame().await.unwrap() {
+                    assert_eq!(&f[..], &sent[got][..], "connection {c}, frame {got}");
+                    if got % 10 == 0 {
+                        kept.push((f, got));
+                    }
+                    got += 1;
+                }
+                assert_eq!(got, sent.len(), "connection {c}");
+                for (f, i) in kept {
+                    assert_eq!(&f[..], &sent[i][..], "a kept frame changed");
+                }
+                drop(server);
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let s = group.stats();
+        assert!(s.completions > 0 && s.published > 0, "{s:?}");
+    });
+}
+
+#[test]
+fn frames_arrive_whole_and_in_order() {
+    frames_whole(
+        "frames_arrive_whole_and_in_order",
+        UringOptions::new(4 << 20),
+    );
+}
+
+#[test]
+fn frames_arrive_whole_with_buffers_consumed_whole() {
+    frames_whole(
+        "frames_arrive_whole_with_buffers_consumed_whole",
+        UringOptions::new(4 << 20).incremental(false),
+    );
+}
+
+#[test]
+fn out_of_buffers_waits_for_a_release() {
+    runtime().block_on(async {
+        let opts = UringOptions::new(64 << 10)
+            .buf_len(8 << 10)
+            .queue_cap(1 << 20);
+        let Some(group) = group("out_of_buffers_waits_for_a_release", opts) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut client, server) = pair(&listener).await;
+        let sent = vec![vec![7u8; 1000]; 400]; // 400 KB: six times the group
+        let bytes = wire(&sent);
+        let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        // Every frame held: the group runs out of buffers.
+        let mut held = Vec::new();
+        while group.stats().out_of_buffers == 0 {
+            let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
+                .await
+                .expect("frames come until the buffers run out")
+                .unwrap()
+                .unwrap();
+            held.push(f);
+        }
+        // Waiting: no receive is restarted while nothing is released.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = group.stats();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let after = group.stats();
+        assert_eq!(
+            (before.restarts, before.completions),
+            (after.restarts, after.completions),
+            "a receive without buffers spun"
+        );
+        assert!(held.len() < sent.len());
+        let mut got = held.len();
+        drop(held); // the release: the rest arrives
+        while let Some(f) = frames.next_frame().await.unwrap() {
+            assert_eq!(&f[..], &sent[got][..]);
+            got += 1;
+            if got == sent.len() {
+                break;
+            }
+        }
+        assert_eq!(got, sent.len());
+        assert!(group.stats().restarts > 0);
+        drop(writer.join().unwrap().unwrap());
+    });
+}
+
+#[test]
+fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
+    runtime().block_on(async {
+        let Some(group) = group(
+            "a_dropped_reader_cancels_its_receive_and_closes_its_socket",
+            UringOptions::new(1 << 20),
+        ) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut client, server) = pair(&listener).await;
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        client.write_all(&wire(&[b"one".to_vec()])).unwrap();
+        assert_eq!(&frames.next_frame().await.unwrap().unwrap()[..], b"one");
+        drop(frames);
+        drop(server); // the reader's duplicate is the last descriptor
+                      // The peer sees the close once the kernel has ended the receive.
+        let eof = tokio::task::spawn_blocking(move || {
+            client
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut buf = [0u8; 8];
+            client.read(&mut buf)
+        });
+        assert_eq!(eof.await.unwrap().unwrap(), 0, "the socket stays open");
+        // Nothing but the published buffers is left in the ring.
+        let start = Instant::now();
+        loop {
+            let s = group.stats();
+            if s.bytes_in_use <= s.buffers * (s.buf_len + 64) {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{s:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+#[test]
+fn a_runtime_dropped_with_receives_in_flight() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut clients = Vec::new();
+    let rt = runtime();
+    let readers = rt.block_on(async {
+        let group = group(
+            "a_runtime_dropped_with_receives_in_flight",
+            UringOptions::new(1 << 20),
+        )?;
+        let mut readers = Vec::new();
+        for _ in 0..8 {
+            let mut c = TcpStream::connect(addr).unwrap();
+            let (s, _) = listener.accept().unwrap();
+            c.write_all(&wire(&[vec![1u8; 3000]])).unwrap();
+            c.write_all(&[0, 0, 1]).unwrap(); // a partial frame
+            clients.push(c);
+            readers.push((group.framed(&s, LengthDelimited::new()).unwrap(), s));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Some((group, readers))
+    });
+    drop(rt); // the driver goes with it; the receives are still armed
+    for c in &mut clients {
+        c.write_all(&[0u8; 4000]).unwrap(); // the kernel may still write the buffers
+    }
+    drop(readers); // the group drains its receives, then frees its memory
+}
+
+/// The child half of `refused_io_uring_is_a_clear_error`: with io_uring_setup refused
+/// by a seccomp filter, a group is `Unavailable` with `EPERM`.
+#[test]
+fn refused_child() {
+    if std::env::var_os("RINGMEM_URING_REFUSED_CHILD").is_none() {
+        return;
+    }
+    refuse_io_uring_setup();
+    let err = runtime().block_on(async { UringGroup::new(1 << 20).unwrap_err() });
+    match err {
+        UringError::Unavailable(e) => assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}"),
+        e => panic!("{e}"),
+    }
+    println!("REFUSED AS EXPECTED");
+}
+
+#[test]
+fn refused_io_uring_is_a_clear_error() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "refused_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RINGMEM_URING_REFUSED_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("REFUSED AS EXPECTED"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("URING RAN refused_io_uring_is_a_clear_error");
+}
+
+/// Installs a seccomp filter on this process that fails `io_uring_setup` with `EPERM`
+/// (as Docker's default profile does) and allows everything else.
+fn refuse_io_uring_setup() {
+    use libc::{sock_filter, sock_fprog};
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let filter = [
+        // The syscall number: `seccomp_data.nr`, at offset 0.
+        sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        sock_filter {
+            code: JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_io_uring_setup as u32,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let prog = sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: plain prctl calls; the filter outlives the call (the kernel copies it).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        let r = libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const sock_fprog,
+        );
+        assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
+    }
+}
