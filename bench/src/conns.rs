@@ -81,11 +81,22 @@ pub enum Reader {
     /// `AsyncFramedReader::with_ring` on a 1 MiB `Ring` of its own per connection (what
     /// `new` did before it read into the process's pool).
     RingEach,
+    /// `UringGroup::framed_owned`: io_uring multishot receives into one group's
+    /// provided buffers (its ring the size of `new`'s pool budget) for all connections.
+    Uring,
 }
+
+/// The io_uring reader's group: one per server process.
+static URING: std::sync::OnceLock<ringmem::uring::UringGroup> = std::sync::OnceLock::new();
 
 impl Reader {
     /// All readers, in column order.
-    pub const ALL: [Reader; 3] = [Reader::FramedRead, Reader::New, Reader::RingEach];
+    pub const ALL: [Reader; 4] = [
+        Reader::FramedRead,
+        Reader::New,
+        Reader::RingEach,
+        Reader::Uring,
+    ];
 
     /// The column name, also the name on the command line and in the records.
     pub fn name(self) -> &'static str {
@@ -93,6 +104,7 @@ impl Reader {
             Reader::FramedRead => "FramedRead",
             Reader::New => "ringmem (new)",
             Reader::RingEach => "ringmem (ring each)",
+            Reader::Uring => "ringmem (io_uring)",
         }
     }
 
@@ -232,8 +244,8 @@ pub trait Serve {
 }
 
 /// Reads `io` with `reader` and hands its frames to `serve`: the one place that makes
-/// the readers.
-fn read_with<R>(reader: Reader, io: R, serve: impl Serve)
+/// the readers. The io_uring reader receives on `dup`, a duplicate of `io`'s descriptor.
+fn read_with<R>(reader: Reader, io: R, dup: Option<std::os::fd::OwnedFd>, serve: impl Serve)
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -247,6 +259,18 @@ where
                 LengthDelimited::new(),
                 ring,
             ))
+        }
+        Reader::Uring => {
+            drop(io); // `dup` keeps the socket open
+            let group = URING
+                .get()
+                .expect("the group is made before the first accept");
+            let fd = dup.expect("a duplicate descriptor for the io_uring reader");
+            serve.spawn(
+                group
+                    .framed_owned(fd, LengthDelimited::new())
+                    .expect("a reader"),
+            )
         }
     }
 }
@@ -556,6 +580,14 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     } else {
         None
     };
+    if s.reader == Reader::Uring {
+        let _rt = rt.enter();
+        let group = ringmem::uring::UringGroup::new(s.budget)
+            .map_err(|e| format!("no io_uring group: {e}"))?;
+        URING
+            .set(group)
+            .map_err(|_| "a second io_uring group".to_string())?;
+    }
     let keep = (s.row == Row::Keep).then(|| {
         let (tx, rx) = mpsc::channel(1024);
         rt.spawn(keeper(rx, counts.clone()));
@@ -580,13 +612,19 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                     }
                 };
                 let _ = conn.set_nodelay(true);
+                let dup = (reader == Reader::Uring).then(|| {
+                    use std::os::fd::AsFd;
+                    conn.as_fd()
+                        .try_clone_to_owned()
+                        .expect("a duplicate descriptor")
+                });
                 if let Some(q) = &queue {
                     // The reader takes the read half; the echoes go out on the other.
                     let (rd, wr) = conn.into_split();
-                    read_with(reader, rd, q.echo(wr));
+                    read_with(reader, rd, dup, q.echo(wr));
                 } else {
                     let (counts, keep) = (counts.clone(), keep.clone());
-                    read_with(reader, conn, Handle { counts, keep });
+                    read_with(reader, conn, dup, Handle { counts, keep });
                 }
             }
         }
@@ -599,6 +637,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
         .expect("ready", Duration::from_secs(60))
         .ok_or("the clients never said they were ready")?;
     let mut rec = format!("{}\t{}", s.row.name(), reader.name());
+
     let mut field = |k: &str, v: f64| {
         use std::fmt::Write as _;
         let _ = write!(rec, "\t{k}={v}");

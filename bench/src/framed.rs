@@ -2,7 +2,8 @@
 //! the same sender and receiver on loopback TCP, the receiver reading length-delimited
 //! frames with tokio_util's `FramedRead<_, LengthDelimitedCodec>` (over a `BytesMut`)
 //! or with ringmem's `AsyncFramedReader` (`new`: over the process's pool,
-//! `ReadPool::global()`; the spike's receivers: over a ring of their own).
+//! `ReadPool::global()`; the spike's receivers: over a ring of their own), or with
+//! ringmem's `UringFramedReader` (io_uring provided buffers, a group per run).
 //!
 //! - [`run`]: frames of 64 B, 1 KiB, 16 KiB and a mix, over 1 and 4 connections;
 //!   frames per second, heap allocations per frame (the child's counting global
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 use ringmem::io::{AsyncFramedReader, LengthDelimited};
+use ringmem::uring::UringGroup;
 use ringmem::{Ring, WhenFull};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -130,17 +132,36 @@ pub enum Reader {
     /// `AsyncFramedReader::new(_, LengthDelimited::new())`: reads into the process's
     /// pool, `ReadPool::global()` (64 MiB shared by every reader), 64 KiB at a time.
     Ringmem,
+    /// `UringGroup::framed(&conn, LengthDelimited::new())`: io_uring multishot
+    /// receives into the provided buffers of a group of [`URING_GROUP`] bytes.
+    Uring,
 }
 
+/// Bytes of the io_uring reader's group.
+pub const URING_GROUP: usize = 16 << 20;
+
 impl Reader {
-    /// Both readers, in column order.
-    pub const ALL: [Reader; 2] = [Reader::TokioUtil, Reader::Ringmem];
+    /// The readers, in column order.
+    pub const ALL: [Reader; 3] = [Reader::TokioUtil, Reader::Ringmem, Reader::Uring];
+
+    /// Whether the kernel lets this process use io_uring (else the io_uring reader's
+    /// runs are left out, and the reason printed).
+    pub fn uring_works(rt: &tokio::runtime::Runtime) -> bool {
+        match rt.block_on(async { UringGroup::new(1 << 20).map(drop) }) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("no io_uring reader: {e}");
+                false
+            }
+        }
+    }
 
     /// The reader's column name.
     pub fn name(self) -> &'static str {
         match self {
             Reader::TokioUtil => "tokio_util FramedRead (BytesMut)",
             Reader::Ringmem => "ringmem AsyncFramedReader",
+            Reader::Uring => "ringmem UringFramedReader (io_uring)",
         }
     }
 }
@@ -197,7 +218,12 @@ async fn send(mut s: TcpStream, mut wire: Vec<u8>, payloads: Arc<[usize]>, pace:
 
 /// Receives every frame of `conn`, recording each one's latency into `latencies`
 /// (preallocated: nothing is allocated per frame here).
-async fn receive(conn: TcpStream, reader: Reader, latencies: &mut Vec<u32>) -> io::Result<u64> {
+async fn receive(
+    conn: TcpStream,
+    reader: Reader,
+    group: Option<UringGroup>,
+    latencies: &mut Vec<u32>,
+) -> io::Result<u64> {
     let mut n = 0u64;
     let mut sum = 0u64;
     let mut note = |frame: &[u8]| {
@@ -219,6 +245,13 @@ async fn receive(conn: TcpStream, reader: Reader, latencies: &mut Vec<u32>) -> i
         }
         Reader::Ringmem => {
             let mut r = AsyncFramedReader::new(conn, LengthDelimited::new());
+            while let Some(f) = next(&mut r).await {
+                note(&f?);
+            }
+        }
+        Reader::Uring => {
+            let group = group.expect("a group for the io_uring reader");
+            let mut r = group.framed(&conn, LengthDelimited::new())?;
             while let Some(f) = next(&mut r).await {
                 note(&f?);
             }
@@ -269,6 +302,8 @@ pub fn run(
 ) -> Run {
     rt.block_on(async {
         let (senders, receivers) = connect(conns, load.rcvbuf).await;
+        let group = (reader == Reader::Uring)
+            .then(|| UringGroup::new(URING_GROUP).expect("io_uring works here (uring_works)"));
         // Each sender stamps its own copy; the copies and the latency records are made
         // before the clock and the allocation count start.
         let copies: Vec<Vec<u8>> = (0..conns).map(|_| wire.bytes.clone()).collect();
@@ -286,8 +321,9 @@ pub fn run(
             .into_iter()
             .zip(records.drain(..))
             .map(|(c, mut lat)| {
+                let group = group.clone();
                 tokio::spawn(async move {
-                    let n = receive(c, reader, &mut lat).await.unwrap();
+                    let n = receive(c, reader, group, &mut lat).await.unwrap();
                     (n, lat)
                 })
             })

@@ -74,6 +74,9 @@ fn main() {
         return;
     }
     let reps = arg(&args, "--reps", 3).max(1);
+    let readers: Vec<Reader> = (Reader::ALL.into_iter())
+        .filter(|&r| r != Reader::Uring || Reader::uring_works(&rt))
+        .collect();
     // Wire bytes per connection and run.
     let mib = arg(&args, "--mib", 16);
     // The receiving sockets' `SO_RCVBUF` (0: the kernel's autotuning).
@@ -85,7 +88,7 @@ fn main() {
         for conns in framed::CONNS {
             // Saturated (`cell`), then paced (`paced`) at a quarter of the slower reader's
             // median rate of the saturated runs.
-            let mut rates: [Vec<f64>; 2] = Default::default();
+            let mut rates: [Vec<f64>; 3] = Default::default();
             for pace in [None, Some(())] {
                 let pace = pace.map(|()| {
                     let median = |v: &mut Vec<f64>| {
@@ -96,9 +99,9 @@ fn main() {
                 });
                 for rep in 0..reps {
                     // Interleaved, each repetition starting from the other reader.
-                    for k in 0..Reader::ALL.len() {
-                        let i = (rep + k) % Reader::ALL.len();
-                        let reader = Reader::ALL[i];
+                    for k in 0..readers.len() {
+                        let i = (rep + k) % readers.len();
+                        let reader = readers[i];
                         let load = framed::Load { pace, rcvbuf };
                         let mut r = framed::run(&rt, reader, conns, &wire, frames, load);
                         if pace.is_none() {
