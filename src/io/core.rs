@@ -49,7 +49,7 @@ const QUEUE: usize = 32;
 /// Bytes a region read without copies holds at most until the reader knows that frames
 /// are dropped before the reader is done with their region (see [`Core::retire`]): what
 /// a frame kept from it holds.
-const PROBE_READ: usize = 4 << 10;
+pub(crate) const PROBE_READ: usize = 4 << 10;
 
 /// Regions of copies after a region found held, at first and at least (see
 /// [`Core::retire`]): as many as [`PROBE_EASE`], so that a probe found free shortens
@@ -96,6 +96,74 @@ const LEAST_READ: usize = 64;
 /// (a mixed stream rarely has as many).
 const RUN: usize = 16;
 
+/// Whether a reader's frames are kept past its turn: the probes' state machine of
+/// [`Core::retire`], also the io_uring group's (`uring`), which retires its buffers as
+/// `Core` its regions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Trust {
+    /// Regions left whose short frames are copied (see [`frame_of`]); 0: frames are
+    /// slices of their region.
+    copy_left: u32,
+    /// Regions of copies after the next region found still held when the reader is
+    /// done with it: from [`PROBE_MIN`], doubling to [`PROBE_MAX`].
+    probe_gap: u32,
+    /// The last region read without copies was found free: frames are slices, in
+    /// regions of a bulk read. Else, out of copy mode, the next region is a probe: at
+    /// most [`PROBE_READ`] bytes.
+    trusted: bool,
+    /// Frames of probes found free since a region was last found held.
+    free_frames: u32,
+    /// `free_frames` a reader needs to read without copies again: 0 until a region was
+    /// found held, then [`TRUST_FRAMES`].
+    trust_after: u32,
+}
+
+impl Trust {
+    /// A reader's start: its first region a probe.
+    pub(crate) const fn new() -> Trust {
+        Trust {
+            copy_left: 0,
+            probe_gap: PROBE_MIN,
+            trusted: false,
+            free_frames: 0,
+            trust_after: 0,
+        }
+    }
+
+    /// Whether the short frames of the region read next are copied.
+    pub(crate) fn copying(&self) -> bool {
+        self.copy_left > 0
+    }
+
+    /// Whether the region read next is a probe: at most [`PROBE_READ`] bytes, without
+    /// copies.
+    pub(crate) fn probing(&self) -> bool {
+        self.copy_left == 0 && !self.trusted
+    }
+
+    /// A region is done with, in the order they were read: `free`, no frame of it is
+    /// held any more; `frames` were yielded from it. See [`Core::retire`].
+    pub(crate) fn retire(&mut self, free: bool, frames: u32) {
+        if self.copy_left > 0 {
+            self.copy_left -= 1;
+        } else if !free {
+            self.trusted = false;
+            self.free_frames = 0;
+            self.trust_after = TRUST_FRAMES;
+            self.copy_left = self.probe_gap;
+            self.probe_gap = self.probe_gap.saturating_mul(2).min(PROBE_MAX);
+        } else if !self.trusted {
+            self.probe_gap = (self.probe_gap - self.probe_gap / PROBE_EASE).max(PROBE_MIN);
+            self.free_frames = self.free_frames.saturating_add(frames);
+            if self.free_frames >= self.trust_after {
+                self.trusted = true;
+            } else {
+                self.copy_left = self.probe_gap;
+            }
+        }
+    }
+}
+
 /// What follows the queued frames in the buffered bytes.
 enum After {
     /// Not decoded yet (the queue filled up first), or nothing.
@@ -131,26 +199,14 @@ pub(crate) struct Core<D> {
     /// the first (`None`: the frame is yielded as a slice of `ready`), claimed at once
     /// ([`plan_copies`](Self::plan_copies)).
     copies: VecDeque<Option<FixedBufMut>>,
-    /// Regions left whose short frames are copied (see [`frame_of`]); 0: frames are
-    /// slices of their region. See [`retire`](Self::retire).
-    copy_left: u32,
-    /// Regions of copies after the next region found still held when the reader is
-    /// done with it: from [`PROBE_MIN`], doubling to [`PROBE_MAX`].
-    probe_gap: u32,
-    /// The last region read without copies was found free: frames are slices, in
-    /// regions of a bulk read. Else, out of copy mode, the next region is a probe: at
-    /// most [`PROBE_READ`] bytes.
-    trusted: bool,
+    /// Whether the short frames of the next regions are copied (see
+    /// [`retire`](Self::retire)).
+    trust: Trust,
     /// The region the last frame was yielded from, when it was its last: retired at the
     /// next step, once the consumer had the chance to drop that frame.
     retiring: Option<FixedBuf>,
     /// Frames yielded from the region being read, counted for [`retire`](Self::retire).
     yielded: u32,
-    /// Frames of probes found free since a region was last found held.
-    free_frames: u32,
-    /// `free_frames` a reader needs to read without copies again: 0 until a region was
-    /// found held, then [`TRUST_FRAMES`].
-    trust_after: u32,
     /// Bytes of `pending` the queued frames take (0 unless `topping`).
     walked: usize,
     /// `pending` is kept open after frames were decoded in it, to complete its last
@@ -211,13 +267,9 @@ impl<D: Decoder> Core<D> {
             queue: VecDeque::new(),
             after: After::Unwalked,
             copies: VecDeque::new(),
-            copy_left: 0,
-            probe_gap: PROBE_MIN,
-            trusted: false,
+            trust: Trust::new(),
             retiring: None,
             yielded: 0,
-            free_frames: 0,
-            trust_after: 0,
             walked: 0,
             topping: false,
             at_eof: false,
@@ -288,7 +340,7 @@ impl<D: Decoder> Core<D> {
     /// Bytes of a bulk read: [`read_size`](Self::read_size), or a probe's (see
     /// [`retire`](Self::retire)), also when the region is larger (a pool's spare).
     fn bulk_read(&self) -> usize {
-        if self.copy_left == 0 && !self.trusted {
+        if self.trust.probing() {
             self.read_size.min(PROBE_READ)
         } else {
             self.read_size
@@ -357,7 +409,7 @@ impl<D: Decoder> Core<D> {
     /// dropped before the next is taken, the loop most readers run. So frames are slices
     /// of bulk reads until a region is found held when the reader is done with it (a
     /// frame of it kept, or queued for another task). From then on the reader copies the
-    /// short frames (see [`copied`]) of [`probe_gap`](Self::probe_gap) regions, then
+    /// short frames (see [`copied`]) of `probe_gap` regions ([`Trust`]), then
     /// reads a probe: a region of at most [`PROBE_READ`] bytes, without copies. A probe
     /// found held doubles the gap (to [`PROBE_MAX`]); found free, it shortens it by a
     /// [`PROBE_EASE`]th (to [`PROBE_MIN`]), and once probes in a row have shown
@@ -371,23 +423,7 @@ impl<D: Decoder> Core<D> {
     fn retire(&mut self, region: FixedBuf) {
         let free = region.release_was_last();
         let frames = core::mem::take(&mut self.yielded);
-        if self.copy_left > 0 {
-            self.copy_left -= 1;
-        } else if !free {
-            self.trusted = false;
-            self.free_frames = 0;
-            self.trust_after = TRUST_FRAMES;
-            self.copy_left = self.probe_gap;
-            self.probe_gap = self.probe_gap.saturating_mul(2).min(PROBE_MAX);
-        } else if !self.trusted {
-            self.probe_gap = (self.probe_gap - self.probe_gap / PROBE_EASE).max(PROBE_MIN);
-            self.free_frames = self.free_frames.saturating_add(frames);
-            if self.free_frames >= self.trust_after {
-                self.trusted = true;
-            } else {
-                self.copy_left = self.probe_gap;
-            }
-        }
+        self.trust.retire(free, frames);
     }
 
     /// On a pool: decodes up to [`BATCH`] frames of `ready` ahead (into the queue, as
@@ -458,7 +494,7 @@ impl<D: Decoder> Core<D> {
             if self.topping {
                 return Ok(Step::TopUp);
             }
-            let copying = self.copy_left > 0;
+            let copying = self.trust.copying();
             if copying && self.ready.is_some() && self.copies.is_empty() && mem.pool().is_some() {
                 self.plan_copies(mem);
             }
@@ -900,7 +936,7 @@ impl<D: Decoder> Core<D> {
         match self.decoder.decode_eof(&tail) {
             Ok(f) => {
                 check(f, tail.len());
-                Ok(Some(if self.copy_left > 0 {
+                Ok(Some(if self.trust.copying() {
                     frame_of(&tail, f.start..f.end, mem)
                 } else {
                     tail.slice(f.start..f.end)
@@ -1013,7 +1049,7 @@ fn frame_of(region: &FixedBuf, range: Range<usize>, mem: &Memory) -> FixedBuf {
 }
 
 /// `copy`, a region claimed for `bytes` (at least as long), holding them, frozen.
-fn filled(mut copy: FixedBufMut, bytes: &[u8]) -> FixedBuf {
+pub(crate) fn filled(mut copy: FixedBufMut, bytes: &[u8]) -> FixedBuf {
     let copied = copy.try_extend_from_slice(bytes);
     debug_assert!(copied.is_ok(), "{} bytes copied into {copy:?}", bytes.len());
     copy.freeze()
@@ -1024,7 +1060,7 @@ fn filled(mut copy: FixedBufMut, bytes: &[u8]) -> FixedBuf {
 /// [`Core::retire`]): when it is less than a [`PIN_MAX`]th of the region, and on a
 /// pool (`pooled`) also when it is at most [`POOL_COPY_MAX`] bytes.
 #[inline]
-fn copied(len: usize, span: usize, pooled: bool) -> bool {
+pub(crate) fn copied(len: usize, span: usize, pooled: bool) -> bool {
     len.saturating_mul(PIN_MAX) < span || (pooled && len <= POOL_COPY_MAX)
 }
 

@@ -44,6 +44,8 @@ mod resp;
 mod tokio_encoder;
 mod writer;
 
+#[cfg(uring)]
+pub(crate) use self::core::{copied, filled, Trust, PROBE_READ};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_reader::AsyncFramedReader;
