@@ -182,6 +182,55 @@ fn out_of_buffers_waits_for_a_release() {
     });
 }
 
+/// One frame in 1,000 kept: no stall, and what the kept frames hold (in the group's
+/// ring past the buffers published, and in the copies' pool) stays within 4 times
+/// their bytes plus the buffers given back and not yet checked; frames all dropped,
+/// the ring holds those buffers alone.
+#[test]
+fn kept_frames_hold_about_their_own_bytes() {
+    runtime().block_on(async {
+        let pool = ringmem::io::ReadPool::new(16 << 20);
+        let opts = UringOptions::new(8 << 20).pool(pool.clone());
+        let Some(group) = group("kept_frames_hold_about_their_own_bytes", opts) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut client, server) = pair(&listener).await;
+        let n = 200_000;
+        let bytes = wire(&vec![vec![9u8; 100]; n]); // 20 MB through an 8 MiB group
+        let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        let mut kept = Vec::new();
+        for i in 0..n {
+            let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
+                .await
+                .unwrap_or_else(|_| panic!("stalled at frame {i}: {:?}", group.stats()))
+                .unwrap()
+                .unwrap();
+            if i % 1000 == 999 {
+                kept.push(f);
+            }
+        }
+        let s = group.stats();
+        let held = s.bytes_in_use - s.buffers * (s.buf_len + 8) + pool.stats().bytes_in_use;
+        let kept_bytes: usize = kept.iter().map(|f| f.len()).sum();
+        // The group checks a buffer given back for frames held 4 buffers later.
+        let flight = 4 * (s.buf_len + 8);
+        eprintln!(
+            "kept {} frames, {kept_bytes} B; held {held} B; {s:?}",
+            kept.len()
+        );
+        assert!(
+            held <= 4 * kept_bytes + flight,
+            "kept {kept_bytes} B, held {held} B: {s:?}"
+        );
+        drop(kept);
+        let s = group.stats();
+        assert!(s.bytes_in_use <= (s.buffers + 5) * (s.buf_len + 8), "{s:?}");
+        drop(writer.join().unwrap().unwrap());
+    });
+}
+
 #[test]
 fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
     runtime().block_on(async {

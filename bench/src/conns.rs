@@ -751,6 +751,10 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                 for (k, q) in [("p50_ns", 0.5), ("p99_ns", 0.99), ("p999_ns", 0.999)] {
                     field(k, counts.latency.quantile(q) as f64);
                 }
+                // The memory once the streams have stopped, and at its peak.
+                field("base_rss_kib", base_rss as f64);
+                field("rss_kib", status_kib("VmRSS") as f64);
+                field("hwm_kib", status_kib("VmHWM") as f64);
             } else {
                 std::thread::sleep(Duration::from_millis(200));
                 field("received", counts.received.load(Ordering::Relaxed) as f64);

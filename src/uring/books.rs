@@ -7,8 +7,9 @@
 //! for it. Each completion that names the buffer carries the bytes written since the
 //! last one: they become a [`FixedBuf`] view of the region (a count more), never
 //! written again. A completion without `IORING_CQE_F_BUF_MORE` gives the buffer back:
-//! the books let go of their count (the region comes back to the ring once the views
-//! are dropped too) and the buffer's id is free to publish another region under.
+//! the books hand their count to the caller (whose release of it, once the views are
+//! dropped too, gives the region back to the ring, and tells whether a frame of it is
+//! still held) and the buffer's id is free to publish another region under.
 
 use core::fmt;
 
@@ -67,6 +68,26 @@ impl fmt::Display for BooksError {
 
 impl std::error::Error for BooksError {}
 
+/// What a completion brings.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    /// Its bytes: a view of its buffer.
+    pub(crate) view: FixedBuf,
+    /// Whether the short frames of the buffer are copied (its flag when published).
+    pub(crate) copy: bool,
+    /// The buffer, when the kernel gave it back with this completion.
+    pub(crate) returned: Option<Returned>,
+}
+
+/// A buffer the kernel has given back.
+#[derive(Debug)]
+pub(crate) struct Returned {
+    /// The region's count the kernel held (a view of no bytes).
+    pub(crate) held: FixedBuf,
+    /// Completions it served.
+    pub(crate) views: u32,
+}
+
 /// One buffer id's state.
 #[derive(Default)]
 struct Slot {
@@ -77,6 +98,10 @@ struct Slot {
     filled: usize,
     /// Bytes the kernel was given.
     len: usize,
+    /// Whether the short frames of its views are copied.
+    copy: bool,
+    /// Completions it served so far.
+    views: u32,
 }
 
 /// The buffers of one group, by id.
@@ -107,8 +132,13 @@ impl Books {
 
     /// Publishes `region` (its whole capacity, at most `u32::MAX` bytes) under a free
     /// id: the kernel may write it from now on, until a completion without `BUF_MORE`
-    /// gives it back. `Err` with the region when every id is taken.
-    pub(crate) fn publish(&mut self, region: FixedBufMut) -> Result<Entry, FixedBufMut> {
+    /// gives it back. `copy`: the short frames of its views are to be copied. `Err`
+    /// with the region when every id is taken.
+    pub(crate) fn publish(
+        &mut self,
+        region: FixedBufMut,
+        copy: bool,
+    ) -> Result<Entry, FixedBufMut> {
         let Some(bid) = self.free.pop() else {
             return Err(region);
         };
@@ -125,19 +155,21 @@ impl Books {
             held: Some(held),
             filled: 0,
             len,
+            copy,
+            views: 0,
         };
         Ok(entry)
     }
 
     /// The `bytes` a completion put into buffer `bid`, as a view of its region;
     /// `more`: the completion had `IORING_CQE_F_BUF_MORE` (the kernel keeps the buffer
-    /// for more). Without it the buffer is free again.
+    /// for more). Without it the buffer is returned, and its id free again.
     pub(crate) fn complete(
         &mut self,
         bid: u16,
         bytes: usize,
         more: bool,
-    ) -> Result<FixedBuf, BooksError> {
+    ) -> Result<Completion, BooksError> {
         let slot = (self.slots.get_mut(usize::from(bid)))
             .filter(|s| s.held.is_some())
             .ok_or(BooksError::NotPublished(bid))?;
@@ -157,11 +189,20 @@ impl Books {
         // past them from now on.
         let view = unsafe { held.view_ahead(slot.filled, bytes) };
         slot.filled += bytes;
-        if !more {
-            slot.held = None;
+        slot.views += 1;
+        let copy = slot.copy;
+        let returned = (!more).then(|| {
             self.free.push(bid);
-        }
-        Ok(view)
+            Returned {
+                held: slot.held.take().expect("checked above"),
+                views: slot.views,
+            }
+        });
+        Ok(Completion {
+            view,
+            copy,
+            returned,
+        })
     }
 
     /// Gives up the count of every buffer the kernel holds without releasing it: for a

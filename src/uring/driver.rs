@@ -23,7 +23,8 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::books::{Books, Entry};
+use super::books::{Books, Entry, Returned};
+use crate::io::{Trust, PROBE_READ};
 use crate::ring::wait::{poll_until, Span, TaskSlot};
 use crate::{FixedBuf, FixedBufMut, Ring};
 
@@ -40,6 +41,10 @@ const LEAST_BUF: usize = 4 << 10;
 /// How often, at most, the driver gives the ring's free pages back to the system (a
 /// walk of its headers, under the lock): see `Ring::give_back_pages`.
 const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
+
+/// Buffers given back by the kernel after which one is checked for frames still held
+/// (see `State::retire`): the readers' chance to take its views and drop their frames.
+const RETIRE_DEPTH: usize = 4;
 
 /// How long a group dropped with receives in flight waits for their last completions
 /// before it leaks their buffers instead.
@@ -81,14 +86,14 @@ pub(crate) struct Shared {
     span: Span,
     pub(crate) incremental: bool,
     pub(crate) buf_len: usize,
-    pub(crate) counters: Counters,
+    pub(crate) counters: Arc<Counters>,
 }
 
 /// A connection's received bytes, handed from the driver to its reader.
 #[derive(Default)]
 pub(crate) struct Queue {
-    /// Views of completions, in order.
-    pub(crate) chunks: VecDeque<FixedBuf>,
+    /// Views of completions, in order, each with its buffer's `copy` flag.
+    pub(crate) chunks: VecDeque<(FixedBuf, bool)>,
     /// Their bytes.
     pub(crate) bytes: usize,
     /// The reader's task.
@@ -223,6 +228,13 @@ pub(crate) struct State {
     parked: Vec<u32>,
     /// When free pages of the ring last went back to the system.
     given_back: Instant,
+    /// The group's counts (also `Shared`'s, read without the lock).
+    counters: Arc<Counters>,
+    /// Whether frames are found kept: decides whether the next buffers' short frames
+    /// are copied, and when a buffer is a probe (see `Core::retire`).
+    trust: Trust,
+    /// Buffers the kernel gave back, the oldest first, until they are checked.
+    retired: VecDeque<Returned>,
     /// Dropped last (see `Drop`), or leaked.
     uring: ManuallyDrop<IoUring>,
 }
@@ -308,12 +320,15 @@ impl Shared {
             wake: Vec::new(),
             parked: Vec::new(),
             given_back: Instant::now(),
+            counters: Arc::default(),
+            trust: Trust::new(),
+            retired: VecDeque::new(),
             uring: ManuallyDrop::new(uring),
         };
-        let counters = Counters::default();
         // From the start, claims stay low in the ring while what is live fits there.
         state.ring.give_back_pages();
-        state.refill(false, &counters);
+        state.refill(false);
+        let counters = Arc::clone(&state.counters);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             users: AtomicUsize::new(1),
@@ -408,6 +423,26 @@ impl Shared {
         st.submit();
     }
 
+    /// Takes the completions waiting, if the lock is free now: a reader that found its
+    /// queue empty does the driver's work rather than wait for its turn. `true` if any
+    /// was taken.
+    pub(crate) fn try_reap(&self) -> bool {
+        let Ok(mut st) = self.state.try_lock() else {
+            return false;
+        };
+        let before = self.counters.completions.load(Ordering::Relaxed);
+        st.reap();
+        if self.counters.completions.load(Ordering::Relaxed) == before {
+            return false;
+        }
+        st.refill(false);
+        st.submit();
+        let wake = core::mem::take(&mut st.wake);
+        drop(st);
+        wake.into_iter().for_each(Waker::wake);
+        true
+    }
+
     /// The ring's bytes in use, and buffers published.
     pub(crate) fn ring_stats(&self) -> (crate::RingStats, usize) {
         let st = self.lock();
@@ -429,9 +464,10 @@ impl State {
             if unsafe { self.uring.submission().push(sqe) }.is_ok() {
                 return;
             }
-            // The queue is full: hand it to the kernel first.
+            // The queue is full: hand it to the kernel first, and if the kernel refuses
+            // (completions overflowed: `EBUSY`), take the completions first.
             if self.uring.submit().is_err() {
-                std::thread::yield_now();
+                self.reap();
             }
         }
     }
@@ -492,35 +528,38 @@ impl State {
 
     /// Routes every completion waiting: a receive's bytes to its connection's queue,
     /// its end to the connection's state.
-    fn reap(&mut self, counters: &Counters) {
+    fn reap(&mut self) {
         loop {
             let Some(cqe) = self.uring.completion().next() else {
                 return;
             };
-            self.route(cqe.user_data(), cqe.result(), cqe.flags(), counters);
+            self.route(cqe.user_data(), cqe.result(), cqe.flags());
         }
     }
 
-    fn route(&mut self, ud: u64, res: i32, flags: u32, counters: &Counters) {
+    fn route(&mut self, ud: u64, res: i32, flags: u32) {
         if ud & 1 == 1 {
             return; // a cancellation's own completion
         }
-        counters.completions.fetch_add(1, Ordering::Relaxed);
+        self.counters.completions.fetch_add(1, Ordering::Relaxed);
         let (id, gen) = ((ud >> 32) as u32, ((ud >> 1) & 0x7fff_ffff) as u32);
-        let got = cqueue::buffer_select(flags).map(|bid| {
+        let mut got = cqueue::buffer_select(flags).map(|bid| {
             (self.books)
                 .complete(bid, res.max(0) as usize, cqueue::buffer_more(flags))
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
         });
+        if let Some(returned) = got.as_mut().and_then(|g| g.as_mut().ok()?.returned.take()) {
+            self.retire(returned);
+        }
         let queue_cap = self.queue_cap;
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
         let mut q = c.queue.lock().unwrap_or_else(|e| e.into_inner());
         match got {
-            Some(Ok(view)) if !view.is_empty() && !c.closing => {
-                q.bytes += view.len();
-                q.chunks.push_back(view);
+            Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
+                q.bytes += got.view.len();
+                q.chunks.push_back((got.view, got.copy));
             }
             Some(Err(e)) if q.end.is_none() => q.end = Some(Err(e)),
             _ => {}
@@ -534,10 +573,7 @@ impl State {
             match res {
                 _ if c.closing => {}
                 0 => q.end = q.end.take().or(Some(Ok(()))),
-                ENOBUFS if was == Recv::Armed => {
-                    counters.out_of_buffers.fetch_add(1, Ordering::Relaxed);
-                    parked = true;
-                }
+                ENOBUFS if was == Recv::Armed => parked = true,
                 ECANCELED | ENOBUFS => q.paused = true,
                 1.. if was == Recv::Cancelling => q.paused = true,
                 // Ended for another reason (completions overflowed): started again as a
@@ -550,6 +586,7 @@ impl State {
         }
         let waker = q.waker.take();
         drop(q);
+        let out_of_buffers = parked && res == -libc::ENOBUFS;
         let newly_parked = parked && !core::mem::replace(&mut c.parked, true);
         let gone = c.closing && c.recv == Recv::Idle;
         self.wake.extend(waker);
@@ -558,37 +595,60 @@ impl State {
         } else if newly_parked {
             self.parked.push(id);
         }
+        if out_of_buffers {
+            self.counters.out_of_buffers.fetch_add(1, Ordering::Relaxed);
+        }
         if pause {
-            counters.pauses.fetch_add(1, Ordering::Relaxed);
+            self.counters.pauses.fetch_add(1, Ordering::Relaxed);
             self.cancel(id);
         }
     }
 
+    /// A buffer the kernel gave back, checked [`RETIRE_DEPTH`] buffers later: whether
+    /// a frame of it is still held then (kept by the application) decides, as for a
+    /// reader's region (`Trust`, `Core::retire`), whether the short frames of the next
+    /// buffers are copied, so that a frame kept holds its own bytes.
+    fn retire(&mut self, returned: Returned) {
+        self.retired.push_back(returned);
+        while self.retired.len() > RETIRE_DEPTH {
+            let r = self.retired.pop_front().expect("longer than the depth");
+            let free = r.held.release_was_last();
+            self.trust.retire(free, r.views);
+        }
+    }
+
     /// A region for a buffer: a whole one, else at least [`LEAST_BUF`] bytes grown over
-    /// its free run; with `walk`, after a walk of the ring (see `Ring::unstick_if`).
+    /// its free run; a probe's (see `Trust`) when frames were found kept; with `walk`,
+    /// after a walk of the ring (see `Ring::unstick_if`).
     fn claim(&self, walk: bool) -> Option<FixedBufMut> {
         self.ring.unstick_if(walk);
-        if let Some(region) = self.ring.fixed(self.buf_len) {
+        let len = if self.trust.probing() {
+            PROBE_READ.min(self.buf_len)
+        } else {
+            self.buf_len
+        };
+        if let Some(region) = self.ring.fixed(len) {
             return Some(region);
         }
-        let mut region = self.ring.fixed(LEAST_BUF)?;
-        region.grow_in(self.buf_len, &self.ring);
+        let mut region = self.ring.fixed(LEAST_BUF.min(len))?;
+        region.grow_in(len, &self.ring);
         Some(region)
     }
 
     /// Publishes a buffer under every free id the ring has room for, then restarts the
     /// parked receives if the kernel has buffers. `true` if any was published.
-    fn refill(&mut self, walk: bool, counters: &Counters) -> bool {
+    fn refill(&mut self, walk: bool) -> bool {
         let mut any = false;
         let mut walk = walk;
         while self.books.free() > 0 {
             let Some(region) = self.claim(core::mem::replace(&mut walk, false)) else {
                 break;
             };
-            let entry = self.books.publish(region).expect("an id is free");
+            let copy = self.trust.copying();
+            let entry = self.books.publish(region, copy).expect("an id is free");
             self.entries.push(entry);
             any = true;
-            counters.published.fetch_add(1, Ordering::Relaxed);
+            self.counters.published.fetch_add(1, Ordering::Relaxed);
         }
         if any {
             self.entries.publish();
@@ -600,7 +660,7 @@ impl State {
                     .and_then(Option::as_ref)
                     .is_some_and(|c| c.parked && !c.closing && c.recv == Recv::Idle);
                 if waits {
-                    counters.rearms.fetch_add(1, Ordering::Relaxed);
+                    self.counters.rearms.fetch_add(1, Ordering::Relaxed);
                     self.arm(id);
                 }
             }
@@ -628,7 +688,6 @@ impl Drop for State {
             self.cancel(id);
         }
         let start = Instant::now();
-        let counters = Counters::default();
         while self.in_flight() && start.elapsed() < DRAIN {
             let ts = types::Timespec::new().nsec(100_000_000);
             let args = types::SubmitArgs::new().timespec(&ts);
@@ -641,7 +700,7 @@ impl Drop for State {
                     ) => {}
                 Err(_) => break,
             }
-            self.reap(&counters);
+            self.reap();
         }
         if self.in_flight() {
             self.books.leak();
@@ -687,12 +746,12 @@ impl Future for Driver {
                 if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     st.driver = Some(cx.waker().clone());
                 }
-                st.reap(&shared.counters);
+                st.reap();
                 if st.given_back.elapsed() >= GIVE_BACK_EVERY {
                     st.given_back = Instant::now();
                     st.ring.give_back_pages();
                 }
-                st.refill(false, &shared.counters);
+                st.refill(false);
                 st.submit();
                 let done = shared.users.load(Ordering::Acquire) == 0 && !st.in_flight();
                 (st.books.free() > 0, done, core::mem::take(&mut st.wake))
@@ -704,7 +763,7 @@ impl Future for Driver {
             if short {
                 let room = poll_until(&mut this.room, cx, shared.span, LEAST_BUF, |walk| {
                     let mut st = shared.lock();
-                    let any = st.refill(walk, &shared.counters);
+                    let any = st.refill(walk);
                     st.submit();
                     any.then_some(())
                 });

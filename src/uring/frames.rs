@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use crate::io::Memory;
-use crate::io::{Decode, Decoder, Resync};
+use crate::io::{copied, filled, Decode, Decoder, Resync};
 use crate::{FixedBuf, FixedBufMut};
 
 /// Bytes a copy grows by at least when its decoder asks for one byte more than it
@@ -13,13 +13,21 @@ use crate::{FixedBuf, FixedBufMut};
 /// a byte at a time would decode once per byte.
 const GROW_LEAST: usize = 64;
 
+/// A completion's bytes, and whether its short frames are copied (see `Trust`).
+pub(crate) struct Chunk {
+    bytes: FixedBuf,
+    copy: bool,
+}
+
 /// One connection's received bytes, in order, and the frames found in them.
 ///
 /// The bytes are a partial frame's copy (`carry`, first when there is one) and then
 /// the completions' views (`chunks`). A frame wholly inside a view is a slice of it;
 /// a frame that starts in one view and goes on in the next is copied (its first part
 /// when the decoder asks for more than its view holds, then each next part as it
-/// comes), so it holds a region of its own bytes.
+/// comes), so it holds a region of its own bytes. While the group finds frames kept
+/// (its buffers marked `copy`), a short frame is copied too, as `AsyncFramedReader`
+/// copies one (`io::core::copied`): a frame kept holds its own bytes, not its buffer.
 pub(crate) struct Assembler<D> {
     pub(crate) decoder: D,
     carry: Option<FixedBufMut>,
@@ -28,7 +36,7 @@ pub(crate) struct Assembler<D> {
     /// Bytes `carry` is filled up to from the views: `need` where the decoder knows the
     /// frame's length, else as many as it has room for.
     fill: usize,
-    chunks: VecDeque<FixedBuf>,
+    chunks: VecDeque<Chunk>,
     /// After a rejected frame, while [`Decoder::resync`] answers `More`.
     discarding: bool,
     /// The decoder can follow the stream no further.
@@ -49,25 +57,25 @@ impl<D: Decoder> Assembler<D> {
     }
 
     /// Appends the bytes of a completion (a view that follows the last one in its
-    /// region joins it).
-    pub(crate) fn push(&mut self, chunk: FixedBuf) {
-        if chunk.is_empty() || self.stopped {
+    /// region joins it); `copy`: its buffer's short frames are copied.
+    pub(crate) fn push(&mut self, bytes: FixedBuf, copy: bool) {
+        if bytes.is_empty() || self.stopped {
             return;
         }
-        let chunk = match self.chunks.back_mut() {
-            Some(last) => match last.try_join(chunk) {
+        let bytes = match self.chunks.back_mut() {
+            Some(last) if last.copy == copy => match last.bytes.try_join(bytes) {
                 Ok(()) => return,
-                Err(chunk) => chunk,
+                Err(bytes) => bytes,
             },
-            None => chunk,
+            _ => bytes,
         };
-        self.chunks.push_back(chunk);
+        self.chunks.push_back(Chunk { bytes, copy });
     }
 
     /// Bytes received and not yet yielded in a frame.
     pub(crate) fn buffered(&self) -> usize {
         self.carry.as_ref().map_or(0, |c| c.len())
-            + self.chunks.iter().map(|c| c.len()).sum::<usize>()
+            + self.chunks.iter().map(|c| c.bytes.len()).sum::<usize>()
     }
 
     /// Whether the decoder stopped the stream (a frame it cannot get past).
@@ -87,10 +95,10 @@ impl<D: Decoder> Assembler<D> {
                 let Some(front) = self.chunks.front_mut() else {
                     return Ok(None);
                 };
-                match self.decoder.resync(front) {
+                match self.decoder.resync(&front.bytes) {
                     Resync::More => _ = self.chunks.pop_front(),
                     Resync::Skip(n) => {
-                        front.skip(n.min(front.len()));
+                        front.bytes.skip(n.min(front.bytes.len()));
                         self.discarding = false;
                     }
                     Resync::Stop => self.stop(),
@@ -103,12 +111,12 @@ impl<D: Decoder> Assembler<D> {
                     let Some(front) = self.chunks.front_mut() else {
                         break;
                     };
-                    let take = front.len().min(self.fill - carry.len());
+                    let take = front.bytes.len().min(self.fill - carry.len());
                     carry
-                        .try_extend_from_slice(&front[..take])
+                        .try_extend_from_slice(&front.bytes[..take])
                         .expect("a copy has room for what it wants");
-                    front.skip(take);
-                    if front.is_empty() {
+                    front.bytes.skip(take);
+                    if front.bytes.is_empty() {
                         self.chunks.pop_front();
                     }
                 }
@@ -119,7 +127,8 @@ impl<D: Decoder> Assembler<D> {
                     Ok(Decode::Frame(f)) => {
                         let carry = self.carry.take().expect("matched above").freeze();
                         if f.consumed < carry.len() {
-                            self.chunks.push_front(carry.slice(f.consumed..));
+                            let bytes = carry.slice(f.consumed..);
+                            self.chunks.push_front(Chunk { bytes, copy: false });
                         }
                         return Ok(Some(carry.slice(f.start..f.end)));
                     }
@@ -135,10 +144,18 @@ impl<D: Decoder> Assembler<D> {
             let Some(front) = self.chunks.front_mut() else {
                 return Ok(None);
             };
-            match self.decoder.decode(front) {
+            match self.decoder.decode(&front.bytes) {
                 Ok(Decode::Frame(f)) => {
-                    let frame = front.slice(f.start..f.end);
-                    front.skip(f.consumed);
+                    let len = f.end - f.start;
+                    let frame = if front.copy && copied(len, front.bytes.region_span(), true) {
+                        let copy = (mem.claim_now(len))
+                            .or_else(|| FixedBufMut::on_heap(len))
+                            .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+                        filled(copy, &front.bytes[f.start..f.end])
+                    } else {
+                        front.bytes.slice(f.start..f.end)
+                    };
+                    front.bytes.skip(f.consumed);
                     self.drop_empty_front();
                     return Ok(Some(frame));
                 }
@@ -149,7 +166,7 @@ impl<D: Decoder> Assembler<D> {
                     self.want_more(n, mem)?;
                 }
                 Err(e) => {
-                    let bad = self.chunks.pop_front().expect("matched above");
+                    let bad = self.chunks.pop_front().expect("matched above").bytes;
                     self.reject(bad);
                     return Err(e);
                 }
@@ -163,7 +180,7 @@ impl<D: Decoder> Assembler<D> {
     pub(crate) fn finish(&mut self) -> io::Result<Option<FixedBuf>> {
         let rest = match self.carry.take() {
             Some(carry) => Some(carry.freeze()),
-            None => self.chunks.pop_front(),
+            None => self.chunks.pop_front().map(|c| c.bytes),
         };
         let discarding = self.discarding;
         self.stop();
@@ -187,7 +204,7 @@ impl<D: Decoder> Assembler<D> {
     fn want_more(&mut self, n: usize, mem: &Memory) -> io::Result<()> {
         let have = match &self.carry {
             Some(c) => c.len(),
-            None => self.chunks.front().map_or(0, |c| c.len()),
+            None => self.chunks.front().map_or(0, |c| c.bytes.len()),
         };
         // A decoder asking for one more byte may not know the frame's length: the copy
         // takes as much as it has room for then, and grows geometrically (at worst a
@@ -211,7 +228,7 @@ impl<D: Decoder> Assembler<D> {
             Some(old) => copy.try_extend_from_slice(&old),
             None => {
                 let front = self.chunks.pop_front().expect("a partial frame is here");
-                copy.try_extend_from_slice(&front)
+                copy.try_extend_from_slice(&front.bytes)
             }
         }
         .expect("the new copy holds the old");
@@ -225,14 +242,17 @@ impl<D: Decoder> Assembler<D> {
     fn reject(&mut self, bad: FixedBuf) {
         match self.decoder.resync(&bad) {
             Resync::Stop => self.stop(),
-            Resync::Skip(n) if n < bad.len() => self.chunks.push_front(bad.slice(n..)),
+            Resync::Skip(n) if n < bad.len() => self.chunks.push_front(Chunk {
+                bytes: bad.slice(n..),
+                copy: false,
+            }),
             Resync::Skip(_) => {}
             Resync::More => self.discarding = true,
         }
     }
 
     fn drop_empty_front(&mut self) {
-        if self.chunks.front().is_some_and(|c| c.is_empty()) {
+        if self.chunks.front().is_some_and(|c| c.bytes.is_empty()) {
             self.chunks.pop_front();
         }
     }

@@ -94,9 +94,10 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
             while books.free() > 0 {
                 let len = [512, 1024, 3000][rng.below(3) as usize];
                 let Some(region) = ring.fixed(len) else { break };
-                kernel
-                    .entries
-                    .push_back(books.publish(region).expect("an id is free"));
+                // Some buffers' short frames copied, as while frames are found kept.
+                let copy = rng.below(2) == 0;
+                let entry = books.publish(region, copy).expect("an id is free");
+                kernel.entries.push_back(entry);
             }
             conns.iter_mut().for_each(|c| c.waiting = false);
         }
@@ -120,11 +121,10 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
             }
             Some((bid, n, more)) => {
                 c.wire.drain(..n);
-                c.frames.push(
-                    books
-                        .complete(bid, n, more)
-                        .expect("the kernel keeps the protocol"),
-                );
+                let got = books
+                    .complete(bid, n, more)
+                    .expect("the kernel keeps the protocol");
+                c.frames.push(got.view, got.copy);
             }
         }
         while let Some(frame) = c.frames.next(&copies).expect("well-formed frames") {
@@ -179,25 +179,31 @@ fn a_completion_the_books_cannot_account_for_is_an_error() {
         books.complete(9, 1, false).unwrap_err(),
         BooksError::NotPublished(9)
     );
-    let e = books.publish(ring.fixed(64).unwrap()).unwrap();
-    books.publish(ring.fixed(64).unwrap()).unwrap();
+    let e = books.publish(ring.fixed(64).unwrap(), false).unwrap();
+    books.publish(ring.fixed(64).unwrap(), false).unwrap();
     assert!(
-        books.publish(ring.fixed(64).unwrap()).is_err(),
+        books.publish(ring.fixed(64).unwrap(), false).is_err(),
         "two ids only"
     );
     let err = books.complete(e.bid, 65, true).unwrap_err();
     assert!(matches!(err, BooksError::Overrun { len: 64, .. }), "{err}");
     // SAFETY: the "kernel" writes the buffer it was given.
     unsafe { e.addr.write_bytes(b'x', 64) };
-    let view = books.complete(e.bid, 64, false).unwrap();
-    assert_eq!(&view[..], &[b'x'; 64][..]);
+    let got = books.complete(e.bid, 64, false).unwrap();
+    assert_eq!(&got.view[..], &[b'x'; 64][..]);
+    let returned = got.returned.expect("given back: no BUF_MORE");
+    assert_eq!(returned.views, 1);
     assert_eq!(
         books.complete(e.bid, 0, false).unwrap_err(),
         BooksError::NotPublished(e.bid)
     );
     assert_eq!(books.free(), 1);
     drop(books);
-    drop(view);
+    drop(got.view);
+    assert!(
+        returned.held.release_was_last(),
+        "nothing else holds the buffer"
+    );
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
@@ -205,7 +211,7 @@ fn a_completion_the_books_cannot_account_for_is_an_error() {
 fn a_leaked_group_never_frees_what_the_kernel_holds() {
     let ring = Ring::new(8 << 10);
     let mut books = Books::new(2);
-    books.publish(ring.fixed(64).unwrap()).unwrap();
+    books.publish(ring.fixed(64).unwrap(), false).unwrap();
     books.leak();
     drop(books);
     assert_eq!(ring.stats().live_buffers, 1);
@@ -223,14 +229,14 @@ fn lines_across_completions_are_copied_once_grown() {
     while books.free() > 0 {
         kernel
             .entries
-            .push_back(books.publish(ring.fixed(256).unwrap()).unwrap());
+            .push_back(books.publish(ring.fixed(256).unwrap(), false).unwrap());
     }
     let mut frames = Assembler::new(Lines::new());
     let text = b"first line\na line much longer than one receive of seven bytes\nend\n";
     let mut got = Vec::new();
     for part in text.chunks(7) {
         let (bid, n, more) = kernel.recv(part, 7).unwrap();
-        frames.push(books.complete(bid, n, more).unwrap());
+        frames.push(books.complete(bid, n, more).unwrap().view, false);
         // Another connection's receive between each of this one's: the views do not
         // join.
         let (bid, n, more) = kernel.recv(b"?", 1).unwrap();
@@ -256,7 +262,7 @@ fn a_connections_views_back_to_back_join() {
     let copies = Memory::Own(Ring::new(8 << 10));
     let mut books = Books::new(2);
     let mut kernel = FakeKernel {
-        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap()).unwrap()]),
+        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
         incremental: true,
     };
     let mut frames = Assembler::new(LengthDelimited::new());
@@ -264,11 +270,49 @@ fn a_connections_views_back_to_back_join() {
     wire.extend([5u8; 600]);
     for part in wire.chunks(100) {
         let (bid, n, more) = kernel.recv(part, 100).unwrap();
-        frames.push(books.complete(bid, n, more).unwrap());
+        frames.push(books.complete(bid, n, more).unwrap().view, false);
     }
     let frame = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&frame[..], &[5u8; 600][..]);
     // No copy: the frame is a view of the provided buffer.
     assert_eq!(copies.own().unwrap().stats().live_buffers, 0);
     assert!(ring.stats().live_buffers == 1);
+}
+
+#[test]
+fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Ring::new(8 << 10));
+    let mut books = Books::new(2);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([
+            books.publish(ring.fixed(8).unwrap(), true).unwrap(),
+            books.publish(ring.fixed(1024).unwrap(), false).unwrap(),
+        ]),
+        incremental: true,
+    };
+    let mut frames = Assembler::new(LengthDelimited::new());
+    let mut wire = 4u32.to_be_bytes().to_vec();
+    wire.extend(b"abcd");
+    // The first buffer, filled and given back; its frame copied.
+    let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
+    let got = books.complete(bid, n, more).unwrap();
+    assert!(got.copy);
+    frames.push(got.view, got.copy);
+    let kept = frames.next(&copies).unwrap().unwrap();
+    assert_eq!(&kept[..], b"abcd");
+    // Its frame taken, nothing holds the buffer: the retire check finds it free.
+    assert!(got.returned.expect("filled").held.release_was_last());
+    // The same bytes into the other buffer: a view of it.
+    let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
+    let got = books.complete(bid, n, more).unwrap();
+    frames.push(got.view, got.copy);
+    let view = frames.next(&copies).unwrap().unwrap();
+    drop((books, kernel, frames));
+    // The copy holds a region of the copies' ring; the view holds its buffer.
+    assert_eq!(copies.own().unwrap().stats().live_buffers, 1);
+    assert_eq!(ring.stats().live_buffers, 1);
+    drop(view);
+    assert_eq!(ring.stats().live_buffers, 0);
+    drop(kept);
 }

@@ -158,8 +158,8 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             let mut q = lock(&this.queue);
             if !q.chunks.is_empty() {
                 q.bytes = 0;
-                for chunk in q.chunks.drain(..) {
-                    this.frames.push(chunk);
+                for (chunk, copy) in q.chunks.drain(..) {
+                    this.frames.push(chunk, copy);
                 }
                 let paused = core::mem::take(&mut q.paused);
                 drop(q);
@@ -182,6 +182,16 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             if core::mem::take(&mut q.paused) {
                 drop(q);
                 this.shared.resume(this.id, this.gen);
+                continue;
+            }
+            // Nothing here yet: take the group's waiting completions if no one else is
+            // (the driver's task would, a wake-up later), then look again.
+            drop(q);
+            if this.shared.try_reap() {
+                continue;
+            }
+            let mut q = lock(&this.queue);
+            if !q.chunks.is_empty() || q.end.is_some() || q.paused {
                 continue;
             }
             if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
