@@ -20,7 +20,12 @@ use crate::resp_servers::output_within;
 const CHILD: &str = "ringmem-bench-conns";
 
 /// The child's reader names, in column order (the baseline first).
-const READERS: [&str; 3] = ["FramedRead", "ringmem (new)", "ringmem (ring each)"];
+const READERS: [&str; 4] = [
+    "FramedRead",
+    "ringmem (new)",
+    "ringmem (ring each)",
+    "ringmem (io_uring)",
+];
 
 /// The column of `ringmem (new)`, the reader of the process's pool.
 const NEW: usize = 1;
@@ -368,7 +373,10 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
              `ReadPool::new({POOL_MIB} MiB)` by `ReadPool::set_global` before the first \
              reader); ringmem (ring each): `AsyncFramedReader::with_ring(conn, \
              LengthDelimited::new(), Ring::new(1 MiB))`, a ring of its own per connection (what \
-             `new` did before it read into the pool)."
+             `new` did before it read into the pool); ringmem (io_uring): \
+             `UringGroup::new({POOL_MIB} MiB).framed_owned(fd, LengthDelimited::new())` on a duplicate of the \
+             connection's descriptor, one group for all (multishot receives into 32 provided \
+             buffers of 64 KiB at a time; not measured where the kernel refuses io_uring)."
         ),
     );
     t.notes.insert(
