@@ -146,7 +146,21 @@ impl Trust {
     pub(crate) fn retire(&mut self, free: bool, frames: u32) {
         if self.copy_left > 0 {
             self.copy_left -= 1;
-        } else if !free {
+        } else {
+            self.found(free, frames);
+        }
+    }
+
+    /// A region whose short frames were copied is done with, out of order with the
+    /// others (the io_uring group's buffers close in any order): one fewer to copy.
+    pub(crate) fn retire_copy(&mut self) {
+        self.copy_left = self.copy_left.saturating_sub(1);
+    }
+
+    /// A region read without copies (a probe, or one read while trusted) is done with:
+    /// `free`, no frame of it is held; `frames` were yielded from it.
+    pub(crate) fn found(&mut self, free: bool, frames: u32) {
+        if !free {
             self.trusted = false;
             self.free_frames = 0;
             self.trust_after = TRUST_FRAMES;

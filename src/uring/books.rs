@@ -7,12 +7,16 @@
 //! for it. Each completion that names the buffer carries the bytes written since the
 //! last one: they become a [`FixedBuf`] view of the region (a count more), never
 //! written again. A completion without `IORING_CQE_F_BUF_MORE` gives the buffer back:
-//! the books hand their count to the caller (whose release of it, once the views are
-//! dropped too, gives the region back to the ring, and tells whether a frame of it is
-//! still held) and the buffer's id is free to publish another region under.
+//! the books hand their count to the buffer's [`Probe`] and the id is free to publish
+//! another region under. Once the kernel and every reader are done with the buffer
+//! (the last view dropped), the probe releases that count: whether it was the region's
+//! last tells whether frames of it are kept, which the group's [`Trust`] hears.
 
 use core::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
+use crate::io::Trust;
 use crate::{FixedBuf, FixedBufMut};
 
 /// What the kernel is given for one buffer: an entry of the group's ring.
@@ -75,17 +79,58 @@ pub(crate) struct Completion {
     pub(crate) view: FixedBuf,
     /// Whether the short frames of the buffer are copied (its flag when published).
     pub(crate) copy: bool,
-    /// The buffer, when the kernel gave it back with this completion.
-    pub(crate) returned: Option<Returned>,
+    /// The buffer's probe, of which the view is one open view: closed by whoever drops
+    /// the view ([`Probe::close`]).
+    pub(crate) probe: Arc<Probe>,
 }
 
-/// A buffer the kernel has given back.
-#[derive(Debug)]
-pub(crate) struct Returned {
-    /// The region's count the kernel held (a view of no bytes).
-    pub(crate) held: FixedBuf,
-    /// Completions it served.
-    pub(crate) views: u32,
+/// One buffer's account of who is still at it: the views handed out and not yet
+/// dropped by their readers, and the kernel until it gives the buffer back. When the
+/// last closes, nothing but frames can hold the region: the probe releases the count
+/// the kernel held and tells the group's [`Trust`] whether it was the region's last
+/// (no frame kept) or not (a frame kept), as `Core::retire` does for a reader's region.
+pub(crate) struct Probe {
+    /// Views not yet closed, and one for the kernel while it holds the buffer.
+    open: AtomicU32,
+    /// Views handed out.
+    views: AtomicU32,
+    /// The region's count the kernel held, once it gave the buffer back.
+    held: Mutex<Option<FixedBuf>>,
+    /// Published for copies: its close counts one such buffer done with, whatever it
+    /// finds; else it tells whether frames are kept.
+    copy: bool,
+    trust: Arc<Mutex<Trust>>,
+}
+
+impl Probe {
+    /// One view (or the kernel's hold) is done with; the last looks whether a frame
+    /// still holds the region.
+    pub(crate) fn close(&self) {
+        // AcqRel: the last closer sees every other closer's drops of its handles.
+        if self.open.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(held) = held {
+            let free = held.release_was_last();
+            let views = self.views.load(Ordering::Relaxed);
+            let mut trust = self.trust.lock().unwrap_or_else(|e| e.into_inner());
+            if self.copy {
+                trust.retire_copy();
+            } else {
+                trust.found(free, views);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Probe")
+            .field("open", &self.open)
+            .field("views", &self.views)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One buffer id's state.
@@ -100,22 +145,25 @@ struct Slot {
     len: usize,
     /// Whether the short frames of its views are copied.
     copy: bool,
-    /// Completions it served so far.
-    views: u32,
+    /// Its probe, while the kernel holds it.
+    probe: Option<Arc<Probe>>,
 }
 
 /// The buffers of one group, by id.
 pub(crate) struct Books {
     slots: Box<[Slot]>,
+    /// What the probes tell.
+    trust: Arc<Mutex<Trust>>,
     /// Ids the kernel does not hold, the next to publish last.
     free: Vec<u16>,
 }
 
 impl Books {
-    /// Books for ids `0..entries`, all free.
-    pub(crate) fn new(entries: u16) -> Books {
+    /// Books for ids `0..entries`, all free, whose probes tell `trust`.
+    pub(crate) fn new(entries: u16, trust: Arc<Mutex<Trust>>) -> Books {
         Books {
             slots: (0..entries).map(|_| Slot::default()).collect(),
+            trust,
             free: (0..entries).rev().collect(),
         }
     }
@@ -156,7 +204,13 @@ impl Books {
             filled: 0,
             len,
             copy,
-            views: 0,
+            probe: Some(Arc::new(Probe {
+                open: AtomicU32::new(1),
+                views: AtomicU32::new(0),
+                held: Mutex::new(None),
+                copy,
+                trust: Arc::clone(&self.trust),
+            })),
         };
         Ok(entry)
     }
@@ -189,20 +243,27 @@ impl Books {
         // past them from now on.
         let view = unsafe { held.view_ahead(slot.filled, bytes) };
         slot.filled += bytes;
-        slot.views += 1;
-        let copy = slot.copy;
-        let returned = (!more).then(|| {
+        let probe = Arc::clone(slot.probe.as_ref().expect("published"));
+        probe.open.fetch_add(1, Ordering::Relaxed);
+        probe.views.fetch_add(1, Ordering::Relaxed);
+        // Decided now, not when published: the buffers published ahead must not keep
+        // serving views without copies once frames were found kept.
+        let copy = slot.copy
+            || self
+                .trust
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .copying();
+
+        if !more {
+            // Given back: the probe takes the kernel's count, and the kernel is done.
+            let held = slot.held.take().expect("checked above");
+            *probe.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(held);
+            slot.probe = None;
             self.free.push(bid);
-            Returned {
-                held: slot.held.take().expect("checked above"),
-                views: slot.views,
-            }
-        });
-        Ok(Completion {
-            view,
-            copy,
-            returned,
-        })
+            probe.close();
+        }
+        Ok(Completion { view, copy, probe })
     }
 
     /// Gives up the count of every buffer the kernel holds without releasing it: for a

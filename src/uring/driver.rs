@@ -23,10 +23,11 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::books::{Books, Entry, Returned};
+use super::books::{Books, Entry};
+use super::frames::Chunk;
 use crate::io::{Trust, PROBE_READ};
 use crate::ring::wait::{poll_until, Span, TaskSlot};
-use crate::{FixedBuf, FixedBufMut, Ring};
+use crate::{FixedBufMut, Ring};
 
 /// The group's id: one group per io_uring instance.
 const BGID: u16 = 0;
@@ -41,10 +42,6 @@ const LEAST_BUF: usize = 4 << 10;
 /// How often, at most, the driver gives the ring's free pages back to the system (a
 /// walk of its headers, under the lock): see `Ring::give_back_pages`.
 const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
-
-/// Buffers given back by the kernel after which one is checked for frames still held
-/// (see `State::retire`): the readers' chance to take its views and drop their frames.
-const RETIRE_DEPTH: usize = 4;
 
 /// How long a group dropped with receives in flight waits for their last completions
 /// before it leaks their buffers instead.
@@ -92,8 +89,8 @@ pub(crate) struct Shared {
 /// A connection's received bytes, handed from the driver to its reader.
 #[derive(Default)]
 pub(crate) struct Queue {
-    /// Views of completions, in order, each with its buffer's `copy` flag.
-    pub(crate) chunks: VecDeque<(FixedBuf, bool)>,
+    /// Views of completions, in order.
+    pub(crate) chunks: VecDeque<Chunk>,
     /// Their bytes.
     pub(crate) bytes: usize,
     /// The reader's task.
@@ -230,11 +227,10 @@ pub(crate) struct State {
     given_back: Instant,
     /// The group's counts (also `Shared`'s, read without the lock).
     counters: Arc<Counters>,
-    /// Whether frames are found kept: decides whether the next buffers' short frames
-    /// are copied, and when a buffer is a probe (see `Core::retire`).
-    trust: Trust,
-    /// Buffers the kernel gave back, the oldest first, until they are checked.
-    retired: VecDeque<Returned>,
+    /// Whether frames are found kept (the buffers' probes tell it): decides whether
+    /// the next buffers' short frames are copied, and when a buffer is a probe (see
+    /// `Core::retire`).
+    trust: Arc<Mutex<Trust>>,
     /// Dropped last (see `Drop`), or leaked.
     uring: ManuallyDrop<IoUring>,
 }
@@ -307,9 +303,10 @@ impl Shared {
         };
         let fd = uring.as_raw_fd();
         let span = ring.span();
+        let trust = Arc::new(Mutex::new(Trust::new()));
         let mut state = State {
             ring,
-            books: Books::new(entries),
+            books: Books::new(entries, Arc::clone(&trust)),
             entries: entry_ring,
             conns: Vec::new(),
             free_ids: Vec::new(),
@@ -321,8 +318,7 @@ impl Shared {
             parked: Vec::new(),
             given_back: Instant::now(),
             counters: Arc::default(),
-            trust: Trust::new(),
-            retired: VecDeque::new(),
+            trust,
             uring: ManuallyDrop::new(uring),
         };
         // From the start, claims stay low in the ring while what is live fits there.
@@ -437,7 +433,12 @@ impl Shared {
         }
         st.refill(false);
         st.submit();
-        let wake = core::mem::take(&mut st.wake);
+        let mut wake = core::mem::take(&mut st.wake);
+        // Ids left without a buffer: the driver waits for room in the ring (a reader
+        // does not), so it must see them.
+        if st.books.free() > 0 {
+            wake.extend(st.driver.clone());
+        }
         drop(st);
         wake.into_iter().for_each(Waker::wake);
         true
@@ -543,14 +544,11 @@ impl State {
         }
         self.counters.completions.fetch_add(1, Ordering::Relaxed);
         let (id, gen) = ((ud >> 32) as u32, ((ud >> 1) & 0x7fff_ffff) as u32);
-        let mut got = cqueue::buffer_select(flags).map(|bid| {
+        let got = cqueue::buffer_select(flags).map(|bid| {
             (self.books)
                 .complete(bid, res.max(0) as usize, cqueue::buffer_more(flags))
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
         });
-        if let Some(returned) = got.as_mut().and_then(|g| g.as_mut().ok()?.returned.take()) {
-            self.retire(returned);
-        }
         let queue_cap = self.queue_cap;
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
@@ -558,8 +556,9 @@ impl State {
         let mut q = c.queue.lock().unwrap_or_else(|e| e.into_inner());
         match got {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
-                q.bytes += got.view.len();
-                q.chunks.push_back((got.view, got.copy));
+                let chunk = Chunk::new(got.view, got.copy, got.probe);
+                q.bytes += chunk.len();
+                q.chunks.push_back(chunk);
             }
             Some(Err(e)) if q.end.is_none() => q.end = Some(Err(e)),
             _ => {}
@@ -604,25 +603,13 @@ impl State {
         }
     }
 
-    /// A buffer the kernel gave back, checked [`RETIRE_DEPTH`] buffers later: whether
-    /// a frame of it is still held then (kept by the application) decides, as for a
-    /// reader's region (`Trust`, `Core::retire`), whether the short frames of the next
-    /// buffers are copied, so that a frame kept holds its own bytes.
-    fn retire(&mut self, returned: Returned) {
-        self.retired.push_back(returned);
-        while self.retired.len() > RETIRE_DEPTH {
-            let r = self.retired.pop_front().expect("longer than the depth");
-            let free = r.held.release_was_last();
-            self.trust.retire(free, r.views);
-        }
-    }
-
     /// A region for a buffer: a whole one, else at least [`LEAST_BUF`] bytes grown over
     /// its free run; a probe's (see `Trust`) when frames were found kept; with `walk`,
     /// after a walk of the ring (see `Ring::unstick_if`).
     fn claim(&self, walk: bool) -> Option<FixedBufMut> {
         self.ring.unstick_if(walk);
-        let len = if self.trust.probing() {
+        let trust = *self.trust.lock().unwrap_or_else(|e| e.into_inner());
+        let len = if trust.probing() {
             PROBE_READ.min(self.buf_len)
         } else {
             self.buf_len
@@ -644,7 +631,11 @@ impl State {
             let Some(region) = self.claim(core::mem::replace(&mut walk, false)) else {
                 break;
             };
-            let copy = self.trust.copying();
+            let copy = self
+                .trust
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .copying();
             let entry = self.books.publish(region, copy).expect("an id is free");
             self.entries.push(entry);
             any = true;

@@ -3,7 +3,9 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::Arc;
 
+use super::books::Probe;
 use crate::io::Memory;
 use crate::io::{copied, filled, Decode, Decoder, Resync};
 use crate::{FixedBuf, FixedBufMut};
@@ -13,10 +15,42 @@ use crate::{FixedBuf, FixedBufMut};
 /// a byte at a time would decode once per byte.
 const GROW_LEAST: usize = 64;
 
-/// A completion's bytes, and whether its short frames are copied (see `Trust`).
+/// A completion's bytes: a view of its buffer, whether the buffer's short frames are
+/// copied (see `Trust`), and the buffer's probe, closed when the view is dropped (a
+/// copy's leftover has none).
 pub(crate) struct Chunk {
     bytes: FixedBuf,
     copy: bool,
+    probe: Option<Arc<Probe>>,
+}
+
+impl Chunk {
+    /// A view handed out for `probe`.
+    pub(crate) fn new(bytes: FixedBuf, copy: bool, probe: Arc<Probe>) -> Chunk {
+        Chunk {
+            bytes,
+            copy,
+            probe: Some(probe),
+        }
+    }
+
+    /// Its bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        if let Some(probe) = self.probe.take() {
+            // The view's own count first: the probe looks for counts other than frames'.
+            drop(core::mem::replace(
+                &mut self.bytes,
+                FixedBuf::from_static(b""),
+            ));
+            probe.close();
+        }
+    }
 }
 
 /// One connection's received bytes, in order, and the frames found in them.
@@ -41,6 +75,10 @@ pub(crate) struct Assembler<D> {
     discarding: bool,
     /// The decoder can follow the stream no further.
     stopped: bool,
+    /// The view the last frame was yielded from, when that emptied it: dropped (its
+    /// probe closed) at the next call, once the consumer had the chance to drop that
+    /// frame, as `Core` retires a region.
+    retiring: Option<Chunk>,
 }
 
 impl<D: Decoder> Assembler<D> {
@@ -53,23 +91,24 @@ impl<D: Decoder> Assembler<D> {
             chunks: VecDeque::new(),
             discarding: false,
             stopped: false,
+            retiring: None,
         }
     }
 
     /// Appends the bytes of a completion (a view that follows the last one in its
-    /// region joins it); `copy`: its buffer's short frames are copied.
-    pub(crate) fn push(&mut self, bytes: FixedBuf, copy: bool) {
-        if bytes.is_empty() || self.stopped {
+    /// region joins it, and its probe is closed: one view fewer).
+    pub(crate) fn push(&mut self, mut chunk: Chunk) {
+        if chunk.bytes.is_empty() || self.stopped {
             return;
         }
-        let bytes = match self.chunks.back_mut() {
-            Some(last) if last.copy == copy => match last.bytes.try_join(bytes) {
-                Ok(()) => return,
-                Err(bytes) => bytes,
-            },
-            _ => bytes,
-        };
-        self.chunks.push_back(Chunk { bytes, copy });
+        if let Some(last) = self.chunks.back_mut().filter(|l| l.copy == chunk.copy) {
+            let bytes = core::mem::replace(&mut chunk.bytes, FixedBuf::from_static(b""));
+            match last.bytes.try_join(bytes) {
+                Ok(()) => return, // `chunk`'s drop closes its view
+                Err(bytes) => chunk.bytes = bytes,
+            }
+        }
+        self.chunks.push_back(chunk);
     }
 
     /// Bytes received and not yet yielded in a frame.
@@ -87,6 +126,7 @@ impl<D: Decoder> Assembler<D> {
     /// the stream is stopped). An error is a rejected frame: the stream goes on past
     /// it unless [`stopped`](Self::stopped) says otherwise.
     pub(crate) fn next(&mut self, mem: &Memory) -> io::Result<Option<FixedBuf>> {
+        self.retiring = None;
         loop {
             if self.stopped {
                 return Ok(None);
@@ -128,7 +168,11 @@ impl<D: Decoder> Assembler<D> {
                         let carry = self.carry.take().expect("matched above").freeze();
                         if f.consumed < carry.len() {
                             let bytes = carry.slice(f.consumed..);
-                            self.chunks.push_front(Chunk { bytes, copy: false });
+                            self.chunks.push_front(Chunk {
+                                bytes,
+                                copy: false,
+                                probe: None,
+                            });
                         }
                         return Ok(Some(carry.slice(f.start..f.end)));
                     }
@@ -156,7 +200,9 @@ impl<D: Decoder> Assembler<D> {
                         front.bytes.slice(f.start..f.end)
                     };
                     front.bytes.skip(f.consumed);
-                    self.drop_empty_front();
+                    if front.bytes.is_empty() {
+                        self.retiring = self.chunks.pop_front();
+                    }
                     return Ok(Some(frame));
                 }
                 Ok(Decode::Need(n)) => {
@@ -166,7 +212,8 @@ impl<D: Decoder> Assembler<D> {
                     self.want_more(n, mem)?;
                 }
                 Err(e) => {
-                    let bad = self.chunks.pop_front().expect("matched above").bytes;
+                    let mut bad = self.chunks.pop_front().expect("matched above");
+                    let bad = core::mem::replace(&mut bad.bytes, FixedBuf::from_static(b""));
                     self.reject(bad);
                     return Err(e);
                 }
@@ -180,7 +227,10 @@ impl<D: Decoder> Assembler<D> {
     pub(crate) fn finish(&mut self) -> io::Result<Option<FixedBuf>> {
         let rest = match self.carry.take() {
             Some(carry) => Some(carry.freeze()),
-            None => self.chunks.pop_front().map(|c| c.bytes),
+            None => self
+                .chunks
+                .pop_front()
+                .map(|mut c| core::mem::replace(&mut c.bytes, FixedBuf::from_static(b""))),
         };
         let discarding = self.discarding;
         self.stop();
@@ -194,6 +244,7 @@ impl<D: Decoder> Assembler<D> {
     /// Drops everything buffered: the stream ends.
     pub(crate) fn stop(&mut self) {
         self.stopped = true;
+        self.retiring = None;
         self.carry = None;
         self.chunks.clear();
     }
@@ -245,6 +296,7 @@ impl<D: Decoder> Assembler<D> {
             Resync::Skip(n) if n < bad.len() => self.chunks.push_front(Chunk {
                 bytes: bad.slice(n..),
                 copy: false,
+                probe: None,
             }),
             Resync::Skip(_) => {}
             Resync::More => self.discarding = true,

@@ -6,11 +6,23 @@
 //! handed out and that nothing is freed while the kernel may write it.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
-use super::books::{Books, BooksError, Entry};
-use super::frames::Assembler;
-use crate::io::{LengthDelimited, Lines, Memory};
+use super::books::{Books, BooksError, Completion, Entry};
+use super::frames::{Assembler, Chunk};
+use crate::io::{LengthDelimited, Lines, Memory, Trust};
 use crate::{FixedBuf, Ring};
+
+/// Books of `entries` ids, and the trust their probes tell.
+fn books(entries: u16) -> (Books, Arc<Mutex<Trust>>) {
+    let trust = Arc::new(Mutex::new(Trust::new()));
+    (Books::new(entries, Arc::clone(&trust)), trust)
+}
+
+/// A completion's view as a reader holds it.
+fn chunk(c: Completion) -> Chunk {
+    Chunk::new(c.view, c.copy, c.probe)
+}
 
 /// The kernel's side of a group: the published entries, the head first.
 struct FakeKernel {
@@ -71,7 +83,7 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
     let steps = if cfg!(miri) { 300 } else { 20_000 };
     let ring = Ring::new(64 << 10);
     let copies = Memory::Own(Ring::new(32 << 10));
-    let mut books = Books::new(8);
+    let (mut books, _) = books(8);
     let mut kernel = FakeKernel {
         entries: VecDeque::new(),
         incremental,
@@ -124,7 +136,7 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
                 let got = books
                     .complete(bid, n, more)
                     .expect("the kernel keeps the protocol");
-                c.frames.push(got.view, got.copy);
+                c.frames.push(chunk(got));
             }
         }
         while let Some(frame) = c.frames.next(&copies).expect("well-formed frames") {
@@ -170,7 +182,7 @@ fn frames_survive_buffers_consumed_whole() {
 #[test]
 fn a_completion_the_books_cannot_account_for_is_an_error() {
     let ring = Ring::new(8 << 10);
-    let mut books = Books::new(2);
+    let (mut books, trust) = books(2);
     assert_eq!(
         books.complete(0, 1, false).unwrap_err(),
         BooksError::NotPublished(0)
@@ -191,26 +203,24 @@ fn a_completion_the_books_cannot_account_for_is_an_error() {
     unsafe { e.addr.write_bytes(b'x', 64) };
     let got = books.complete(e.bid, 64, false).unwrap();
     assert_eq!(&got.view[..], &[b'x'; 64][..]);
-    let returned = got.returned.expect("given back: no BUF_MORE");
-    assert_eq!(returned.views, 1);
     assert_eq!(
         books.complete(e.bid, 0, false).unwrap_err(),
         BooksError::NotPublished(e.bid)
     );
-    assert_eq!(books.free(), 1);
+    assert_eq!(books.free(), 1, "given back: no BUF_MORE");
     drop(books);
-    drop(got.view);
-    assert!(
-        returned.held.release_was_last(),
-        "nothing else holds the buffer"
-    );
+    // The kernel is done; the view closes the probe, which finds the region free: a
+    // first probe found free makes the group trust its readers.
+    assert!(trust.lock().unwrap().probing());
+    drop(chunk(got));
+    assert!(!trust.lock().unwrap().probing());
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
 #[test]
 fn a_leaked_group_never_frees_what_the_kernel_holds() {
     let ring = Ring::new(8 << 10);
-    let mut books = Books::new(2);
+    let (mut books, _) = books(2);
     books.publish(ring.fixed(64).unwrap(), false).unwrap();
     books.leak();
     drop(books);
@@ -221,7 +231,7 @@ fn a_leaked_group_never_frees_what_the_kernel_holds() {
 fn lines_across_completions_are_copied_once_grown() {
     let ring = Ring::new(8 << 10);
     let copies = Memory::Own(Ring::new(8 << 10));
-    let mut books = Books::new(4);
+    let (mut books, _) = books(4);
     let mut kernel = FakeKernel {
         entries: VecDeque::new(),
         incremental: true,
@@ -236,11 +246,11 @@ fn lines_across_completions_are_copied_once_grown() {
     let mut got = Vec::new();
     for part in text.chunks(7) {
         let (bid, n, more) = kernel.recv(part, 7).unwrap();
-        frames.push(books.complete(bid, n, more).unwrap().view, false);
+        frames.push(chunk(books.complete(bid, n, more).unwrap()));
         // Another connection's receive between each of this one's: the views do not
         // join.
         let (bid, n, more) = kernel.recv(b"?", 1).unwrap();
-        drop(books.complete(bid, n, more).unwrap());
+        drop(chunk(books.complete(bid, n, more).unwrap()));
         while let Some(f) = frames.next(&copies).unwrap() {
             got.push(String::from_utf8(f.to_vec()).unwrap());
         }
@@ -260,7 +270,7 @@ fn lines_across_completions_are_copied_once_grown() {
 fn a_connections_views_back_to_back_join() {
     let ring = Ring::new(8 << 10);
     let copies = Memory::Own(Ring::new(8 << 10));
-    let mut books = Books::new(2);
+    let (mut books, _) = books(2);
     let mut kernel = FakeKernel {
         entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
         incremental: true,
@@ -270,7 +280,7 @@ fn a_connections_views_back_to_back_join() {
     wire.extend([5u8; 600]);
     for part in wire.chunks(100) {
         let (bid, n, more) = kernel.recv(part, 100).unwrap();
-        frames.push(books.complete(bid, n, more).unwrap().view, false);
+        frames.push(chunk(books.complete(bid, n, more).unwrap()));
     }
     let frame = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&frame[..], &[5u8; 600][..]);
@@ -283,7 +293,7 @@ fn a_connections_views_back_to_back_join() {
 fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     let ring = Ring::new(8 << 10);
     let copies = Memory::Own(Ring::new(8 << 10));
-    let mut books = Books::new(2);
+    let (mut books, trust) = books(2);
     let mut kernel = FakeKernel {
         entries: VecDeque::from([
             books.publish(ring.fixed(8).unwrap(), true).unwrap(),
@@ -298,15 +308,18 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
     let got = books.complete(bid, n, more).unwrap();
     assert!(got.copy);
-    frames.push(got.view, got.copy);
+    frames.push(chunk(got));
     let kept = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&kept[..], b"abcd");
-    // Its frame taken, nothing holds the buffer: the retire check finds it free.
-    assert!(got.returned.expect("filled").held.release_was_last());
+    // Its frame taken (a copy), nothing holds the buffer once the next call drops the
+    // view the frame came from; a buffer of copies tells the trust nothing.
+    assert!(frames.next(&copies).unwrap().is_none());
+    assert_eq!(ring.stats().live_buffers, 1, "the other buffer alone");
+    assert!(trust.lock().unwrap().probing());
     // The same bytes into the other buffer: a view of it.
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
     let got = books.complete(bid, n, more).unwrap();
-    frames.push(got.view, got.copy);
+    frames.push(chunk(got));
     let view = frames.next(&copies).unwrap().unwrap();
     drop((books, kernel, frames));
     // The copy holds a region of the copies' ring; the view holds its buffer.
@@ -315,4 +328,28 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     drop(view);
     assert_eq!(ring.stats().live_buffers, 0);
     drop(kept);
+}
+
+#[test]
+fn a_frame_kept_past_its_buffer_makes_the_next_buffers_copy() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Ring::new(8 << 10));
+    let (mut books, trust) = books(2);
+    let e = books.publish(ring.fixed(8).unwrap(), false).unwrap();
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([e]),
+        incremental: true,
+    };
+    let mut frames = Assembler::new(LengthDelimited::new());
+    let (bid, n, more) = kernel.recv(b"\0\0\0\x04abcd", 8).unwrap();
+    frames.push(chunk(books.complete(bid, n, more).unwrap()));
+    let kept = frames.next(&copies).unwrap().unwrap(); // a view: the buffer was trusted
+    assert!(frames.next(&copies).unwrap().is_none()); // its view is done with
+    let t = *trust.lock().unwrap();
+    assert!(
+        t.copying(),
+        "the frame held its buffer when the probe closed: {t:?}"
+    );
+    drop(kept);
+    assert_eq!(ring.stats().live_buffers, 0);
 }

@@ -158,8 +158,8 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             let mut q = lock(&this.queue);
             if !q.chunks.is_empty() {
                 q.bytes = 0;
-                for (chunk, copy) in q.chunks.drain(..) {
-                    this.frames.push(chunk, copy);
+                for chunk in q.chunks.drain(..) {
+                    this.frames.push(chunk);
                 }
                 let paused = core::mem::take(&mut q.paused);
                 drop(q);
