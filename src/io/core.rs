@@ -153,6 +153,7 @@ impl Trust {
 
     /// A region whose short frames were copied is done with, out of order with the
     /// others (the io_uring group's buffers close in any order): one fewer to copy.
+    #[cfg(uring)]
     pub(crate) fn retire_copy(&mut self) {
         self.copy_left = self.copy_left.saturating_sub(1);
     }
