@@ -49,7 +49,7 @@ const QUEUE: usize = 32;
 /// Bytes a region read without copies holds at most until the reader knows that frames
 /// are dropped before the reader is done with their region (see [`Core::retire`]): what
 /// a frame kept from it holds.
-pub(crate) const PROBE_READ: usize = 4 << 10;
+const PROBE_READ: usize = 4 << 10;
 
 /// Regions of copies after a region found held, at first and at least (see
 /// [`Core::retire`]): as many as [`PROBE_EASE`], so that a probe found free shortens
@@ -133,6 +133,13 @@ impl Trust {
     /// Whether the short frames of the region read next are copied.
     pub(crate) fn copying(&self) -> bool {
         self.copy_left > 0
+    }
+
+    /// Whether regions are read without copies, no frame having been found kept since
+    /// the probes said so.
+    #[cfg(uring)]
+    pub(crate) fn trusted(&self) -> bool {
+        self.trusted
     }
 
     /// Whether the region read next is a probe: at most [`PROBE_READ`] bytes, without

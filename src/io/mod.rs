@@ -45,7 +45,7 @@ mod tokio_encoder;
 mod writer;
 
 #[cfg(uring)]
-pub(crate) use self::core::{copied, filled, Trust, PROBE_READ};
+pub(crate) use self::core::{copied, filled, Trust};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_reader::AsyncFramedReader;

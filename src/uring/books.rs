@@ -13,7 +13,7 @@
 //! last tells whether frames of it are kept, which the group's [`Trust`] hears.
 
 use core::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::io::Trust;
@@ -72,13 +72,39 @@ impl fmt::Display for BooksError {
 
 impl std::error::Error for BooksError {}
 
+/// The group's verdict on its readers (see `Trust`), and whether it trusts them, read
+/// without the lock by every frame a reader yields.
+pub(crate) struct Judge {
+    pub(crate) trust: Mutex<Trust>,
+    trusted: AtomicBool,
+}
+
+impl Judge {
+    /// A group's start: its first buffers probes.
+    pub(crate) fn new() -> Judge {
+        Judge {
+            trust: Mutex::new(Trust::new()),
+            trusted: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Trust> {
+        self.trust.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether frames are slices of their views now (no frame found kept since the
+    /// probes said so); else short ones are copied.
+    pub(crate) fn trusted(&self) -> bool {
+        // Relaxed: a hint; a frame copied or not is correct either way.
+        self.trusted.load(Ordering::Relaxed)
+    }
+}
+
 /// What a completion brings.
 #[derive(Debug)]
 pub(crate) struct Completion {
     /// Its bytes: a view of its buffer.
     pub(crate) view: FixedBuf,
-    /// Whether the short frames of the buffer are copied (its flag when published).
-    pub(crate) copy: bool,
     /// The buffer's probe, of which the view is one open view: closed by whoever drops
     /// the view ([`Probe::close`]).
     pub(crate) probe: Arc<Probe>,
@@ -96,13 +122,27 @@ pub(crate) struct Probe {
     views: AtomicU32,
     /// The region's count the kernel held, once it gave the buffer back.
     held: Mutex<Option<FixedBuf>>,
-    /// Published for copies: its close counts one such buffer done with, whatever it
+    /// Frames of it were copied (it was published while copying, or the group stopped
+    /// trusting meanwhile): its close counts one such buffer done with, whatever it
     /// finds; else it tells whether frames are kept.
-    copy: bool,
-    trust: Arc<Mutex<Trust>>,
+    copy: AtomicBool,
+    /// Published as a probe (`Trust::probing`): its frames are never copied, they are
+    /// the test.
+    pub(crate) probing: bool,
+    pub(crate) judge: Arc<Judge>,
 }
 
 impl Probe {
+    /// Whether a short frame of this buffer is copied now: not a probe's, and the
+    /// group does not trust its readers. Marks the buffer as one of copies.
+    pub(crate) fn copies(&self) -> bool {
+        let copy = !self.probing && !self.judge.trusted();
+        if copy {
+            self.copy.store(true, Ordering::Relaxed);
+        }
+        copy
+    }
+
     /// One view (or the kernel's hold) is done with; the last looks whether a frame
     /// still holds the region.
     pub(crate) fn close(&self) {
@@ -114,12 +154,15 @@ impl Probe {
         if let Some(held) = held {
             let free = held.release_was_last();
             let views = self.views.load(Ordering::Relaxed);
-            let mut trust = self.trust.lock().unwrap_or_else(|e| e.into_inner());
-            if self.copy {
+            let mut trust = self.judge.lock();
+            // Relaxed: stored before the views it marks were dropped, which the
+            // closes' `AcqRel` orders before this.
+            if self.copy.load(Ordering::Relaxed) {
                 trust.retire_copy();
             } else {
                 trust.found(free, views);
             }
+            self.judge.trusted.store(trust.trusted(), Ordering::Relaxed);
         }
     }
 }
@@ -143,8 +186,6 @@ struct Slot {
     filled: usize,
     /// Bytes the kernel was given.
     len: usize,
-    /// Whether the short frames of its views are copied.
-    copy: bool,
     /// Its probe, while the kernel holds it.
     probe: Option<Arc<Probe>>,
 }
@@ -153,17 +194,17 @@ struct Slot {
 pub(crate) struct Books {
     slots: Box<[Slot]>,
     /// What the probes tell.
-    trust: Arc<Mutex<Trust>>,
+    judge: Arc<Judge>,
     /// Ids the kernel does not hold, the next to publish last.
     free: Vec<u16>,
 }
 
 impl Books {
-    /// Books for ids `0..entries`, all free, whose probes tell `trust`.
-    pub(crate) fn new(entries: u16, trust: Arc<Mutex<Trust>>) -> Books {
+    /// Books for ids `0..entries`, all free, whose probes tell `judge`.
+    pub(crate) fn new(entries: u16, judge: Arc<Judge>) -> Books {
         Books {
             slots: (0..entries).map(|_| Slot::default()).collect(),
-            trust,
+            judge,
             free: (0..entries).rev().collect(),
         }
     }
@@ -194,6 +235,7 @@ impl Books {
         let mut region = region;
         region.clear();
         let held = region.freeze();
+        let probing = !copy && self.judge.lock().probing();
         let entry = Entry {
             addr: held.raw_ptr(),
             len: len as u32,
@@ -203,13 +245,13 @@ impl Books {
             held: Some(held),
             filled: 0,
             len,
-            copy,
             probe: Some(Arc::new(Probe {
                 open: AtomicU32::new(1),
                 views: AtomicU32::new(0),
                 held: Mutex::new(None),
-                copy,
-                trust: Arc::clone(&self.trust),
+                copy: AtomicBool::new(copy),
+                probing,
+                judge: Arc::clone(&self.judge),
             })),
         };
         Ok(entry)
@@ -246,15 +288,6 @@ impl Books {
         let probe = Arc::clone(slot.probe.as_ref().expect("published"));
         probe.open.fetch_add(1, Ordering::Relaxed);
         probe.views.fetch_add(1, Ordering::Relaxed);
-        // Decided now, not when published: the buffers published ahead must not keep
-        // serving views without copies once frames were found kept.
-        let copy = slot.copy
-            || self
-                .trust
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .copying();
-
         if !more {
             // Given back: the probe takes the kernel's count, and the kernel is done.
             let held = slot.held.take().expect("checked above");
@@ -263,7 +296,7 @@ impl Books {
             self.free.push(bid);
             probe.close();
         }
-        Ok(Completion { view, copy, probe })
+        Ok(Completion { view, probe })
     }
 
     /// Gives up the count of every buffer the kernel holds without releasing it: for a

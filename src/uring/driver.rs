@@ -23,9 +23,8 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::books::{Books, Entry};
+use super::books::{Books, Entry, Judge};
 use super::frames::Chunk;
-use crate::io::{Trust, PROBE_READ};
 use crate::ring::wait::{poll_until, Span, TaskSlot};
 use crate::{FixedBufMut, Ring};
 
@@ -35,6 +34,11 @@ const BGID: u16 = 0;
 /// `IOU_PBUF_RING_INC`, incremental consumption (Linux 6.12): the io-uring crate does
 /// not name it.
 const PBUF_RING_INC: u16 = 2;
+
+/// Bytes of a probe buffer (see `Trust`): what a frame kept from it holds. A quarter
+/// of a reader's probe region (`io::core::PROBE_READ`): a buffer here serves any
+/// connection, and is republished as soon as the kernel gives it back.
+const PROBE_BUF: usize = 1 << 10;
 
 /// Bytes of the least buffer published when the ring has no room for a whole one.
 const LEAST_BUF: usize = 4 << 10;
@@ -228,9 +232,8 @@ pub(crate) struct State {
     /// The group's counts (also `Shared`'s, read without the lock).
     counters: Arc<Counters>,
     /// Whether frames are found kept (the buffers' probes tell it): decides whether
-    /// the next buffers' short frames are copied, and when a buffer is a probe (see
-    /// `Core::retire`).
-    trust: Arc<Mutex<Trust>>,
+    /// short frames are copied, and when a buffer is a probe (see `Core::retire`).
+    judge: Arc<Judge>,
     /// Dropped last (see `Drop`), or leaked.
     uring: ManuallyDrop<IoUring>,
 }
@@ -303,10 +306,10 @@ impl Shared {
         };
         let fd = uring.as_raw_fd();
         let span = ring.span();
-        let trust = Arc::new(Mutex::new(Trust::new()));
+        let judge = Arc::new(Judge::new());
         let mut state = State {
             ring,
-            books: Books::new(entries, Arc::clone(&trust)),
+            books: Books::new(entries, Arc::clone(&judge)),
             entries: entry_ring,
             conns: Vec::new(),
             free_ids: Vec::new(),
@@ -318,7 +321,7 @@ impl Shared {
             parked: Vec::new(),
             given_back: Instant::now(),
             counters: Arc::default(),
-            trust,
+            judge,
             uring: ManuallyDrop::new(uring),
         };
         // From the start, claims stay low in the ring while what is live fits there.
@@ -556,7 +559,7 @@ impl State {
         let mut q = c.queue.lock().unwrap_or_else(|e| e.into_inner());
         match got {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
-                let chunk = Chunk::new(got.view, got.copy, got.probe);
+                let chunk = Chunk::new(got.view, got.probe);
                 q.bytes += chunk.len();
                 q.chunks.push_back(chunk);
             }
@@ -608,9 +611,8 @@ impl State {
     /// after a walk of the ring (see `Ring::unstick_if`).
     fn claim(&self, walk: bool) -> Option<FixedBufMut> {
         self.ring.unstick_if(walk);
-        let trust = *self.trust.lock().unwrap_or_else(|e| e.into_inner());
-        let len = if trust.probing() {
-            PROBE_READ.min(self.buf_len)
+        let len = if self.judge.lock().probing() {
+            PROBE_BUF
         } else {
             self.buf_len
         };
@@ -631,11 +633,7 @@ impl State {
             let Some(region) = self.claim(core::mem::replace(&mut walk, false)) else {
                 break;
             };
-            let copy = self
-                .trust
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .copying();
+            let copy = self.judge.lock().copying();
             let entry = self.books.publish(region, copy).expect("an id is free");
             self.entries.push(entry);
             any = true;

@@ -15,21 +15,18 @@ use crate::{FixedBuf, FixedBufMut};
 /// a byte at a time would decode once per byte.
 const GROW_LEAST: usize = 64;
 
-/// A completion's bytes: a view of its buffer, whether the buffer's short frames are
-/// copied (see `Trust`), and the buffer's probe, closed when the view is dropped (a
-/// copy's leftover has none).
+/// A completion's bytes: a view of its buffer, and the buffer's probe, closed when the
+/// view is dropped (a copy's leftover has none).
 pub(crate) struct Chunk {
     bytes: FixedBuf,
-    copy: bool,
     probe: Option<Arc<Probe>>,
 }
 
 impl Chunk {
     /// A view handed out for `probe`.
-    pub(crate) fn new(bytes: FixedBuf, copy: bool, probe: Arc<Probe>) -> Chunk {
+    pub(crate) fn new(bytes: FixedBuf, probe: Arc<Probe>) -> Chunk {
         Chunk {
             bytes,
-            copy,
             probe: Some(probe),
         }
     }
@@ -59,9 +56,10 @@ impl Drop for Chunk {
 /// the completions' views (`chunks`). A frame wholly inside a view is a slice of it;
 /// a frame that starts in one view and goes on in the next is copied (its first part
 /// when the decoder asks for more than its view holds, then each next part as it
-/// comes), so it holds a region of its own bytes. While the group finds frames kept
-/// (its buffers marked `copy`), a short frame is copied too, as `AsyncFramedReader`
-/// copies one (`io::core::copied`): a frame kept holds its own bytes, not its buffer.
+/// comes), so it holds a region of its own bytes. While the group does not trust its
+/// readers (frames were found kept, see `Probe`), a short frame is copied too, as
+/// `AsyncFramedReader` copies one (`io::core::copied`): a frame kept holds its own
+/// bytes, not its buffer.
 pub(crate) struct Assembler<D> {
     pub(crate) decoder: D,
     carry: Option<FixedBufMut>,
@@ -101,7 +99,7 @@ impl<D: Decoder> Assembler<D> {
         if chunk.bytes.is_empty() || self.stopped {
             return;
         }
-        if let Some(last) = self.chunks.back_mut().filter(|l| l.copy == chunk.copy) {
+        if let Some(last) = self.chunks.back_mut() {
             let bytes = core::mem::replace(&mut chunk.bytes, FixedBuf::from_static(b""));
             match last.bytes.try_join(bytes) {
                 Ok(()) => return, // `chunk`'s drop closes its view
@@ -168,11 +166,7 @@ impl<D: Decoder> Assembler<D> {
                         let carry = self.carry.take().expect("matched above").freeze();
                         if f.consumed < carry.len() {
                             let bytes = carry.slice(f.consumed..);
-                            self.chunks.push_front(Chunk {
-                                bytes,
-                                copy: false,
-                                probe: None,
-                            });
+                            self.chunks.push_front(Chunk { bytes, probe: None });
                         }
                         return Ok(Some(carry.slice(f.start..f.end)));
                     }
@@ -191,7 +185,11 @@ impl<D: Decoder> Assembler<D> {
             match self.decoder.decode(&front.bytes) {
                 Ok(Decode::Frame(f)) => {
                     let len = f.end - f.start;
-                    let frame = if front.copy && copied(len, front.bytes.region_span(), true) {
+                    // Decided per frame: views taken before frames were found kept are
+                    // copied from then on.
+                    let copy = copied(len, front.bytes.region_span(), true)
+                        && front.probe.as_ref().is_some_and(|p| p.copies());
+                    let frame = if copy {
                         let copy = (mem.claim_now(len))
                             .or_else(|| FixedBufMut::on_heap(len))
                             .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
@@ -295,7 +293,6 @@ impl<D: Decoder> Assembler<D> {
             Resync::Stop => self.stop(),
             Resync::Skip(n) if n < bad.len() => self.chunks.push_front(Chunk {
                 bytes: bad.slice(n..),
-                copy: false,
                 probe: None,
             }),
             Resync::Skip(_) => {}

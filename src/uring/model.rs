@@ -6,22 +6,22 @@
 //! handed out and that nothing is freed while the kernel may write it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use super::books::{Books, BooksError, Completion, Entry};
+use super::books::{Books, BooksError, Completion, Entry, Judge};
 use super::frames::{Assembler, Chunk};
-use crate::io::{LengthDelimited, Lines, Memory, Trust};
+use crate::io::{LengthDelimited, Lines, Memory};
 use crate::{FixedBuf, Ring};
 
-/// Books of `entries` ids, and the trust their probes tell.
-fn books(entries: u16) -> (Books, Arc<Mutex<Trust>>) {
-    let trust = Arc::new(Mutex::new(Trust::new()));
-    (Books::new(entries, Arc::clone(&trust)), trust)
+/// Books of `entries` ids, and the judge their probes tell.
+fn books(entries: u16) -> (Books, Arc<Judge>) {
+    let judge = Arc::new(Judge::new());
+    (Books::new(entries, Arc::clone(&judge)), judge)
 }
 
 /// A completion's view as a reader holds it.
 fn chunk(c: Completion) -> Chunk {
-    Chunk::new(c.view, c.copy, c.probe)
+    Chunk::new(c.view, c.probe)
 }
 
 /// The kernel's side of a group: the published entries, the head first.
@@ -211,9 +211,9 @@ fn a_completion_the_books_cannot_account_for_is_an_error() {
     drop(books);
     // The kernel is done; the view closes the probe, which finds the region free: a
     // first probe found free makes the group trust its readers.
-    assert!(trust.lock().unwrap().probing());
+    assert!(trust.lock().probing());
     drop(chunk(got));
-    assert!(!trust.lock().unwrap().probing());
+    assert!(!trust.lock().probing());
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
@@ -307,7 +307,6 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     // The first buffer, filled and given back; its frame copied.
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
     let got = books.complete(bid, n, more).unwrap();
-    assert!(got.copy);
     frames.push(chunk(got));
     let kept = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&kept[..], b"abcd");
@@ -315,7 +314,7 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     // view the frame came from; a buffer of copies tells the trust nothing.
     assert!(frames.next(&copies).unwrap().is_none());
     assert_eq!(ring.stats().live_buffers, 1, "the other buffer alone");
-    assert!(trust.lock().unwrap().probing());
+    assert!(trust.lock().probing());
     // The same bytes into the other buffer: a view of it.
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
     let got = books.complete(bid, n, more).unwrap();
@@ -345,7 +344,7 @@ fn a_frame_kept_past_its_buffer_makes_the_next_buffers_copy() {
     frames.push(chunk(books.complete(bid, n, more).unwrap()));
     let kept = frames.next(&copies).unwrap().unwrap(); // a view: the buffer was trusted
     assert!(frames.next(&copies).unwrap().is_none()); // its view is done with
-    let t = *trust.lock().unwrap();
+    let t = *trust.lock();
     assert!(
         t.copying(),
         "the frame held its buffer when the probe closed: {t:?}"
