@@ -1,9 +1,11 @@
-//! `ringmem-resp --port N --memory ringmem|framed [--budget-mib M] [--threads T]`: the
+//! `ringmem-resp --port N --memory ringmem|framed|uring [--budget-mib M] [--threads T]`: the
 //! server of the `ringmem_resp` library (see its docs for how it reads requests and
 //! where values live). Two environment variables move the ringmem mode's choice of
 //! where values live, for measuring it: `RINGMEM_RESP_KEEP_PERCENT` (the share of the
 //! pool values may take, 50 by default) and `RINGMEM_RESP_KEEP_MIN` (the shortest
-//! value kept in the pool, 4 KiB by default).
+//! value kept in the pool, 4 KiB by default). `uring` (Linux): the ringmem mode with
+//! requests received by io_uring (`ringmem::uring`, a group of the budget's bytes; the
+//! copies and the values' limit in a pool of the same budget).
 
 use std::io::{self, Write as _};
 use std::process::exit;
@@ -18,6 +20,7 @@ use tokio::net::TcpListener;
 struct Args {
     port: u16,
     framed: bool,
+    uring: bool,
     budget_mib: usize,
     threads: usize,
 }
@@ -25,7 +28,7 @@ struct Args {
 fn usage(why: &str) -> ! {
     eprintln!("ringmem-resp: {why}");
     eprintln!(
-        "usage: ringmem-resp --port N --memory ringmem|framed [--budget-mib M] [--threads T]"
+        "usage: ringmem-resp --port N --memory ringmem|framed|uring [--budget-mib M] [--threads T]"
     );
     exit(2);
 }
@@ -34,6 +37,7 @@ fn parse() -> Args {
     let mut args = Args {
         port: 6379,
         framed: false,
+        uring: false,
         budget_mib: 64,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
@@ -53,10 +57,13 @@ fn parse() -> Args {
                     u16::try_from(number(value())).unwrap_or_else(|_| usage("--port: out of range"))
             }
             "--memory" => {
-                args.framed = match value().as_str() {
-                    "ringmem" => false,
-                    "framed" => true,
-                    other => usage(&format!("--memory is ringmem or framed, not {other}")),
+                (args.framed, args.uring) = match value().as_str() {
+                    "ringmem" => (false, false),
+                    "framed" => (true, false),
+                    "uring" => (false, true),
+                    other => usage(&format!(
+                        "--memory is ringmem, framed or uring, not {other}"
+                    )),
                 }
             }
             "--budget-mib" => args.budget_mib = number(value()).max(1),
@@ -112,6 +119,21 @@ async fn run(args: Args) -> io::Result<()> {
         }
         let store = Arc::new(Store::new());
         sweep(store.clone());
+        #[cfg(target_os = "linux")]
+        if args.uring {
+            let opts = ringmem::uring::UringOptions::new(budget).pool(pool.clone());
+            let group = ringmem::uring::UringGroup::with_options(opts)
+                .unwrap_or_else(|e| usage(&format!("--memory uring: {e}")));
+            loop {
+                let (conn, _) = accept(&listener).await;
+                let serve =
+                    ringmem_mode::serve_uring(conn, store.clone(), pool.clone(), group.clone());
+                tokio::spawn(serve);
+            }
+        }
+        if args.uring {
+            usage("--memory uring: io_uring is Linux only");
+        }
         loop {
             let (conn, _) = accept(&listener).await;
             tokio::spawn(ringmem_mode::serve(conn, store.clone(), pool.clone()));

@@ -4,6 +4,7 @@
 
 use std::io::{self, Write as _};
 
+use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::FutureExt;
 use ringmem::io::{AsyncFramedReader, AsyncFramedWriter, Encoder, Framing, ReadPool, Resp};
 use ringmem::FixedBuf;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use crate::command::{execute, fmt_i64, Info, Replies, Then};
@@ -301,6 +302,34 @@ fn info(pool: &ReadPool) -> Info {
     }
 }
 
+/// What a connection's requests are read with: the epoll reader over its read half
+/// ([`serve`]), or the io_uring reader (`serve_uring`, Linux).
+pub trait Requests: Send {
+    /// The next request; `Ok(None)` once the client has closed.
+    fn next_frame(&mut self) -> impl Future<Output = io::Result<Option<FixedBuf>>> + Send + '_;
+    /// Bytes read and not yet taken as requests.
+    fn buffered(&self) -> usize;
+}
+
+impl Requests for AsyncFramedReader<OwnedReadHalf, Resp> {
+    fn next_frame(&mut self) -> impl Future<Output = io::Result<Option<FixedBuf>>> + Send + '_ {
+        AsyncFramedReader::next_frame(self)
+    }
+    fn buffered(&self) -> usize {
+        AsyncFramedReader::buffered(self)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Requests for ringmem::uring::UringFramedReader<Resp> {
+    fn next_frame(&mut self) -> impl Future<Output = io::Result<Option<FixedBuf>>> + Send + '_ {
+        ringmem::uring::UringFramedReader::next_frame(self)
+    }
+    fn buffered(&self) -> usize {
+        ringmem::uring::UringFramedReader::buffered(self)
+    }
+}
+
 /// Serves one connection until it closes, says `QUIT`, or breaks the protocol.
 pub async fn serve(
     conn: TcpStream,
@@ -308,7 +337,30 @@ pub async fn serve(
     pool: ReadPool,
 ) -> io::Result<()> {
     let (rd, wr) = conn.into_split();
-    let mut requests = AsyncFramedReader::with_pool(rd, Resp::requests(), &pool);
+    let requests = AsyncFramedReader::with_pool(rd, Resp::requests(), &pool);
+    serve_with(requests, wr, store, pool).await
+}
+
+/// [`serve`] with requests received by io_uring into `group`'s buffers (its frames
+/// kept as values as the pool's are).
+#[cfg(target_os = "linux")]
+pub async fn serve_uring(
+    conn: TcpStream,
+    store: Arc<Store<RingValue>>,
+    pool: ReadPool,
+    group: ringmem::uring::UringGroup,
+) -> io::Result<()> {
+    let requests = group.framed(&conn, Resp::requests())?;
+    let (_, wr) = conn.into_split();
+    serve_with(requests, wr, store, pool).await
+}
+
+async fn serve_with(
+    mut requests: impl Requests,
+    wr: OwnedWriteHalf,
+    store: Arc<Store<RingValue>>,
+    pool: ReadPool,
+) -> io::Result<()> {
     let mut replies = AsyncFramedWriter::new(wr, RespEncoder::default());
     // Short replies, gathered; its memory is reused once what was split off is written.
     let mut small = BytesMut::new();
