@@ -46,11 +46,11 @@ mod writer;
 
 #[cfg(uring)]
 pub(crate) use self::core::{copied, filled, Trust};
+#[cfg(uring)]
+pub(crate) use async_reader::spend_budget;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_reader::AsyncFramedReader;
-#[cfg(uring)]
-pub(crate) use async_reader::COOP_BYTES;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_writer::AsyncFramedWriter;

@@ -114,21 +114,6 @@ impl<D: Decoder> UringFramedReader<D> {
     pub fn decoder(&self) -> &D {
         &self.frames.decoder
     }
-
-    /// Spends tokio's budget on the frames yielded since the last batch of views, a
-    /// unit per [`COOP_BYTES`](crate::io::COOP_BYTES) (see `AsyncFramedReader`).
-    fn spend(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        while self.owed >= crate::io::COOP_BYTES {
-            match tokio::task::coop::poll_proceed(cx) {
-                Poll::Ready(coop) => {
-                    coop.made_progress();
-                    self.owed -= crate::io::COOP_BYTES;
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        Poll::Ready(())
-    }
 }
 
 impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
@@ -152,7 +137,7 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
                 }
                 Ok(None) => {}
             }
-            if this.spend(cx).is_pending() {
+            if crate::io::spend_budget(&mut this.owed, cx).is_pending() {
                 return Poll::Pending;
             }
             let mut q = lock(&this.queue);
