@@ -14,6 +14,18 @@
 
 CI_LOGS=target/ci
 CI_JOBS=()
+declare -A CI_FREES=()
+
+# `frees JOB DIR...`: directories (a job's own target directories) removed when the job
+# ends, passed or failed. The CI machine's disk is not ours to size: stop 77's run ran
+# out of it while a lane built the fuzzer, with every stage's build still on disk.
+frees() { # job, directory...
+  local name=$1; shift
+  CI_FREES[$name]="$*"
+}
+
+# The free space where the run builds, as `df -h` says it (for the stage lines).
+disk_free() { df -h --output=avail . 2>/dev/null | tail -1 | tr -d ' '; }
 
 job() { # name, stage...
   local name=$1; shift
@@ -42,7 +54,7 @@ run_stage() { # lane, stage command line
     flock 9
     echo "=== stage: $name (lane $lane)"
     cat "$log"
-    echo "=== stage: $name took $took s (lane $lane)"
+    echo "=== stage: $name took $took s (lane $lane, $(disk_free) free on disk)"
     [[ $rc -eq 0 ]] || echo "=== stage $name FAILED with exit code $rc"
   } 9>"$CI_LOGS/print.lock"
   return "$rc"
@@ -94,6 +106,9 @@ run_lanes() {
         fi
         i=$((i + 1))
       done
+      local job=${jobs[$i]%%|*}
+      # shellcheck disable=SC2086
+      [[ -z ${CI_FREES[$job]:-} ]] || rm -rf ${CI_FREES[$job]}
     done
   }
   lane_worker A &
