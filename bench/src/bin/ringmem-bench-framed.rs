@@ -9,6 +9,7 @@
 //! cargo build --release -p ringmem-bench --features framed --bin ringmem-bench-framed
 //! target/release/ringmem-bench-framed --mib 16 --reps 3          # one record per run
 //! target/release/ringmem-bench-framed --rcvbuf 262144            # fixed SO_RCVBUF
+//! target/release/ringmem-bench-framed --row "1 KiB" --conns 4 --reader io_uring  # one cell
 //! target/release/ringmem-bench-framed --spike-readers            # the spike's receivers
 //! target/release/ringmem-bench-framed --spike 1 --big 8 --small 32768
 //! ```
@@ -74,7 +75,20 @@ fn main() {
         return;
     }
     let reps = arg(&args, "--reps", 3).max(1);
+    // One cell alone (to profile it): `--row "1 KiB"`, `--conns 4`, `--reader io_uring`
+    // (a part of the reader's name).
+    let text = |name: &str| {
+        let at = args.iter().position(|a| a == name)?;
+        Some(args.get(at + 1).expect("a value after the flag").clone())
+    };
+    let (row, only_conns, only_reader) =
+        (text("--row"), arg(&args, "--conns", 0), text("--reader"));
     let readers: Vec<Reader> = (Reader::ALL.into_iter())
+        .filter(|r| {
+            only_reader
+                .as_ref()
+                .is_none_or(|o| r.name().contains(o.as_str()))
+        })
         .filter(|&r| r != Reader::Uring || Reader::uring_works(&rt))
         .collect();
     // Wire bytes per connection and run.
@@ -83,9 +97,15 @@ fn main() {
     let rcvbuf = Some(arg(&args, "--rcvbuf", 0) as u32).filter(|&b| b > 0);
     println!("# cell\tframes\tconns\treader\tframes received\tseconds\theap allocations\tp50 ns\tp99 ns\tp99.9 ns");
     for sizes in framed::ROWS {
+        if row.as_ref().is_some_and(|r| *r != sizes.label()) {
+            continue;
+        }
         let frames = ((mib << 20) / sizes.average_wire()) as u64;
         let wire = sizes.wire(frames);
         for conns in framed::CONNS {
+            if only_conns != 0 && conns != only_conns {
+                continue;
+            }
             // Saturated (`cell`), then paced (`paced`) at a quarter of the slower reader's
             // median rate of the saturated runs.
             let mut rates: [Vec<f64>; 3] = Default::default();
@@ -95,7 +115,9 @@ fn main() {
                         v.sort_by(f64::total_cmp);
                         v[v.len() / 2]
                     };
-                    0.25 * rates.iter_mut().map(median).fold(f64::INFINITY, f64::min)
+                    // Only the readers that ran (the io_uring one may not have).
+                    let ran = rates.iter_mut().filter(|v| !v.is_empty());
+                    0.25 * ran.map(median).fold(f64::INFINITY, f64::min)
                 });
                 for rep in 0..reps {
                     // Interleaved, each repetition starting from the other reader.
