@@ -10,6 +10,7 @@
 //! target/release/ringmem-bench-framed --mib 16 --reps 3          # one record per run
 //! target/release/ringmem-bench-framed --rcvbuf 262144            # fixed SO_RCVBUF
 //! target/release/ringmem-bench-framed --row "1 KiB" --conns 4 --reader io_uring  # one cell
+//! target/release/ringmem-bench-framed --saturated                # no paced runs
 //! target/release/ringmem-bench-framed --spike-readers            # the spike's receivers
 //! target/release/ringmem-bench-framed --spike 1 --big 8 --small 32768
 //! ```
@@ -109,7 +110,8 @@ fn main() {
             // Saturated (`cell`), then paced (`paced`) at a quarter of the slower reader's
             // median rate of the saturated runs.
             let mut rates: [Vec<f64>; 3] = Default::default();
-            for pace in [None, Some(())] {
+            let paced = !args.iter().any(|a| a == "--saturated");
+            for pace in [None, Some(())].into_iter().take(1 + usize::from(paced)) {
                 let pace = pace.map(|()| {
                     let median = |v: &mut Vec<f64>| {
                         v.sort_by(f64::total_cmp);
