@@ -1,6 +1,7 @@
 //! The io_uring receive path on the real kernel: frames whole and in order over many
 //! connections, with and without incremental consumption; `ENOBUFS` while frames are
-//! held, then a release; a dropped reader's receive cancelled and its socket closed; a
+//! held, then a release; forty connections parked at once, all restarted in turn;
+//! readers asleep on partial frames that fill the ring, woken to copy them out; a dropped reader's receive cancelled and its socket closed; a
 //! runtime dropped with receives in flight; io_uring refused by a seccomp filter.
 //!
 //! Where the kernel refuses io_uring itself (the probe: an instance of two entries),
@@ -179,6 +180,115 @@ fn out_of_buffers_waits_for_a_release() {
         assert_eq!(got, sent.len());
         assert!(group.stats().restarts > 0);
         drop(writer.join().unwrap().unwrap());
+    });
+}
+
+/// More connections parked for want of buffers than one buffer published restarts at
+/// once (one buffer id; forty connections with bytes waiting and readers that do not
+/// read until most are parked, their queued bytes filling the ring): each still gets
+/// every frame, as the restarts go on turn by turn.
+#[test]
+fn many_parked_connections_all_get_their_frames() {
+    runtime().block_on(async {
+        let opts = UringOptions::new(64 << 10).buf_len(8 << 10).buffers(1);
+        let Some(group) = group("many_parked_connections_all_get_their_frames", opts) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut readers = Vec::new();
+        let mut writers = Vec::new();
+        for c in 0..40 {
+            let (mut client, server) = pair(&listener).await;
+            let sent = payloads(c, 30);
+            let bytes = wire(&sent);
+            writers.push(std::thread::spawn(move || {
+                client.write_all(&bytes).map(|()| client)
+            }));
+            let frames = group.framed(&server, LengthDelimited::new()).unwrap();
+            readers.push((frames, server, sent));
+        }
+        let start = Instant::now();
+        while group.stats().out_of_buffers < 20 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                group.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let tasks: Vec<_> = (readers.into_iter().enumerate())
+            .map(|(c, (mut frames, server, sent))| {
+                tokio::spawn(async move {
+                    for p in &sent {
+                        let f = frames.next_frame().await.unwrap().expect("a frame");
+                        assert_eq!(&f[..], &p[..], "connection {c}");
+                    }
+                    drop(server);
+                })
+            })
+            .collect();
+        for t in tasks {
+            let r = tokio::time::timeout(Duration::from_secs(20), t).await;
+            assert!(
+                r.is_ok(),
+                "every connection gets its frames: {:?}",
+                group.stats()
+            );
+        }
+        for w in writers {
+            drop(w.join().unwrap().unwrap());
+        }
+        assert!(group.stats().restarts >= 20, "{:?}", group.stats());
+    });
+}
+
+/// Readers asleep, each holding the first part of a frame whose rest does not come,
+/// fill the ring until no buffer can be published: they are woken to copy their parts
+/// out, so that another connection's frame still arrives; the parts' frames arrive
+/// whole once their rest is sent.
+#[test]
+fn readers_holding_partial_frames_are_woken_when_the_group_starves() {
+    runtime().block_on(async {
+        let opts = UringOptions::new(64 << 10).buf_len(8 << 10).buffers(1);
+        let name = "readers_holding_partial_frames_are_woken_when_the_group_starves";
+        let Some(group) = group(name, opts) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut tasks = Vec::new();
+        let mut rests = Vec::new();
+        for c in 0..40 {
+            let (mut client, server) = pair(&listener).await;
+            let payload: Vec<u8> = (0..10_000).map(|i| (i + c) as u8).collect();
+            let bytes = wire(std::slice::from_ref(&payload));
+            let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+            tasks.push(tokio::spawn(async move {
+                let f = frames.next_frame().await.unwrap().expect("a frame");
+                assert_eq!(&f[..], &payload[..], "connection {c}");
+                drop(server);
+            }));
+            client.write_all(&bytes[..1600]).unwrap();
+            rests.push((client, bytes[1600..].to_vec()));
+        }
+        // The parts arrive (and are held) before another connection's frame is sent.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (mut client, server) = pair(&listener).await;
+        let payload = vec![9u8; 20_000];
+        client
+            .write_all(&wire(std::slice::from_ref(&payload)))
+            .unwrap();
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame()).await;
+        let f = f.unwrap_or_else(|_| panic!("a frame past the held parts: {:?}", group.stats()));
+        assert_eq!(&f.unwrap().expect("a frame")[..], &payload[..]);
+        for (client, rest) in &mut rests {
+            client.write_all(rest).unwrap();
+        }
+        for t in tasks {
+            let r = tokio::time::timeout(Duration::from_secs(20), t).await;
+            assert!(r.is_ok(), "every frame arrives: {:?}", group.stats());
+        }
+        drop((client, rests));
     });
 }
 

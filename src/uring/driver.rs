@@ -14,8 +14,8 @@ use std::future::Future;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,10 @@ const PROBE_BUF: usize = 1 << 10;
 /// Bytes of the least buffer published when the ring has no room for a whole one.
 const LEAST_BUF: usize = 4 << 10;
 
+/// Parked receives restarted for each buffer published (see `State::refill`): a
+/// buffer's bytes shared by receives of 8 KiB on average.
+const REARM_PER_BUFFER: usize = 8;
+
 /// How often, at most, the driver gives the ring's free pages back to the system (a
 /// walk of its headers, under the lock): see `Ring::give_back_pages`.
 const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
@@ -67,7 +71,8 @@ pub(crate) struct Config {
     pub(crate) buffers: usize,
 }
 
-/// The count of one receive path's events, as `UringStats` shows them.
+/// The count of one receive path's events, as `UringStats` shows them, and what
+/// readers look at without the group's lock.
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) completions: AtomicU64,
@@ -75,6 +80,13 @@ pub(crate) struct Counters {
     pub(crate) rearms: AtomicU64,
     pub(crate) pauses: AtomicU64,
     pub(crate) published: AtomicU64,
+    /// The kernel has no buffer and the ring no room for one: readers copy the partial
+    /// frames they hold out of the ring (see `State::starve`).
+    pub(crate) starving: AtomicBool,
+    /// Queues of readers that went to sleep holding a partial frame as a view while
+    /// the group was not starving (each once: its `Queue::pinning`; those of readers
+    /// gone are let go as the list grows).
+    pub(crate) pinning: Mutex<Vec<Weak<Mutex<Queue>>>>,
 }
 
 /// What the group's handles, its readers and its driver share.
@@ -104,6 +116,8 @@ pub(crate) struct Queue {
     /// The receive was stopped because the queue held too much: the reader starts it
     /// again once it has taken the bytes ([`Shared::resume`]).
     pub(crate) paused: bool,
+    /// The queue is in `Counters::pinning`.
+    pub(crate) pinning: bool,
 }
 
 /// Where a connection's receive stands.
@@ -224,9 +238,9 @@ pub(crate) struct State {
     /// Tasks to wake once the lock is let go.
     wake: Vec<Waker>,
     /// Connections parked after `ENOBUFS` (or whose receive ended for another
-    /// reason), to start again once the kernel has buffers; an id may be stale (its
-    /// connection gone, or started again): its `Conn::parked` says.
-    parked: Vec<u32>,
+    /// reason), to start again once the kernel has buffers, oldest first; an id may be
+    /// stale (its connection gone, or started again): its `Conn::parked` says.
+    parked: VecDeque<u32>,
     /// When free pages of the ring last went back to the system.
     given_back: Instant,
     /// The group's counts (also `Shared`'s, read without the lock).
@@ -318,7 +332,7 @@ impl Shared {
             buf_len,
             driver: None,
             wake: Vec::new(),
-            parked: Vec::new(),
+            parked: VecDeque::new(),
             given_back: Instant::now(),
             counters: Arc::default(),
             judge,
@@ -445,6 +459,22 @@ impl Shared {
         drop(st);
         wake.into_iter().for_each(Waker::wake);
         true
+    }
+
+    /// Whether a reader about to sleep holding a partial frame as a view should copy
+    /// it out of the ring now (see `State::starve`); if not, the reader is listed to
+    /// be woken when that changes. Called with the reader's queue locked as `q`.
+    pub(crate) fn starving(&self, queue: &Arc<Mutex<Queue>>, q: &mut Queue) -> bool {
+        if !q.pinning {
+            q.pinning = true;
+            let mut list = lock(&self.counters.pinning);
+            if list.len() == list.capacity() {
+                list.retain(|w| w.strong_count() > 0);
+            }
+            list.push(Arc::downgrade(queue));
+        }
+        // After the listing: `starve` says so first, then takes the list.
+        self.counters.starving.load(Ordering::Acquire)
     }
 
     /// The ring's bytes in use, and buffers published.
@@ -595,7 +625,7 @@ impl State {
         if gone {
             self.remove(id);
         } else if newly_parked {
-            self.parked.push(id);
+            self.parked.push_back(id);
         }
         if out_of_buffers {
             self.counters.out_of_buffers.fetch_add(1, Ordering::Relaxed);
@@ -624,10 +654,16 @@ impl State {
         Some(region)
     }
 
-    /// Publishes a buffer under every free id the ring has room for, then restarts the
-    /// parked receives if the kernel has buffers. `true` if any was published.
+    /// Publishes a buffer under every free id the ring has room for, then restarts
+    /// parked receives if the kernel has buffers: [`REARM_PER_BUFFER`] for each buffer
+    /// published now, one if none was. `true` if any was published.
+    ///
+    /// Not all of them: when the ring is full, one buffer published would end most of
+    /// a thousand restarted receives in `ENOBUFS` again. No parked receive waits for
+    /// ever: each one restarted had bytes waiting, so it completes soon (with bytes or
+    /// `ENOBUFS`), and that completion's turn restarts the next.
     fn refill(&mut self, walk: bool) -> bool {
-        let mut any = false;
+        let mut published = 0;
         let mut walk = walk;
         while self.books.free() > 0 {
             let Some(region) = self.claim(core::mem::replace(&mut walk, false)) else {
@@ -636,26 +672,48 @@ impl State {
             let copy = self.judge.lock().copying();
             let entry = self.books.publish(region, copy).expect("an id is free");
             self.entries.push(entry);
-            any = true;
+            published += 1;
             self.counters.published.fetch_add(1, Ordering::Relaxed);
         }
-        if any {
+        if published > 0 {
             self.entries.publish();
         }
-        if !self.parked.is_empty() && self.books.published() > 0 {
-            let mut parked = core::mem::take(&mut self.parked);
-            for id in parked.drain(..) {
+        self.starve(self.books.published() == 0 && self.books.free() > 0);
+        if self.books.published() > 0 {
+            let mut budget = (published * REARM_PER_BUFFER).max(1);
+            while budget > 0 {
+                let Some(id) = self.parked.pop_front() else {
+                    break;
+                };
                 let waits = (self.conns.get(id as usize))
                     .and_then(Option::as_ref)
                     .is_some_and(|c| c.parked && !c.closing && c.recv == Recv::Idle);
                 if waits {
+                    budget -= 1;
                     self.counters.rearms.fetch_add(1, Ordering::Relaxed);
                     self.arm(id);
                 }
             }
-            self.parked = parked; // its capacity
         }
-        any
+        published > 0
+    }
+
+    /// Says whether the group starves: no buffer for the kernel and no room for one.
+    /// Views of partial frames held by readers waiting for the rest could then fill the
+    /// ring for good (forty connections each waiting for a frame's end): as it starts,
+    /// the readers that went to sleep holding one are woken to copy it out
+    /// (`Assembler::unpin`; one that goes to sleep while it lasts does so first), and
+    /// the room that makes lets the next buffer be published.
+    fn starve(&mut self, starving: bool) {
+        if self.counters.starving.swap(starving, Ordering::AcqRel) || !starving {
+            return;
+        }
+        let pinning = core::mem::take(&mut *lock(&self.counters.pinning));
+        for queue in pinning.iter().filter_map(Weak::upgrade) {
+            let mut q = lock(&queue);
+            q.pinning = false;
+            self.wake.extend(q.waker.take());
+        }
     }
 
     /// Whether a receive may still complete.
@@ -754,6 +812,9 @@ impl Future for Driver {
                     let mut st = shared.lock();
                     let any = st.refill(walk);
                     st.submit();
+                    let wake = core::mem::take(&mut st.wake);
+                    drop(st);
+                    wake.into_iter().for_each(Waker::wake);
                     any.then_some(())
                 });
                 if room.is_ready() {
@@ -765,4 +826,10 @@ impl Future for Driver {
             }
         }
     }
+}
+
+/// A mutex's guard, whether or not a holder panicked (the data stays consistent: every
+/// update under these locks is one assignment or push).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

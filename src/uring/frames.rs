@@ -123,6 +123,7 @@ impl<D: Decoder> Assembler<D> {
     /// The next frame if the bytes hold one; `Ok(None)` when more bytes are needed (or
     /// the stream is stopped). An error is a rejected frame: the stream goes on past
     /// it unless [`stopped`](Self::stopped) says otherwise.
+    #[inline]
     pub(crate) fn next(&mut self, mem: &Memory) -> io::Result<Option<FixedBuf>> {
         self.retiring = None;
         loop {
@@ -245,6 +246,24 @@ impl<D: Decoder> Assembler<D> {
         self.retiring = None;
         self.carry = None;
         self.chunks.clear();
+    }
+
+    /// Whether a partial frame is held as a view (waiting for the next completion to
+    /// join it): see [`unpin`](Self::unpin).
+    pub(crate) fn holds_view(&self) -> bool {
+        self.carry.is_none() && !self.discarding && !self.stopped && !self.chunks.is_empty()
+    }
+
+    /// Copies a partial frame held as a view into a region of its own, so that its
+    /// buffer can go back to the ring. `true` if it did.
+    pub(crate) fn unpin(&mut self, mem: &Memory) -> io::Result<bool> {
+        let Some(front) = self.chunks.front().filter(|_| self.holds_view()) else {
+            return Ok(false);
+        };
+        match self.decoder.decode(&front.bytes) {
+            Ok(Decode::Need(n)) => self.want_more(n, mem).map(|()| true),
+            _ => Ok(false), // a frame or an error: the next call yields it
+        }
     }
 
     /// The decoder needs `n` bytes from the first: copies what there is into a region

@@ -46,6 +46,13 @@
 //! A frame kept holds the region of the buffer it was received into (up to the
 //! buffer's length, [`UringOptions::buf_len`]), as a frame read by the epoll reader
 //! without copies does.
+//!
+//! When the kernel finds no buffer (`ENOBUFS`) the receive waits until the group
+//! publishes again; then a few waiting receives start again for each buffer published
+//! (each takes some of it), not all of them. If the ring has no room for a buffer and
+//! none is published, readers holding the start of a frame copy it out of the ring
+//! (into the group's read pool, or the heap), so that partial frames of connections
+//! whose rest is slow to come cannot hold the whole ring.
 
 mod books;
 mod driver;

@@ -289,6 +289,41 @@ fn a_connections_views_back_to_back_join() {
     assert!(ring.stats().live_buffers == 1);
 }
 
+/// A partial frame held as a view while the group starves is copied out: its buffer
+/// goes back to the ring once the kernel is done with it, and the frame, completed
+/// from later buffers, is whole.
+#[test]
+fn a_partial_frame_unpinned_frees_its_buffer() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Ring::new(8 << 10));
+    let (mut books, _) = books(2);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
+        incremental: false,
+    };
+    let mut frames = Assembler::new(LengthDelimited::new());
+    let mut wire = 1500u32.to_be_bytes().to_vec();
+    wire.extend((0..1500u32).map(|i| i as u8));
+    let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
+    frames.push(chunk(books.complete(bid, n, more).unwrap()));
+    assert!(frames.next(&copies).unwrap().is_none());
+    assert_eq!(ring.stats().live_buffers, 1, "the view holds its buffer");
+    assert!(frames.unpin(&copies).unwrap());
+    assert!(!frames.unpin(&copies).unwrap(), "nothing left to copy");
+    assert_eq!(
+        ring.stats().live_buffers,
+        0,
+        "the buffer is the ring's again"
+    );
+    kernel
+        .entries
+        .push_back(books.publish(ring.fixed(1024).unwrap(), false).unwrap());
+    let (bid, n, more) = kernel.recv(&wire[1024..], 1024).unwrap();
+    frames.push(chunk(books.complete(bid, n, more).unwrap()));
+    let frame = frames.next(&copies).unwrap().unwrap();
+    assert_eq!(&frame[..], &wire[4..]);
+}
+
 #[test]
 fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     let ring = Ring::new(8 << 10);

@@ -182,9 +182,24 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 q.waker = Some(cx.waker().clone());
             }
+            // A partial frame held as a view: copied out if the group starves, else
+            // the reader is listed to be woken when it does (`State::starve`).
+            if this.frames.holds_view() && this.shared.starving(&this.queue, &mut q) {
+                drop(q);
+                if unpin(&mut this.frames, &this.mem)? {
+                    continue;
+                }
+            }
             return Poll::Pending;
         }
     }
+}
+
+/// [`Assembler::unpin`], out of the reader's hot path: the group seldom starves.
+#[cold]
+#[inline(never)]
+fn unpin<D: Decoder>(frames: &mut Assembler<D>, mem: &Memory) -> io::Result<bool> {
+    frames.unpin(mem)
 }
 
 fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
