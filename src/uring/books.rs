@@ -16,6 +16,7 @@ use core::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::lock;
 use crate::io::Trust;
 use crate::{FixedBuf, FixedBufMut};
 
@@ -89,7 +90,7 @@ impl Judge {
     }
 
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Trust> {
-        self.trust.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.trust)
     }
 
     /// Whether frames are slices of their views now (no frame found kept since the
@@ -150,7 +151,7 @@ impl Probe {
         if self.open.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let held = lock(&self.held).take();
         if let Some(held) = held {
             let free = held.release_was_last();
             let views = self.views.load(Ordering::Relaxed);
@@ -291,7 +292,7 @@ impl Books {
         if !more {
             // Given back: the probe takes the kernel's count, and the kernel is done.
             let held = slot.held.take().expect("checked above");
-            *probe.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(held);
+            *lock(&probe.held) = Some(held);
             slot.probe = None;
             self.free.push(bid);
             probe.close();

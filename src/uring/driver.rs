@@ -25,6 +25,7 @@ use tokio::io::Interest;
 
 use super::books::{Books, Entry, Judge};
 use super::frames::Chunk;
+use super::lock;
 use crate::ring::wait::{poll_until, Span, TaskSlot};
 use crate::{FixedBufMut, Ring};
 
@@ -367,7 +368,7 @@ impl Shared {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Counts a new user (a group handle or a reader).
@@ -586,7 +587,7 @@ impl State {
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
-        let mut q = c.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&c.queue);
         match got {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
                 let chunk = Chunk::new(got.view, got.probe);
@@ -826,10 +827,4 @@ impl Future for Driver {
             }
         }
     }
-}
-
-/// A mutex's guard, whether or not a holder panicked (the data stays consistent: every
-/// update under these locks is one assignment or push).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

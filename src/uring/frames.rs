@@ -35,16 +35,18 @@ impl Chunk {
     pub(crate) fn len(&self) -> usize {
         self.bytes.len()
     }
+
+    /// Takes its bytes out, leaving none (the view's count goes with them).
+    fn take(&mut self) -> FixedBuf {
+        core::mem::replace(&mut self.bytes, FixedBuf::from_static(b""))
+    }
 }
 
 impl Drop for Chunk {
     fn drop(&mut self) {
         if let Some(probe) = self.probe.take() {
             // The view's own count first: the probe looks for counts other than frames'.
-            drop(core::mem::replace(
-                &mut self.bytes,
-                FixedBuf::from_static(b""),
-            ));
+            drop(self.take());
             probe.close();
         }
     }
@@ -100,8 +102,7 @@ impl<D: Decoder> Assembler<D> {
             return;
         }
         if let Some(last) = self.chunks.back_mut() {
-            let bytes = core::mem::replace(&mut chunk.bytes, FixedBuf::from_static(b""));
-            match last.bytes.try_join(bytes) {
+            match last.bytes.try_join(chunk.take()) {
                 Ok(()) => return, // `chunk`'s drop closes its view
                 Err(bytes) => chunk.bytes = bytes,
             }
@@ -211,9 +212,9 @@ impl<D: Decoder> Assembler<D> {
                     self.want_more(n, mem)?;
                 }
                 Err(e) => {
+                    // Its probe closes once `reject` is done with the bytes.
                     let mut bad = self.chunks.pop_front().expect("matched above");
-                    let bad = core::mem::replace(&mut bad.bytes, FixedBuf::from_static(b""));
-                    self.reject(bad);
+                    self.reject(bad.take());
                     return Err(e);
                 }
             }
@@ -226,10 +227,7 @@ impl<D: Decoder> Assembler<D> {
     pub(crate) fn finish(&mut self) -> io::Result<Option<FixedBuf>> {
         let rest = match self.carry.take() {
             Some(carry) => Some(carry.freeze()),
-            None => self
-                .chunks
-                .pop_front()
-                .map(|mut c| core::mem::replace(&mut c.bytes, FixedBuf::from_static(b""))),
+            None => self.chunks.pop_front().map(|mut c| c.take()),
         };
         let discarding = self.discarding;
         self.stop();

@@ -59,6 +59,12 @@ mod driver;
 mod frames;
 mod reader;
 
+/// A mutex's guard, whether or not a holder panicked: every update under the group's
+/// locks is one assignment, push or take, so what it guards stays consistent.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 use core::fmt;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

@@ -9,6 +9,7 @@ use futures_core::Stream;
 
 use super::driver::{Queue, Shared};
 use super::frames::Assembler;
+use super::lock;
 use crate::io::{Decoder, Memory};
 use crate::FixedBuf;
 
@@ -186,24 +187,13 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             // the reader is listed to be woken when it does (`State::starve`).
             if this.frames.holds_view() && this.shared.starving(&this.queue, &mut q) {
                 drop(q);
-                if unpin(&mut this.frames, &this.mem)? {
+                if this.frames.unpin(&this.mem)? {
                     continue;
                 }
             }
             return Poll::Pending;
         }
     }
-}
-
-/// [`Assembler::unpin`], out of the reader's hot path: the group seldom starves.
-#[cold]
-#[inline(never)]
-fn unpin<D: Decoder>(frames: &mut Assembler<D>, mem: &Memory) -> io::Result<bool> {
-    frames.unpin(mem)
-}
-
-fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
-    queue.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<D> Drop for UringFramedReader<D> {
