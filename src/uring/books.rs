@@ -13,7 +13,7 @@
 //! last tells whether frames of it are kept, which the group's [`Trust`] hears.
 
 use core::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::lock;
@@ -109,6 +109,10 @@ pub(crate) struct Completion {
     /// The buffer's probe, of which the view is one open view: closed by whoever drops
     /// the view ([`Probe::close`]).
     pub(crate) probe: Arc<Probe>,
+    /// Whose completion was the buffer's last before this one, if it was another's:
+    /// a partial frame that one holds at the buffer's end can no longer be joined by
+    /// its next bytes (see [`Probe::joinable`]).
+    pub(crate) displaced: Option<u64>,
 }
 
 /// One buffer's account of who is still at it: the views handed out and not yet
@@ -121,6 +125,9 @@ pub(crate) struct Probe {
     open: AtomicU32,
     /// Views handed out.
     views: AtomicU32,
+    /// The byte right after the buffer's last completion, where the kernel writes
+    /// next (compared, never read through); null once it gave the buffer back.
+    tail: AtomicPtr<u8>,
     /// The region's count the kernel held, once it gave the buffer back.
     held: Mutex<Option<FixedBuf>>,
     /// Frames of it were copied (it was published while copying, or the group stopped
@@ -142,6 +149,15 @@ impl Probe {
             self.copy.store(true, Ordering::Relaxed);
         }
         copy
+    }
+
+    /// Whether bytes that end at `end` (a view's end) can still be joined by the next
+    /// completion of their connection: the kernel writes this buffer next right there.
+    /// Read under the reader's queue lock, which orders it after the driver's update
+    /// of every completion routed before (see `State::route`).
+    pub(crate) fn joinable(&self, end: *const u8) -> bool {
+        // Relaxed: ordered by the queue's lock, as said above.
+        core::ptr::eq(self.tail.load(Ordering::Relaxed), end)
     }
 
     /// One view (or the kernel's hold) is done with; the last looks whether a frame
@@ -189,6 +205,8 @@ struct Slot {
     len: usize,
     /// Its probe, while the kernel holds it.
     probe: Option<Arc<Probe>>,
+    /// Whose completion was its last (see [`Completion::displaced`]).
+    last: Option<u64>,
 }
 
 /// The buffers of one group, by id.
@@ -198,6 +216,8 @@ pub(crate) struct Books {
     judge: Arc<Judge>,
     /// Ids the kernel does not hold, the next to publish last.
     free: Vec<u16>,
+    /// Bytes of the buffers the kernel holds that no completion has taken yet.
+    unfilled: usize,
 }
 
 impl Books {
@@ -207,6 +227,7 @@ impl Books {
             slots: (0..entries).map(|_| Slot::default()).collect(),
             judge,
             free: (0..entries).rev().collect(),
+            unfilled: 0,
         }
     }
 
@@ -218,6 +239,12 @@ impl Books {
     /// Buffers the kernel holds.
     pub(crate) fn published(&self) -> usize {
         self.slots.len() - self.free.len()
+    }
+
+    /// Bytes the kernel holds that no completion has taken yet: what receives can
+    /// still take before the next buffer is published.
+    pub(crate) fn unfilled(&self) -> usize {
+        self.unfilled
     }
 
     /// Publishes `region` (its whole capacity, at most `u32::MAX` bytes) under a free
@@ -236,6 +263,7 @@ impl Books {
         let mut region = region;
         region.clear();
         let held = region.freeze();
+        self.unfilled += len;
         let probing = !copy && self.judge.lock().probing();
         let entry = Entry {
             addr: held.raw_ptr(),
@@ -246,9 +274,11 @@ impl Books {
             held: Some(held),
             filled: 0,
             len,
+            last: None,
             probe: Some(Arc::new(Probe {
                 open: AtomicU32::new(1),
                 views: AtomicU32::new(0),
+                tail: AtomicPtr::new(core::ptr::null_mut()),
                 held: Mutex::new(None),
                 copy: AtomicBool::new(copy),
                 probing,
@@ -258,14 +288,16 @@ impl Books {
         Ok(entry)
     }
 
-    /// The `bytes` a completion put into buffer `bid`, as a view of its region;
-    /// `more`: the completion had `IORING_CQE_F_BUF_MORE` (the kernel keeps the buffer
-    /// for more). Without it the buffer is returned, and its id free again.
+    /// The `bytes` a completion of `who` (a connection's key) put into buffer `bid`,
+    /// as a view of its region; `more`: the completion had `IORING_CQE_F_BUF_MORE`
+    /// (the kernel keeps the buffer for more). Without it the buffer is returned, and
+    /// its id free again.
     pub(crate) fn complete(
         &mut self,
         bid: u16,
         bytes: usize,
         more: bool,
+        who: u64,
     ) -> Result<Completion, BooksError> {
         let slot = (self.slots.get_mut(usize::from(bid)))
             .filter(|s| s.held.is_some())
@@ -286,18 +318,31 @@ impl Books {
         // past them from now on.
         let view = unsafe { held.view_ahead(slot.filled, bytes) };
         slot.filled += bytes;
+        self.unfilled -= bytes;
+        let displaced = slot.last.replace(who).filter(|&w| w != who);
         let probe = Arc::clone(slot.probe.as_ref().expect("published"));
         probe.open.fetch_add(1, Ordering::Relaxed);
         probe.views.fetch_add(1, Ordering::Relaxed);
+        let tail = if more {
+            view.as_ptr_range().end.cast_mut()
+        } else {
+            core::ptr::null_mut()
+        };
+        probe.tail.store(tail, Ordering::Relaxed);
         if !more {
             // Given back: the probe takes the kernel's count, and the kernel is done.
             let held = slot.held.take().expect("checked above");
+            self.unfilled -= slot.len - slot.filled;
             *lock(&probe.held) = Some(held);
             slot.probe = None;
             self.free.push(bid);
             probe.close();
         }
-        Ok(Completion { view, probe })
+        Ok(Completion {
+            view,
+            probe,
+            displaced,
+        })
     }
 
     /// Gives up the count of every buffer the kernel holds without releasing it: for a

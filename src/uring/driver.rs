@@ -14,8 +14,8 @@ use std::future::Future;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -44,9 +44,8 @@ const PROBE_BUF: usize = 1 << 10;
 /// Bytes of the least buffer published when the ring has no room for a whole one.
 const LEAST_BUF: usize = 4 << 10;
 
-/// Parked receives restarted for each buffer published (see `State::refill`): a
-/// buffer's bytes shared by receives of 8 KiB on average.
-const REARM_PER_BUFFER: usize = 8;
+/// What a receive is taken to bring before any has completed (see `State::recv_avg`).
+const RECV_GUESS: usize = 8 << 10;
 
 /// How often, at most, the driver gives the ring's free pages back to the system (a
 /// walk of its headers, under the lock): see `Ring::give_back_pages`.
@@ -60,6 +59,11 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// index, its generation (an index is reused), and the kind.
 fn user_data(id: u32, gen: u32, cancel: bool) -> u64 {
     (u64::from(id) << 32) | (u64::from(gen & 0x7fff_ffff) << 1) | u64::from(cancel)
+}
+
+/// The connection's index and generation in a `user_data`.
+fn conn_key(ud: u64) -> (u32, u32) {
+    ((ud >> 32) as u32, ((ud >> 1) & 0x7fff_ffff) as u32)
 }
 
 /// The group's settings, as `UringOptions` gives them.
@@ -81,13 +85,6 @@ pub(crate) struct Counters {
     pub(crate) rearms: AtomicU64,
     pub(crate) pauses: AtomicU64,
     pub(crate) published: AtomicU64,
-    /// The kernel has no buffer and the ring no room for one: readers copy the partial
-    /// frames they hold out of the ring (see `State::starve`).
-    pub(crate) starving: AtomicBool,
-    /// Queues of readers that went to sleep holding a partial frame as a view while
-    /// the group was not starving (each once: its `Queue::pinning`; those of readers
-    /// gone are let go as the list grows).
-    pub(crate) pinning: Mutex<Vec<Weak<Mutex<Queue>>>>,
 }
 
 /// What the group's handles, its readers and its driver share.
@@ -117,8 +114,10 @@ pub(crate) struct Queue {
     /// The receive was stopped because the queue held too much: the reader starts it
     /// again once it has taken the bytes ([`Shared::resume`]).
     pub(crate) paused: bool,
-    /// The queue is in `Counters::pinning`.
-    pub(crate) pinning: bool,
+    /// Its reader sleeps holding the start of a frame as a view that the next
+    /// completion may join (`Assembler::held_view`): woken when another connection's
+    /// completion lands in that buffer, or gives it back, to copy the start out.
+    pub(crate) pinned: bool,
 }
 
 /// Where a connection's receive stands.
@@ -238,6 +237,9 @@ pub(crate) struct State {
     driver: Option<Waker>,
     /// Tasks to wake once the lock is let go.
     wake: Vec<Waker>,
+    /// Bytes a receive brought, a moving average over the last few: how many parked
+    /// receives the bytes the kernel has left can serve (see `refill`).
+    recv_avg: usize,
     /// Connections parked after `ENOBUFS` (or whose receive ended for another
     /// reason), to start again once the kernel has buffers, oldest first; an id may be
     /// stale (its connection gone, or started again): its `Conn::parked` says.
@@ -334,6 +336,7 @@ impl Shared {
             driver: None,
             wake: Vec::new(),
             parked: VecDeque::new(),
+            recv_avg: RECV_GUESS,
             given_back: Instant::now(),
             counters: Arc::default(),
             judge,
@@ -462,22 +465,6 @@ impl Shared {
         true
     }
 
-    /// Whether a reader about to sleep holding a partial frame as a view should copy
-    /// it out of the ring now (see `State::starve`); if not, the reader is listed to
-    /// be woken when that changes. Called with the reader's queue locked as `q`.
-    pub(crate) fn starving(&self, queue: &Arc<Mutex<Queue>>, q: &mut Queue) -> bool {
-        if !q.pinning {
-            q.pinning = true;
-            let mut list = lock(&self.counters.pinning);
-            if list.len() == list.capacity() {
-                list.retain(|w| w.strong_count() > 0);
-            }
-            list.push(Arc::downgrade(queue));
-        }
-        // After the listing: `starve` says so first, then takes the list.
-        self.counters.starving.load(Ordering::Acquire)
-    }
-
     /// The ring's bytes in use, and buffers published.
     pub(crate) fn ring_stats(&self) -> (crate::RingStats, usize) {
         let st = self.lock();
@@ -577,12 +564,23 @@ impl State {
             return; // a cancellation's own completion
         }
         self.counters.completions.fetch_add(1, Ordering::Relaxed);
-        let (id, gen) = ((ud >> 32) as u32, ((ud >> 1) & 0x7fff_ffff) as u32);
+        let (id, gen) = conn_key(ud);
         let got = cqueue::buffer_select(flags).map(|bid| {
             (self.books)
-                .complete(bid, res.max(0) as usize, cqueue::buffer_more(flags))
+                .complete(bid, res.max(0) as usize, cqueue::buffer_more(flags), ud)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
         });
+        if let Some(Ok(got)) = &got {
+            if !got.view.is_empty() {
+                self.recv_avg += got.view.len() / 8;
+                self.recv_avg -= self.recv_avg / 8;
+            }
+            // The buffer's last completion before this one was another connection's:
+            // a partial frame its reader holds at the end of it cannot be joined now.
+            if let Some((id, gen)) = got.displaced.map(conn_key) {
+                self.unpin(id, gen);
+            }
+        }
         let queue_cap = self.queue_cap;
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
@@ -656,13 +654,15 @@ impl State {
     }
 
     /// Publishes a buffer under every free id the ring has room for, then restarts
-    /// parked receives if the kernel has buffers: [`REARM_PER_BUFFER`] for each buffer
-    /// published now, one if none was. `true` if any was published.
+    /// parked receives if the kernel has buffers: as many as the bytes it has left
+    /// serve at the bytes receives brought lately (`recv_avg`), at least one. `true`
+    /// if any was published.
     ///
     /// Not all of them: when the ring is full, one buffer published would end most of
-    /// a thousand restarted receives in `ENOBUFS` again. No parked receive waits for
-    /// ever: each one restarted had bytes waiting, so it completes soon (with bytes or
-    /// `ENOBUFS`), and that completion's turn restarts the next.
+    /// a thousand restarted receives in `ENOBUFS` again (and a streaming connection's
+    /// receive takes a whole buffer). No parked receive waits for ever: each one
+    /// restarted had bytes waiting, so it completes soon (with bytes or `ENOBUFS`),
+    /// and that completion's turn restarts the next.
     fn refill(&mut self, walk: bool) -> bool {
         let mut published = 0;
         let mut walk = walk;
@@ -679,9 +679,8 @@ impl State {
         if published > 0 {
             self.entries.publish();
         }
-        self.starve(self.books.published() == 0 && self.books.free() > 0);
         if self.books.published() > 0 {
-            let mut budget = (published * REARM_PER_BUFFER).max(1);
+            let mut budget = (self.books.unfilled() / self.recv_avg.max(1)).max(1);
             while budget > 0 {
                 let Some(id) = self.parked.pop_front() else {
                     break;
@@ -699,21 +698,21 @@ impl State {
         published > 0
     }
 
-    /// Says whether the group starves: no buffer for the kernel and no room for one.
-    /// Views of partial frames held by readers waiting for the rest could then fill the
-    /// ring for good (forty connections each waiting for a frame's end): as it starts,
-    /// the readers that went to sleep holding one are woken to copy it out
-    /// (`Assembler::unpin`; one that goes to sleep while it lasts does so first), and
-    /// the room that makes lets the next buffer be published.
-    fn starve(&mut self, starving: bool) {
-        if self.counters.starving.swap(starving, Ordering::AcqRel) || !starving {
+    /// Wakes the reader of connection `id` if it sleeps holding the start of a frame
+    /// as a view that can no longer be joined (`Queue::pinned`), to copy it out.
+    ///
+    /// Its reader reads the buffer's tail under the queue's lock after setting
+    /// `pinned`, and the tail was moved before this takes the lock: either this sees
+    /// `pinned`, or the reader sees the tail moved.
+    fn unpin(&mut self, id: u32, gen: u32) {
+        let Some(c) = self.conn(id, gen) else {
             return;
-        }
-        let pinning = core::mem::take(&mut *lock(&self.counters.pinning));
-        for queue in pinning.iter().filter_map(Weak::upgrade) {
-            let mut q = lock(&queue);
-            q.pinning = false;
-            self.wake.extend(q.waker.take());
+        };
+        let mut q = lock(&c.queue);
+        if core::mem::take(&mut q.pinned) {
+            let waker = q.waker.take();
+            drop(q);
+            self.wake.extend(waker);
         }
     }
 

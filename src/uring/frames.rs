@@ -246,16 +246,24 @@ impl<D: Decoder> Assembler<D> {
         self.chunks.clear();
     }
 
-    /// Whether a partial frame is held as a view (waiting for the next completion to
-    /// join it): see [`unpin`](Self::unpin).
-    pub(crate) fn holds_view(&self) -> bool {
-        self.carry.is_none() && !self.discarding && !self.stopped && !self.chunks.is_empty()
+    /// Whether a partial frame is held as a view of a provided buffer, waiting for
+    /// the next completion to join it: `Some(true)` while it can (the kernel writes
+    /// that buffer next right after it), `Some(false)` once it cannot (another
+    /// connection's bytes landed there, or the kernel gave the buffer back): then it
+    /// only holds the buffer, and [`unpin`](Self::unpin) frees it.
+    pub(crate) fn held_view(&self) -> Option<bool> {
+        if self.chunks.len() != 1 || self.carry.is_some() || self.discarding || self.stopped {
+            return None;
+        }
+        let front = self.chunks.front()?;
+        let probe = front.probe.as_ref()?;
+        Some(probe.joinable(front.bytes.as_ptr_range().end))
     }
 
     /// Copies a partial frame held as a view into a region of its own, so that its
     /// buffer can go back to the ring. `true` if it did.
     pub(crate) fn unpin(&mut self, mem: &Memory) -> io::Result<bool> {
-        let Some(front) = self.chunks.front().filter(|_| self.holds_view()) else {
+        let Some(front) = self.chunks.front().filter(|_| self.held_view().is_some()) else {
             return Ok(false);
         };
         match self.decoder.decode(&front.bytes) {

@@ -48,11 +48,15 @@
 //! without copies does.
 //!
 //! When the kernel finds no buffer (`ENOBUFS`) the receive waits until the group
-//! publishes again; then a few waiting receives start again for each buffer published
-//! (each takes some of it), not all of them. If the ring has no room for a buffer and
-//! none is published, readers holding the start of a frame copy it out of the ring
-//! (into the group's read pool, or the heap), so that partial frames of connections
-//! whose rest is slow to come cannot hold the whole ring.
+//! publishes again; then as many waiting receives start again as the bytes the kernel
+//! has can serve, at what receives brought lately, not all of them.
+//!
+//! A reader holding the start of a frame keeps it as a view only while its
+//! connection's next bytes can join it (the kernel writes that buffer next, right
+//! after it); once another connection's bytes land there, or the kernel gives the
+//! buffer back, the reader copies it out (into the group's read pool, or the heap).
+//! So partial frames hold no more of the ring than the buffers the kernel holds,
+//! however many connections wait for the rest of a frame.
 
 mod books;
 mod driver;

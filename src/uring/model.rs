@@ -100,6 +100,7 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
         .collect();
     let mut enobufs = 0;
     let mut carried_frames = 0;
+    let mut displaced = None;
     for step in 0..steps {
         // Publish under the free ids what the ring has room for, sometimes.
         if rng.below(4) == 0 {
@@ -113,7 +114,8 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
             }
             conns.iter_mut().for_each(|c| c.waiting = false);
         }
-        let c = &mut conns[rng.below(3) as usize];
+        let k = rng.below(3) as usize;
+        let c = &mut conns[k];
         if c.wire.len() < 64 {
             let n = [0, 5, 100, 700, 2500][rng.below(5) as usize];
             let payload: Vec<u8> = (0..n).map(|i| (step + i) as u8).collect();
@@ -134,8 +136,9 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
             Some((bid, n, more)) => {
                 c.wire.drain(..n);
                 let got = books
-                    .complete(bid, n, more)
+                    .complete(bid, n, more, k as u64)
                     .expect("the kernel keeps the protocol");
+                displaced = got.displaced;
                 c.frames.push(chunk(got));
             }
         }
@@ -146,6 +149,18 @@ fn run(incremental: bool, seed: u64) -> (usize, usize) {
             if rng.below(8) == 0 {
                 c.kept.push((frame, want));
             }
+        }
+        // As the reader going to sleep, and the one the driver wakes when another
+        // connection's bytes land after its partial frame: a view that can no longer
+        // be joined is copied out. None is left holding a buffer for nothing.
+        let woken = displaced.take().map(|d| d as usize);
+        for j in [Some(k), woken].into_iter().flatten() {
+            if conns[j].frames.held_view() == Some(false) {
+                conns[j].frames.unpin(&copies).expect("room for the copy");
+            }
+        }
+        for (j, c) in conns.iter().enumerate() {
+            assert_ne!(c.frames.held_view(), Some(false), "step {step}, conn {j}");
         }
     }
     for c in &conns {
@@ -184,11 +199,11 @@ fn a_completion_the_books_cannot_account_for_is_an_error() {
     let ring = Ring::new(8 << 10);
     let (mut books, trust) = books(2);
     assert_eq!(
-        books.complete(0, 1, false).unwrap_err(),
+        books.complete(0, 1, false, 0).unwrap_err(),
         BooksError::NotPublished(0)
     );
     assert_eq!(
-        books.complete(9, 1, false).unwrap_err(),
+        books.complete(9, 1, false, 0).unwrap_err(),
         BooksError::NotPublished(9)
     );
     let e = books.publish(ring.fixed(64).unwrap(), false).unwrap();
@@ -197,14 +212,14 @@ fn a_completion_the_books_cannot_account_for_is_an_error() {
         books.publish(ring.fixed(64).unwrap(), false).is_err(),
         "two ids only"
     );
-    let err = books.complete(e.bid, 65, true).unwrap_err();
+    let err = books.complete(e.bid, 65, true, 0).unwrap_err();
     assert!(matches!(err, BooksError::Overrun { len: 64, .. }), "{err}");
     // SAFETY: the "kernel" writes the buffer it was given.
     unsafe { e.addr.write_bytes(b'x', 64) };
-    let got = books.complete(e.bid, 64, false).unwrap();
+    let got = books.complete(e.bid, 64, false, 0).unwrap();
     assert_eq!(&got.view[..], &[b'x'; 64][..]);
     assert_eq!(
-        books.complete(e.bid, 0, false).unwrap_err(),
+        books.complete(e.bid, 0, false, 0).unwrap_err(),
         BooksError::NotPublished(e.bid)
     );
     assert_eq!(books.free(), 1, "given back: no BUF_MORE");
@@ -246,11 +261,11 @@ fn lines_across_completions_are_copied_once_grown() {
     let mut got = Vec::new();
     for part in text.chunks(7) {
         let (bid, n, more) = kernel.recv(part, 7).unwrap();
-        frames.push(chunk(books.complete(bid, n, more).unwrap()));
+        frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
         // Another connection's receive between each of this one's: the views do not
         // join.
         let (bid, n, more) = kernel.recv(b"?", 1).unwrap();
-        drop(chunk(books.complete(bid, n, more).unwrap()));
+        drop(chunk(books.complete(bid, n, more, 1).unwrap()));
         while let Some(f) = frames.next(&copies).unwrap() {
             got.push(String::from_utf8(f.to_vec()).unwrap());
         }
@@ -280,7 +295,7 @@ fn a_connections_views_back_to_back_join() {
     wire.extend([5u8; 600]);
     for part in wire.chunks(100) {
         let (bid, n, more) = kernel.recv(part, 100).unwrap();
-        frames.push(chunk(books.complete(bid, n, more).unwrap()));
+        frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
     }
     let frame = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&frame[..], &[5u8; 600][..]);
@@ -289,9 +304,9 @@ fn a_connections_views_back_to_back_join() {
     assert!(ring.stats().live_buffers == 1);
 }
 
-/// A partial frame held as a view while the group starves is copied out: its buffer
-/// goes back to the ring once the kernel is done with it, and the frame, completed
-/// from later buffers, is whole.
+/// A partial frame held as a view of a buffer the kernel gave back cannot be joined:
+/// copied out, its buffer goes back to the ring, and the frame, completed from later
+/// buffers, is whole.
 #[test]
 fn a_partial_frame_unpinned_frees_its_buffer() {
     let ring = Ring::new(8 << 10);
@@ -305,10 +320,16 @@ fn a_partial_frame_unpinned_frees_its_buffer() {
     let mut wire = 1500u32.to_be_bytes().to_vec();
     wire.extend((0..1500u32).map(|i| i as u8));
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
-    frames.push(chunk(books.complete(bid, n, more).unwrap()));
+    frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
     assert!(frames.next(&copies).unwrap().is_none());
     assert_eq!(ring.stats().live_buffers, 1, "the view holds its buffer");
+    assert_eq!(
+        frames.held_view(),
+        Some(false),
+        "consumed whole: given back"
+    );
     assert!(frames.unpin(&copies).unwrap());
+    assert_eq!(frames.held_view(), None);
     assert!(!frames.unpin(&copies).unwrap(), "nothing left to copy");
     assert_eq!(
         ring.stats().live_buffers,
@@ -319,9 +340,59 @@ fn a_partial_frame_unpinned_frees_its_buffer() {
         .entries
         .push_back(books.publish(ring.fixed(1024).unwrap(), false).unwrap());
     let (bid, n, more) = kernel.recv(&wire[1024..], 1024).unwrap();
-    frames.push(chunk(books.complete(bid, n, more).unwrap()));
+    frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
     let frame = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&frame[..], &wire[4..]);
+}
+
+/// A partial frame at the end of its connection's last completion stays a view while
+/// the kernel writes that buffer next right after it; another connection's completion
+/// there says whose partial frame it displaced, which is then copied out, and the
+/// books count the bytes the kernel has left.
+#[test]
+fn another_connections_bytes_after_a_partial_frame_displace_it() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Ring::new(8 << 10));
+    let (mut books, _) = books(2);
+    let e = books.publish(ring.fixed(1024).unwrap(), false).unwrap();
+    assert_eq!(books.unfilled(), 1024);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([e]),
+        incremental: true,
+    };
+    let mut frames = Assembler::new(LengthDelimited::new());
+    let mut wire = 600u32.to_be_bytes().to_vec();
+    wire.extend([7u8; 600]);
+    let (bid, n, more) = kernel.recv(&wire, 100).unwrap();
+    let got = books.complete(bid, n, more, 0).unwrap();
+    assert_eq!(got.displaced, None);
+    frames.push(chunk(got));
+    assert!(frames.next(&copies).unwrap().is_none());
+    assert_eq!(frames.held_view(), Some(true), "the next bytes may join it");
+    // The same connection again: no one displaced, and the view joins.
+    let (bid, n, more) = kernel.recv(&wire[100..], 100).unwrap();
+    let got = books.complete(bid, n, more, 0).unwrap();
+    assert_eq!(got.displaced, None);
+    frames.push(chunk(got));
+    assert!(frames.next(&copies).unwrap().is_none());
+    assert_eq!(frames.held_view(), Some(true));
+    assert_eq!(books.unfilled(), 1024 - 200);
+    // Another connection's bytes land right after it.
+    let (bid, n, more) = kernel.recv(b"other", 100).unwrap();
+    let other = books.complete(bid, n, more, 1).unwrap();
+    assert_eq!(other.displaced, Some(0));
+    assert_eq!(frames.held_view(), Some(false), "no longer joinable");
+    assert!(frames.unpin(&copies).unwrap());
+    assert_eq!(copies.own().unwrap().stats().live_buffers, 1, "the copy");
+    let (bid, n, more) = kernel.recv(&wire[200..], 1024).unwrap();
+    let got = books.complete(bid, n, more, 0).unwrap();
+    assert_eq!(got.displaced, Some(1));
+    assert!(more);
+    assert_eq!(books.unfilled(), 1024 - 205 - 404);
+    frames.push(chunk(got));
+    let frame = frames.next(&copies).unwrap().unwrap();
+    assert_eq!(&frame[..], &[7u8; 600][..]);
+    drop(other);
 }
 
 #[test]
@@ -341,7 +412,7 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     wire.extend(b"abcd");
     // The first buffer, filled and given back; its frame copied.
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
-    let got = books.complete(bid, n, more).unwrap();
+    let got = books.complete(bid, n, more, 0).unwrap();
     frames.push(chunk(got));
     let kept = frames.next(&copies).unwrap().unwrap();
     assert_eq!(&kept[..], b"abcd");
@@ -352,7 +423,7 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     assert!(trust.lock().probing());
     // The same bytes into the other buffer: a view of it.
     let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
-    let got = books.complete(bid, n, more).unwrap();
+    let got = books.complete(bid, n, more, 0).unwrap();
     frames.push(chunk(got));
     let view = frames.next(&copies).unwrap().unwrap();
     drop((books, kernel, frames));
@@ -376,7 +447,7 @@ fn a_frame_kept_past_its_buffer_makes_the_next_buffers_copy() {
     };
     let mut frames = Assembler::new(LengthDelimited::new());
     let (bid, n, more) = kernel.recv(b"\0\0\0\x04abcd", 8).unwrap();
-    frames.push(chunk(books.complete(bid, n, more).unwrap()));
+    frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
     let kept = frames.next(&copies).unwrap().unwrap(); // a view: the buffer was trusted
     assert!(frames.next(&copies).unwrap().is_none()); // its view is done with
     let t = *trust.lock();

@@ -143,7 +143,7 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             }
             let mut q = lock(&this.queue);
             if !q.chunks.is_empty() {
-                q.bytes = 0;
+                (q.bytes, q.pinned) = (0, false);
                 for chunk in q.chunks.drain(..) {
                     this.frames.push(chunk);
                 }
@@ -183,13 +183,19 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 q.waker = Some(cx.waker().clone());
             }
-            // A partial frame held as a view: copied out if the group starves, else
-            // the reader is listed to be woken when it does (`State::starve`).
-            if this.frames.holds_view() && this.shared.starving(&this.queue, &mut q) {
-                drop(q);
-                if this.frames.unpin(&this.mem)? {
-                    continue;
+            // The start of a frame held as a view: kept while the next completion can
+            // join it (the driver wakes the reader once it cannot), else copied out
+            // so that it does not hold the buffer. Looked at under the queue's lock:
+            // see `State::unpin`.
+            match this.frames.held_view() {
+                Some(true) => q.pinned = true,
+                Some(false) => {
+                    drop(q);
+                    if this.frames.unpin(&this.mem)? {
+                        continue;
+                    }
                 }
+                None => {}
             }
             return Poll::Pending;
         }
