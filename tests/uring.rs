@@ -1,8 +1,10 @@
 //! The io_uring receive path on the real kernel: frames whole and in order over many
 //! connections, with and without incremental consumption; `ENOBUFS` while frames are
-//! held, then a release; forty connections parked at once, all restarted in turn; readers asleep on partial frames, which leave the ring once they
-//! cannot be joined; a dropped reader's receive cancelled and its socket closed; a
-//! runtime dropped with receives in flight; io_uring refused by a seccomp filter.
+//! held, then a release; a reader that does not read, paused at its queue's cap;
+//! forty connections parked at once, all restarted in turn; readers asleep on partial
+//! frames, which leave the ring once they cannot be joined; a dropped reader's receive
+//! cancelled and its socket closed; a runtime dropped with receives in flight;
+//! io_uring refused by a seccomp filter.
 //!
 //! Where the kernel refuses io_uring itself (the probe: an instance of two entries),
 //! each test prints `URING SKIPPED` and returns; where the probe works, a group that
@@ -179,6 +181,48 @@ fn out_of_buffers_waits_for_a_release() {
         }
         assert_eq!(got, sent.len());
         assert!(group.stats().restarts > 0);
+        drop(writer.join().unwrap().unwrap());
+    });
+}
+
+/// A reader that does not read: its connection's receive pauses once the bytes
+/// waiting for it pass the queue's cap (by default a quarter of the group, here 2 MiB),
+/// so the rest waits in the socket and the group keeps room for the others; read, every
+/// frame arrives in order.
+#[test]
+fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
+    runtime().block_on(async {
+        let name = "a_reader_that_does_not_read_holds_a_quarter_of_the_group";
+        let Some(group) = group(name, UringOptions::new(8 << 20)) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut client, server) = pair(&listener).await;
+        let sent: Vec<Vec<u8>> = (0..1024).map(|i| vec![i as u8; 16 << 10]).collect();
+        let bytes = wire(&sent); // 16 MiB: twice the group
+        let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        let start = Instant::now();
+        while group.stats().pauses == 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                group.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stats = group.stats();
+        // The kernel's buffers (2 MiB), the cap and what came before the pause took.
+        assert!(stats.bytes_in_use < 6 << 20, "{stats:?}");
+        for (i, p) in sent.iter().enumerate() {
+            let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
+                .await
+                .unwrap_or_else(|_| panic!("stalled at frame {i}: {:?}", group.stats()))
+                .unwrap()
+                .expect("a frame");
+            assert_eq!(&f[..], &p[..], "frame {i}");
+        }
         drop(writer.join().unwrap().unwrap());
     });
 }

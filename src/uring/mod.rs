@@ -80,6 +80,10 @@ pub use reader::UringFramedReader;
 use crate::io::{Decoder, Memory, ReadPool};
 use driver::{Config, Shared, StartError};
 
+/// The least and most default `UringOptions::queue_cap`.
+const QUEUE_CAP_LEAST: usize = 256 << 10;
+const QUEUE_CAP_MOST: usize = 4 << 20;
+
 /// Why a [`UringGroup`] could not be made.
 ///
 /// ```
@@ -164,7 +168,7 @@ impl UringOptions {
             bytes,
             buf_len: 0,
             incremental: None,
-            queue_cap: 256 << 10,
+            queue_cap: 0,
             buffers: 32,
             pool: None,
         }
@@ -204,8 +208,11 @@ impl UringOptions {
     }
 
     /// Bytes a connection's received, untaken bytes may reach before its receive is
-    /// paused until its reader takes them (256 KiB by default; at least a buffer's):
-    /// a reader that does not keep up cannot take the whole group.
+    /// paused until its reader takes them (at least a buffer's): a reader that does not
+    /// keep up cannot take the whole group. By default a quarter of the group, from
+    /// 256 KiB to 4 MiB: a pause cancels the receive and starts it again, which costs
+    /// the connection a stall, so it is kept for readers far behind (a multishot
+    /// receive takes many buffers in a row from a connection with bytes waiting).
     ///
     /// ```
     /// let opts = ringmem::uring::UringOptions::new(1 << 20).queue_cap(1 << 20);
@@ -347,7 +354,10 @@ impl UringGroup {
             bytes: options.bytes,
             buf_len,
             incremental: options.incremental,
-            queue_cap: options.queue_cap,
+            queue_cap: match options.queue_cap {
+                0 => (options.bytes / 4).clamp(QUEUE_CAP_LEAST, QUEUE_CAP_MOST),
+                n => n,
+            },
             buffers: options.buffers,
         };
         let shared = Shared::start(config).map_err(|e| match e {
