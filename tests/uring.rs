@@ -1,10 +1,10 @@
 //! The io_uring receive path on the real kernel: frames whole and in order over many
 //! connections, with and without incremental consumption; `ENOBUFS` while frames are
-//! held, then a release; a reader that does not read, paused at its queue's cap;
-//! forty connections parked at once, all restarted in turn; readers asleep on partial
-//! frames, which leave the ring once they cannot be joined; a dropped reader's receive
-//! cancelled and its socket closed; a runtime dropped with receives in flight;
-//! io_uring refused by a seccomp filter.
+//! held, then a release; a reader that does not read, paused at its queue's cap; pages
+//! given back once the receives are quiet; forty connections parked at once, all
+//! restarted in turn; readers asleep on partial frames, which leave the ring once they
+//! cannot be joined; a dropped reader's receive cancelled and its socket closed; a
+//! runtime dropped with receives in flight; io_uring refused by a seccomp filter.
 //!
 //! Where the kernel refuses io_uring itself (the probe: an instance of two entries),
 //! each test prints `URING SKIPPED` and returns; where the probe works, a group that
@@ -223,6 +223,40 @@ fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
                 .expect("a frame");
             assert_eq!(&f[..], &p[..], "frame {i}");
         }
+        drop(writer.join().unwrap().unwrap());
+    });
+}
+
+/// Frames streamed through the group and dropped, then quiet: the pages the buffers
+/// cycled through go back to the system within a couple of seconds, with no receive
+/// completing to bring the driver a turn.
+#[test]
+fn pages_go_back_once_the_receives_are_quiet() {
+    runtime().block_on(async {
+        let name = "pages_go_back_once_the_receives_are_quiet";
+        let Some(group) = group(name, UringOptions::new(8 << 20)) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut client, server) = pair(&listener).await;
+        let sent: Vec<Vec<u8>> = (0..512).map(|i| vec![i as u8; 16 << 10]).collect();
+        let bytes = wire(&sent);
+        let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        for p in &sent {
+            let f = frames.next_frame().await.unwrap().expect("a frame");
+            assert_eq!(&f[..], &p[..]);
+        }
+        let quiet = group.stats();
+        let start = Instant::now();
+        while group.stats().bytes_given_back == quiet.bytes_given_back {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no pages given back: {quiet:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(group.stats().completions, quiet.completions, "quiet");
         drop(writer.join().unwrap().unwrap());
     });
 }

@@ -51,6 +51,14 @@ const RECV_GUESS: usize = 8 << 10;
 /// walk of its headers, under the lock): see `Ring::give_back_pages`.
 const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
 
+/// A timeout of [`GIVE_BACK_EVERY`], which brings the driver a turn to give pages back
+/// in once the receives have gone quiet (see `State::give_back`). The kernel reads it
+/// when the request is submitted.
+static GIVE_BACK_TIMER: types::Timespec = types::Timespec::new().sec(GIVE_BACK_EVERY.as_secs());
+
+/// `user_data` of that timeout: no connection's (see [`user_data`]).
+const TIMER: u64 = u64::MAX;
+
 /// How long a group dropped with receives in flight waits for their last completions
 /// before it leaks their buffers instead.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -244,8 +252,13 @@ pub(crate) struct State {
     /// reason), to start again once the kernel has buffers, oldest first; an id may be
     /// stale (its connection gone, or started again): its `Conn::parked` says.
     parked: VecDeque<u32>,
-    /// When free pages of the ring last went back to the system.
+    /// When free pages of the ring last went back to the system, the bytes that went,
+    /// and the buffers published by then.
     given_back: Instant,
+    given_bytes: usize,
+    published_then: u64,
+    /// A timeout for the next give-back is in flight (see `give_back`).
+    timer: bool,
     /// The group's counts (also `Shared`'s, read without the lock).
     counters: Arc<Counters>,
     /// Whether frames are found kept (the buffers' probes tell it): decides whether
@@ -338,6 +351,9 @@ impl Shared {
             parked: VecDeque::new(),
             recv_avg: RECV_GUESS,
             given_back: Instant::now(),
+            given_bytes: 0,
+            published_then: 0,
+            timer: false,
             counters: Arc::default(),
             judge,
             uring: ManuallyDrop::new(uring),
@@ -465,10 +481,10 @@ impl Shared {
         true
     }
 
-    /// The ring's bytes in use, and buffers published.
-    pub(crate) fn ring_stats(&self) -> (crate::RingStats, usize) {
+    /// The ring's bytes in use and counters, and buffers published.
+    pub(crate) fn ring_stats(&self) -> (crate::RingStats, crate::RingCounters, usize) {
         let st = self.lock();
-        (st.ring.stats(), st.books.published())
+        (st.ring.stats(), st.ring.counters(), st.books.published())
     }
 }
 
@@ -560,6 +576,10 @@ impl State {
     }
 
     fn route(&mut self, ud: u64, res: i32, flags: u32) {
+        if ud == TIMER {
+            self.timer = false;
+            return;
+        }
         if ud & 1 == 1 {
             return; // a cancellation's own completion
         }
@@ -716,6 +736,28 @@ impl State {
         }
     }
 
+    /// Gives the ring's free pages back to the system at most once per
+    /// [`GIVE_BACK_EVERY`]; while buffers were published since, or the last time gave
+    /// pages back, a timeout brings the driver its next turn even if no receive
+    /// completes: once the connections go quiet, the pages the buffers cycled through
+    /// go back too. (A frame released after that, with nothing published, leaves its
+    /// pages until the receives' next turn.)
+    fn give_back(&mut self) {
+        let published = self.counters.published.load(Ordering::Relaxed);
+        if self.given_back.elapsed() >= GIVE_BACK_EVERY {
+            self.given_back = Instant::now();
+            self.given_bytes = self.ring.give_back_pages();
+            self.published_then = published;
+        }
+        if !self.timer && (published != self.published_then || self.given_bytes > 0) {
+            self.timer = true;
+            let sqe = opcode::Timeout::new(&GIVE_BACK_TIMER)
+                .build()
+                .user_data(TIMER);
+            self.push(&sqe);
+        }
+    }
+
     /// Whether a receive may still complete.
     fn in_flight(&self) -> bool {
         self.conns.iter().flatten().any(|c| c.recv != Recv::Idle)
@@ -794,10 +836,7 @@ impl Future for Driver {
                     st.driver = Some(cx.waker().clone());
                 }
                 st.reap();
-                if st.given_back.elapsed() >= GIVE_BACK_EVERY {
-                    st.given_back = Instant::now();
-                    st.ring.give_back_pages();
-                }
+                st.give_back();
                 st.refill(false);
                 st.submit();
                 let done = shared.users.load(Ordering::Acquire) == 0 && !st.in_flight();

@@ -283,6 +283,9 @@ pub struct UringStats {
     pub pauses: u64,
     /// Buffers published so far.
     pub published: u64,
+    /// Bytes of the ring's free pages given back to the system so far (once a second
+    /// at most, and once the receives go quiet).
+    pub bytes_given_back: u64,
 }
 
 /// A group of io_uring provided buffers in ring memory and the receives that fill them
@@ -430,7 +433,7 @@ impl UringGroup {
     /// # });
     /// ```
     pub fn stats(&self) -> UringStats {
-        let (ring, buffers) = self.shared.ring_stats();
+        let (ring, counters, buffers) = self.shared.ring_stats();
         let c = &self.shared.counters;
         UringStats {
             buffers,
@@ -443,6 +446,7 @@ impl UringGroup {
             restarts: c.rearms.load(Ordering::Relaxed),
             pauses: c.pauses.load(Ordering::Relaxed),
             published: c.published.load(Ordering::Relaxed),
+            bytes_given_back: counters.bytes_given_back,
         }
     }
 }
