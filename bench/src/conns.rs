@@ -81,8 +81,10 @@ pub enum Reader {
     /// `AsyncFramedReader::with_ring` on a 1 MiB `Ring` of its own per connection (what
     /// `new` did before it read into the process's pool).
     RingEach,
-    /// `UringGroup::framed_owned`: io_uring multishot receives into one group's
-    /// provided buffers (its ring the size of `new`'s pool budget) for all connections.
+    /// `UringGroup::framed`: io_uring multishot receives into one group's provided
+    /// buffers (a ring of [`Server::group`] bytes) for all connections; the copies of
+    /// frames two receives carry in the process's pool, as `new`'s. The task keeps the
+    /// `TcpStream` (a server writes its replies on it).
     Uring,
 }
 
@@ -261,17 +263,32 @@ where
             ))
         }
         Reader::Uring => {
-            drop(io); // `dup` keeps the socket open
             let group = URING
                 .get()
                 .expect("the group is made before the first accept");
             let fd = dup.expect("a duplicate descriptor for the io_uring reader");
-            serve.spawn(
-                group
-                    .framed_owned(fd, LengthDelimited::new())
-                    .expect("a reader"),
-            )
+            let frames = group
+                .framed_owned(fd, LengthDelimited::new())
+                .expect("a reader");
+            serve.spawn(Holding { frames, _io: io })
         }
+    }
+}
+
+/// A stream of frames that holds the connection they are received from.
+struct Holding<S, R> {
+    frames: S,
+    _io: R,
+}
+
+impl<S: Stream + Unpin, R: Unpin> Stream for Holding<S, R> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        Pin::new(&mut self.frames).poll_next(cx)
     }
 }
 
@@ -388,8 +405,10 @@ pub struct Server {
     /// Most frames a streaming connection sends (`keep`).
     pub max_frames: u64,
     /// The budget in bytes of the process's pool (`ReadPool::set_global`), which
-    /// `ringmem (new)` reads into.
+    /// `ringmem (new)` reads into and `ringmem (io_uring)` copies into.
     pub budget: usize,
+    /// The bytes of `ringmem (io_uring)`'s group.
+    pub group: usize,
     /// The `queue` row's frames, pipelining and keeping.
     pub queue: Params,
 }
@@ -546,8 +565,10 @@ fn warm(rt: &tokio::runtime::Runtime) {
 /// prints the row's record.
 pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     let nofile = raise_nofile();
-    // The server holds its connections and the listener, a few descriptors of its own.
-    let conns = s.conns.min((nofile as usize).saturating_sub(64).max(1));
+    // The server holds its connections (the io_uring reader a duplicate of each too)
+    // and the listener, a few descriptors of its own.
+    let per_conn = if s.reader == Reader::Uring { 2 } else { 1 };
+    let conns = (s.conns).min(((nofile as usize).saturating_sub(64) / per_conn).max(1));
     let counts = Arc::new(Counts {
         bursts: AtomicU64::new(0),
         frames: AtomicU64::new(0),
@@ -573,7 +594,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     let line_thread = LineThread::start();
     let (base_rss, base_vm) = (status_kib("VmRSS"), status_kib("VmSize"));
     // Nothing in this process has used the global pool yet: setting it must succeed.
-    let pool = if s.reader == Reader::New {
+    let pool = if matches!(s.reader, Reader::New | Reader::Uring) {
         ReadPool::set_global(ReadPool::new(s.budget))
             .map_err(|_| "the process's pool was made before the baseline".to_string())?;
         Some(ReadPool::global())
@@ -582,7 +603,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     };
     if s.reader == Reader::Uring {
         let _rt = rt.enter();
-        let group = ringmem::uring::UringGroup::new(s.budget)
+        let group = ringmem::uring::UringGroup::new(s.group)
             .map_err(|e| format!("no io_uring group: {e}"))?;
         URING
             .set(group)

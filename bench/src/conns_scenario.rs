@@ -33,8 +33,11 @@ const NEW: usize = 1;
 /// The idle row's connection counts.
 const IDLE_CONNS: [usize; 2] = [1_000, 10_000];
 
-/// Connections of the active row, of which a tenth stream.
-const ACTIVE_CONNS: usize = 1_000;
+/// Connections of the active rows, of which a tenth stream.
+const ACTIVE_CONNS: [usize; 2] = [1_000, 10_000];
+
+/// The io_uring reader's group, MiB (the child's `--group-mib`).
+const GROUP_MIB: usize = 8;
 
 /// Connections of the keep row, all streaming, and the most frames each sends.
 const KEEP_CONNS: usize = 4;
@@ -112,11 +115,11 @@ pub fn prepare() -> Result<(), String> {
     prepare_child(CHILD, &["framed"], "the conns tables")
 }
 
-/// The cases [`run`] runs: a server per reader for each idle count, the active row
-/// and the keep row, and a server per run of the queue row.
+/// The cases [`run`] runs: a server per reader for each idle and active count and the
+/// keep row, and a server per run of the queue row.
 pub fn case_count(cfg: &Config) -> usize {
     let queue: usize = queue_cases(cfg).iter().map(|c| c.reps).sum();
-    READERS.len() * (IDLE_CONNS.len() + 2) + QUEUE_READERS.len() * queue
+    READERS.len() * (IDLE_CONNS.len() + ACTIVE_CONNS.len() + 1) + QUEUE_READERS.len() * queue
 }
 
 /// One record of the child: its row, its reader (a column) and its `key=value` fields.
@@ -195,6 +198,7 @@ fn server(
     if !extra.iter().any(|a| a == "--budget-mib") {
         args.extend(["--budget-mib".into(), POOL_MIB.to_string()]);
     }
+    args.extend(["--group-mib".into(), GROUP_MIB.to_string()]);
     args.extend_from_slice(extra);
     let out = child(&args)?;
     parse_records(&out)?
@@ -374,9 +378,11 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
              reader); ringmem (ring each): `AsyncFramedReader::with_ring(conn, \
              LengthDelimited::new(), Ring::new(1 MiB))`, a ring of its own per connection (what \
              `new` did before it read into the pool); ringmem (io_uring): \
-             `UringGroup::new({POOL_MIB} MiB).framed_owned(fd, LengthDelimited::new())` on a duplicate of the \
-             connection's descriptor, one group for all (multishot receives into 32 provided \
-             buffers of 64 KiB at a time; not measured where the kernel refuses io_uring)."
+             `UringGroup::new({GROUP_MIB} MiB).framed_owned(fd, LengthDelimited::new())` on a \
+             duplicate of the connection's descriptor, one group for all (multishot receives \
+             into 32 provided buffers of 64 KiB at a time; frames two receives carry copied \
+             into the process's pool, as `new`'s; the task keeps the `TcpStream`, as a server \
+             that writes replies does; not measured where the kernel refuses io_uring)."
         ),
     );
     t.notes.insert(
@@ -396,72 +402,98 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
     t
 }
 
-/// The active table: a tenth of the connections streaming among idle ones.
-fn active_table(runs: &Runs, active: usize, secs: f64) -> Table {
+/// The active table: a tenth of the connections streaming among idle ones, per
+/// connection count.
+fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
     let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
     let mut t = Table::new(
-        format!("conns: {active} active among {ACTIVE_CONNS} connections (1 KiB frames)"),
-        &["figure"],
+        "conns: a tenth of the connections active (1 KiB frames)",
+        &["conns", "figure"],
         &columns,
         Unit::Figure,
     );
     let fps = |r: &Record| Some(r.get("frames")? / r.get("secs").filter(|&s| s > 0.0)?);
-    t.rows
-        .push(figures("frames per second (all active)", runs, fps));
-    t.rows.push(figures("MB per second (payload)", runs, |r| {
-        Some(r.get("bytes")? / r.get("secs").filter(|&s| s > 0.0)? / 1e6)
-    }));
-    for (label, key) in [
-        ("latency p50 (ms)", "p50_ns"),
-        ("latency p99 (ms)", "p99_ns"),
-        ("latency p99.9 (ms)", "p999_ns"),
-    ] {
-        t.rows
-            .push(figures(label, runs, |r| Some(r.get(key)? * 1e-6)));
-    }
     let per_k =
         |r: &Record| Some(r.get("allocs")? * 1000.0 / r.get("frames").filter(|&f| f > 0.0)?);
-    t.rows.push(figures(
-        "server heap allocations per 1,000 frames",
-        runs,
-        per_k,
-    ));
-    t.rows
-        .push(figures("frames received", runs, |r| r.get("frames")));
-    t.notes = vec![
+    let mib =
+        |key: &'static str| move |r: &Record| Some((r.get(key)? - r.get("base_rss_kib")?) / 1024.0);
+    let mut verdicts = Vec::new();
+    for (conns, runs) in active {
+        let label = format!("{conns} ({} active)", conns / 10);
+        let row = |what: &str, f: &dyn Fn(&Record) -> Option<f64>| {
+            figures_with(vec![label.clone(), what.into()], runs, f)
+        };
+        t.rows.push(row("frames per second (all active)", &fps));
+        t.rows.push(row("MB per second (payload)", &|r| {
+            Some(r.get("bytes")? / r.get("secs").filter(|&s| s > 0.0)? / 1e6)
+        }));
+        for (what, key) in [
+            ("latency p50 (ms)", "p50_ns"),
+            ("latency p99 (ms)", "p99_ns"),
+            ("latency p99.9 (ms)", "p999_ns"),
+        ] {
+            t.rows.push(row(what, &|r| Some(r.get(key)? * 1e-6)));
+        }
+        t.rows.push(row(
+            "resident set over the baseline, at its peak (MiB)",
+            &mib("hwm_kib"),
+        ));
+        t.rows.push(row(
+            "resident set over the baseline, streams done (MiB)",
+            &mib("rss_kib"),
+        ));
+        t.rows
+            .push(row("server heap allocations per 1,000 frames", &per_k));
+        t.rows.push(row("frames received", &|r| r.get("frames")));
+        t.notes.extend(failures(runs));
+        for (k, r) in runs.iter().enumerate() {
+            if let Ok(r) = r {
+                if r.get("stalled") == Some(1.0) {
+                    t.notes.push(format!(
+                        "{}, {conns} connections: STALLED: no frame for 5 s before all the \
+                         clients' frames were read.",
+                        READERS[k]
+                    ));
+                }
+            }
+        }
+        verdicts.push(format!(
+            "at {conns} connections, frames per second: {}; p99.9 latency: {}; peak \
+             resident set: {}; heap allocations per frame: {}",
+            ratios(runs, fps),
+            ratios(runs, |r| r.get("p999_ns")),
+            ratios(runs, mib("hwm_kib")),
+            ratios(runs, per_k),
+        ));
+    }
+    t.notes.insert(
+        0,
         format!(
-            "A server process per column, clients in another, as in the idle table: {ACTIVE_CONNS} \
-             connections send their burst, then {active} of them stream 1 KiB frames for {secs} s as \
-             fast as the server takes them (writes of 16 frames), while the others stay idle."
+            "A server process per column, clients in another, as in the idle table: the \
+             connections send their burst, then a tenth of them stream 1 KiB frames for {secs} s \
+             as fast as the server takes them (writes of 16 frames), while the others stay \
+             idle. The io_uring reader's group is {GROUP_MIB} MiB (it holds what receiving \
+             holds: the kernel's 32 buffers of 64 KiB, and bytes received and not yet read); \
+             frames two receives carry are copied into the process's pool, as `new` reads \
+             into it ({POOL_MIB} MiB budget)."
         ),
-        "Frames per second: the stamped frames received over the time from the server's go to \
-         the last one read. Latency: the client writes the wall clock (`SystemTime`, \
+    );
+    t.notes.insert(
+        1,
+        "Frames per second: the stamped frames received over the time from the server's go \
+         to the last one read. Latency: the client writes the wall clock (`SystemTime`, \
          nanoseconds; both processes read the same `CLOCK_REALTIME`) into the first 8 payload \
          bytes of every frame of a write just before the write, the server subtracts it from \
          the wall clock when the reader yields the frame; quantiles within 1.6 %. At full load \
          most of it is the frame's wait behind earlier frames in the socket buffers and in the \
-         client's blocked write, not the reader's own time. Allocations: the server process's \
-         global allocator, counted over the same window, per 1,000 frames."
+         client's blocked write, not the reader's own time. Resident set: `VmHWM` (the peak) \
+         and `VmRSS` once the streams are read, less the baseline read before the clients \
+         connected; the kernel's socket buffers are in neither. Allocations: the server \
+         process's global allocator, counted over the same window, per 1,000 frames."
             .into(),
-    ];
-    t.notes.extend(failures(runs));
-    for (k, r) in runs.iter().enumerate() {
-        if let Ok(r) = r {
-            if r.get("stalled") == Some(1.0) {
-                t.notes.push(format!(
-                    "{}: STALLED: no frame for 5 s before all the clients' frames were read.",
-                    READERS[k]
-                ));
-            }
-        }
-    }
-    t.notes.push(format!(
-        "**Active among idle:** frames per second: {}; p99 latency: {}; heap allocations per \
-         frame: {}.",
-        ratios(runs, fps),
-        ratios(runs, |r| r.get("p99_ns")),
-        ratios(runs, per_k),
-    ));
+    );
+    t.notes
+        .push(format!("**Active among idle:** {}.", verdicts.join("; ")));
     t
 }
 
@@ -773,17 +805,14 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         .iter()
         .map(|&n| (n, per_reader("idle", n, &[])))
         .collect();
-    let active = ACTIVE_CONNS / 10;
-    let active_runs = per_reader(
-        "active",
-        ACTIVE_CONNS,
-        &[
-            "--active".into(),
-            active.to_string(),
-            "--secs".into(),
-            secs.to_string(),
-        ],
-    );
+    let active_runs: Vec<(usize, Runs)> = ACTIVE_CONNS
+        .iter()
+        .map(|&conns| {
+            let extra = ["--active".into(), (conns / 10).to_string()];
+            let extra = [&extra[..], &["--secs".into(), secs.to_string()]].concat();
+            (conns, per_reader("active", conns, &extra))
+        })
+        .collect();
     let keep_runs = per_reader(
         "keep",
         KEEP_CONNS,
@@ -802,7 +831,7 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         .collect();
     vec![
         idle_table(&idle),
-        active_table(&active_runs, active, secs),
+        active_table(&active_runs, secs),
         keep_table(&keep_runs, secs),
         queue_table(&queue),
     ]

@@ -17,7 +17,8 @@
 //!
 //! Flags: `--secs S` (streaming time, default 2; in the `queue` row the seconds measured
 //! after the warm-up, default 3), `--budget-mib M` (the budget of the process's pool,
-//! which `ringmem (new)` reads into; default 64). `--reader` is another name for
+//! which `ringmem (new)` reads into and `ringmem (io_uring)` copies into; default 64),
+//! `--group-mib M` (the io_uring group's bytes; default 8). `--reader` is another name for
 //! `--server`. The `queue` row's own (see `../conns_queue.rs`): `--size B` (payload
 //! bytes, default 4096), `--pipeline N` (frames in flight per connection, default 4),
 //! `--keep-every N` (one frame in N kept, default 10; 0 keeps none), `--hold S` (seconds
@@ -97,6 +98,7 @@ fn main() {
         secs: num(&args, "--secs", if queue { 3.0 } else { 2.0 }),
         max_frames: num(&args, "--max-frames", 0),
         budget: num(&args, "--budget-mib", 64usize) << 20,
+        group: num(&args, "--group-mib", 8usize) << 20,
         queue: Params {
             size: num(&args, "--size", 4096usize).max(8),
             pipeline: num(&args, "--pipeline", 4usize).max(1),
