@@ -218,6 +218,9 @@ pub(crate) struct Books {
     free: Vec<u16>,
     /// Bytes of the buffers the kernel holds that no completion has taken yet.
     unfilled: usize,
+    /// Probes of buffers given back, for buffers published later once their views are
+    /// closed (one allocation per buffer id in a steady run, not per buffer).
+    spare: Vec<Arc<Probe>>,
 }
 
 impl Books {
@@ -228,6 +231,7 @@ impl Books {
             judge,
             free: (0..entries).rev().collect(),
             unfilled: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -270,20 +274,36 @@ impl Books {
             len: len as u32,
             bid,
         };
+        let probe = Probe {
+            open: AtomicU32::new(1),
+            views: AtomicU32::new(0),
+            tail: AtomicPtr::new(core::ptr::null_mut()),
+            held: Mutex::new(None),
+            copy: AtomicBool::new(copy),
+            probing,
+            judge: Arc::clone(&self.judge),
+        };
+        // A spare whose views are all dropped is this list's alone (`get_mut` sees
+        // every other count's release).
+        let spare = (self.spare.iter())
+            .position(|p| Arc::strong_count(p) == 1)
+            .map(|i| self.spare.swap_remove(i));
+        let probe = match spare {
+            Some(mut p) => match Arc::get_mut(&mut p) {
+                Some(reused) => {
+                    *reused = probe;
+                    p
+                }
+                None => Arc::new(probe),
+            },
+            None => Arc::new(probe),
+        };
         self.slots[usize::from(bid)] = Slot {
             held: Some(held),
             filled: 0,
             len,
             last: None,
-            probe: Some(Arc::new(Probe {
-                open: AtomicU32::new(1),
-                views: AtomicU32::new(0),
-                tail: AtomicPtr::new(core::ptr::null_mut()),
-                held: Mutex::new(None),
-                copy: AtomicBool::new(copy),
-                probing,
-                judge: Arc::clone(&self.judge),
-            })),
+            probe: Some(probe),
         };
         Ok(entry)
     }
@@ -334,7 +354,10 @@ impl Books {
             let held = slot.held.take().expect("checked above");
             self.unfilled -= slot.len - slot.filled;
             *lock(&probe.held) = Some(held);
-            slot.probe = None;
+            let spare = slot.probe.take();
+            if self.spare.len() < 2 * self.slots.len() {
+                self.spare.extend(spare);
+            }
             self.free.push(bid);
             probe.close();
         }

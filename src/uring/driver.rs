@@ -6,6 +6,7 @@
 //! frame: a reader takes its connection's views from its [`Queue`] (a lock of its own)
 //! and finds frames in them without the group's lock.
 
+use core::cell::Cell;
 use core::pin::Pin;
 use core::ptr::NonNull;
 use std::alloc::Layout;
@@ -72,6 +73,18 @@ fn user_data(id: u32, gen: u32, cancel: bool) -> u64 {
 /// The connection's index and generation in a `user_data`.
 fn conn_key(ud: u64) -> (u32, u32) {
     ((ud >> 32) as u32, ((ud >> 1) & 0x7fff_ffff) as u32)
+}
+
+thread_local! {
+    /// An empty list with room, for the next `State::take_wake` on this thread: a turn
+    /// allocates no list of its own.
+    static SPARE_WAKE: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
+}
+
+/// Wakes the tasks of `wake` (taken from under the lock), and keeps the list.
+fn wake_all(mut wake: Vec<Waker>) {
+    wake.drain(..).for_each(Waker::wake);
+    SPARE_WAKE.with(|s| s.set(wake));
 }
 
 /// The group's settings, as `UringOptions` gives them.
@@ -470,14 +483,14 @@ impl Shared {
         }
         st.refill(false);
         st.submit();
-        let mut wake = core::mem::take(&mut st.wake);
+        let mut wake = st.take_wake();
         // Ids left without a buffer: the driver waits for room in the ring (a reader
         // does not), so it must see them.
         if st.books.free() > 0 {
             wake.extend(st.driver.clone());
         }
         drop(st);
-        wake.into_iter().for_each(Waker::wake);
+        wake_all(wake);
         true
     }
 
@@ -758,6 +771,12 @@ impl State {
         }
     }
 
+    /// The tasks to wake once the lock is let go (see [`wake_all`]).
+    fn take_wake(&mut self) -> Vec<Waker> {
+        let spare = SPARE_WAKE.with(Cell::take);
+        core::mem::replace(&mut self.wake, spare)
+    }
+
     /// Whether a receive may still complete.
     fn in_flight(&self) -> bool {
         self.conns.iter().flatten().any(|c| c.recv != Recv::Idle)
@@ -840,9 +859,9 @@ impl Future for Driver {
                 st.refill(false);
                 st.submit();
                 let done = shared.users.load(Ordering::Acquire) == 0 && !st.in_flight();
-                (st.books.free() > 0, done, core::mem::take(&mut st.wake))
+                (st.books.free() > 0, done, st.take_wake())
             };
-            wake.into_iter().for_each(Waker::wake);
+            wake_all(wake);
             if done {
                 return Poll::Ready(());
             }
@@ -851,9 +870,9 @@ impl Future for Driver {
                     let mut st = shared.lock();
                     let any = st.refill(walk);
                     st.submit();
-                    let wake = core::mem::take(&mut st.wake);
+                    let wake = st.take_wake();
                     drop(st);
-                    wake.into_iter().for_each(Waker::wake);
+                    wake_all(wake);
                     any.then_some(())
                 });
                 if room.is_ready() {

@@ -395,6 +395,40 @@ fn another_connections_bytes_after_a_partial_frame_displace_it() {
     drop(other);
 }
 
+/// A buffer given back keeps its probe for a later buffer: reused once every view of
+/// the first is dropped, not before.
+#[test]
+fn a_probe_is_reused_once_its_views_are_dropped() {
+    let ring = Ring::new(8 << 10);
+    let (mut books, _) = books(2);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
+        incremental: false,
+    };
+    let (bid, n, more) = kernel.recv(b"first", 1024).unwrap();
+    let first = books.complete(bid, n, more, 0).unwrap();
+    let first_probe = Arc::as_ptr(&first.probe);
+    let first = chunk(first);
+    let e = books.publish(ring.fixed(1024).unwrap(), false).unwrap();
+    kernel.entries.push_back(e);
+    let (bid, n, more) = kernel.recv(b"second", 1024).unwrap();
+    let second = books.complete(bid, n, more, 0).unwrap();
+    assert_ne!(
+        Arc::as_ptr(&second.probe),
+        first_probe,
+        "the first's view lives"
+    );
+    drop((first, chunk(second)));
+    let e = books.publish(ring.fixed(1024).unwrap(), false).unwrap();
+    kernel.entries.push_back(e);
+    let (bid, n, more) = kernel.recv(b"third", 1024).unwrap();
+    let third = books.complete(bid, n, more, 0).unwrap();
+    assert_eq!(Arc::as_ptr(&third.probe), first_probe, "reused");
+    assert_eq!(&third.view[..], b"third");
+    drop(chunk(third));
+    assert_eq!(ring.stats().live_buffers, 0);
+}
+
 #[test]
 fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     let ring = Ring::new(8 << 10);
