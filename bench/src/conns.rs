@@ -757,6 +757,15 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                 "stream {} {size} {} {}",
                 s.active, s.secs, s.max_frames
             ));
+            // The frames read while the clients write (what is in the sockets then is
+            // drained after): the rate apart from the drain's tail.
+            let streaming = (s.row == Row::Active).then(|| {
+                let (counts, secs) = (counts.clone(), s.secs);
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_secs_f64(secs));
+                    counts.frames.load(Ordering::Relaxed)
+                })
+            });
             let (sent, stalled) = wait_for(&clients, true, None, count);
             let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs0;
             field("active", s.active as f64);
@@ -766,6 +775,10 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                 let frames = counts.frames.load(Ordering::Relaxed);
                 let last = counts.last_ns.load(Ordering::Relaxed);
                 field("frames", frames as f64);
+                if let Some(Ok(n)) = streaming.map(std::thread::JoinHandle::join) {
+                    field("frames_streaming", n as f64);
+                    field("streaming_secs", s.secs);
+                }
                 field("bytes", counts.bytes.load(Ordering::Relaxed) as f64);
                 field("secs", last.saturating_sub(go) as f64 * 1e-9);
                 field("allocs", allocs as f64);
