@@ -481,6 +481,9 @@ impl Shared {
         if self.counters.completions.load(Ordering::Relaxed) == before {
             return false;
         }
+        // Readers may reap every completion for a while: the give-back's timer must
+        // not wait for a turn of the driver's.
+        st.give_back();
         st.refill(false);
         st.submit();
         let mut wake = st.take_wake();
