@@ -185,6 +185,21 @@ fn out_of_buffers_waits_for_a_release() {
     });
 }
 
+/// A connection whose client writes 16 MiB of 16 KiB frames (twice the 8 MiB groups of
+/// the tests that use it) from a thread: the payloads, the writer, the server side.
+async fn sixteen_mib() -> (
+    Vec<Vec<u8>>,
+    std::thread::JoinHandle<std::io::Result<TcpStream>>,
+    tokio::net::TcpStream,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (mut client, server) = pair(&listener).await;
+    let sent: Vec<Vec<u8>> = (0..1024).map(|i| vec![i as u8; 16 << 10]).collect();
+    let bytes = wire(&sent);
+    let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+    (sent, writer, server)
+}
+
 /// A reader that does not read: its connection's receive pauses once the bytes
 /// waiting for it pass the queue's cap (by default a quarter of the group, here 2 MiB),
 /// so the rest waits in the socket and the group keeps room for the others; read, every
@@ -196,11 +211,7 @@ fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
         let Some(group) = group(name, UringOptions::new(8 << 20)) else {
             return;
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let (mut client, server) = pair(&listener).await;
-        let sent: Vec<Vec<u8>> = (0..1024).map(|i| vec![i as u8; 16 << 10]).collect();
-        let bytes = wire(&sent); // 16 MiB: twice the group
-        let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+        let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
         let start = Instant::now();
         while group.stats().pauses == 0 {
@@ -239,11 +250,7 @@ fn pages_go_back_once_the_receives_are_quiet() {
         let Some(group) = group(name, opts) else {
             return;
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let (mut client, server) = pair(&listener).await;
-        let sent: Vec<Vec<u8>> = (0..1024).map(|i| vec![i as u8; 16 << 10]).collect();
-        let bytes = wire(&sent); // 16 MiB: twice the group
-        let writer = std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+        let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
         let start = Instant::now();
         while group.stats().bytes_in_use < 6 << 20 {
