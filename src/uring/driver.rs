@@ -302,9 +302,16 @@ impl Shared {
     /// spawns the driver on the current tokio runtime.
     pub(crate) fn start(config: Config) -> Result<Arc<Shared>, StartError> {
         let rt = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        // A receive's completion is task work of the thread that submitted it. By
+        // default the kernel interrupts that thread (an IPI) to run it; cooperative
+        // task work runs at the thread's next system call instead, which a tokio worker
+        // makes often (a sleeping one is still woken). Linux 5.19 on; older ones refuse
+        // the flag, and the default serves there.
         let uring = IoUring::builder()
             .setup_cqsize(4096)
+            .setup_coop_taskrun()
             .build(256)
+            .or_else(|_| IoUring::builder().setup_cqsize(4096).build(256))
             .map_err(StartError::Refused)?;
         let buf_len = config.buf_len.clamp(LEAST_BUF, u32::MAX as usize >> 1);
         let bytes = config.bytes.max(buf_len);

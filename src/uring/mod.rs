@@ -15,7 +15,10 @@
 //! The group runs on tokio: a task spawned on the runtime it is made in reaps the
 //! completions (woken through the io_uring descriptor, registered with tokio's
 //! reactor), hands each connection's bytes to its reader and wakes it. Its cost: a
-//! wake-up of that task per batch of completions, and one lock per batch.
+//! wake-up of that task per batch of completions, and one lock per batch. The kernel
+//! finishes a receive on the thread that started it, at that thread's next system
+//! call (cooperative task work, Linux 5.19 on), not by interrupting it: a worker busy
+//! in a long computation without system calls delays its connections' bytes.
 //!
 //! ```no_run
 //! # #![allow(dead_code)] // `serve` is the example: nothing calls it here
