@@ -14,6 +14,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use ringmem::io::LengthDelimited;
@@ -464,7 +465,7 @@ fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
         client.write_all(&wire(&[b"one".to_vec()])).unwrap();
         assert_eq!(&frames.next_frame().await.unwrap().unwrap()[..], b"one");
         drop(frames);
-        drop(server); // the reader's duplicate is the last descriptor
+        drop(server); // its last descriptor (the group's slot goes with the receive)
                       // The peer sees the close once the kernel has ended the receive.
         let eof = tokio::task::spawn_blocking(move || {
             client
@@ -484,6 +485,47 @@ fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
             assert!(start.elapsed() < Duration::from_secs(10), "{s:?}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    });
+}
+
+/// The descriptors of this process open on `fd`'s file (`socket:[inode]`).
+fn descriptors_of(fd: &impl AsRawFd) -> usize {
+    let link = |n: &dyn AsRef<std::path::Path>| std::fs::read_link(n).ok();
+    let target = link(&format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| link(&e.ok()?.path()))
+        .filter(|t| *t == target)
+        .count()
+}
+
+#[test]
+fn a_reader_holds_its_socket_without_a_descriptor() {
+    runtime().block_on(async {
+        let Some(group) = group(
+            "a_reader_holds_its_socket_without_a_descriptor",
+            UringOptions::new(1 << 20),
+        ) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut client, server) = pair(&listener).await;
+        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        // The group's file table holds the socket: no duplicate descriptor.
+        assert_eq!(descriptors_of(&server), 1);
+        // The caller's descriptor closed, the reader still reads.
+        drop(server);
+        client.write_all(&wire(&[b"after".to_vec()])).unwrap();
+        assert_eq!(&frames.next_frame().await.unwrap().unwrap()[..], b"after");
+        // The reader dropped, the socket closes: the peer reads its end.
+        drop(frames);
+        let eof = tokio::task::spawn_blocking(move || {
+            client
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            client.read(&mut [0u8; 8])
+        });
+        assert_eq!(eof.await.unwrap().unwrap(), 0, "the socket stays open");
     });
 }
 

@@ -245,9 +245,12 @@ pub trait Serve {
         B: Deref<Target = [u8]> + Into<Frame> + Send + 'static;
 }
 
+/// The io_uring reader of `conn`, made before the connection is split.
+type UringReader = ringmem::uring::UringFramedReader<LengthDelimited>;
+
 /// Reads `io` with `reader` and hands its frames to `serve`: the one place that makes
-/// the readers. The io_uring reader receives on `dup`, a duplicate of `io`'s descriptor.
-fn read_with<R>(reader: Reader, io: R, dup: Option<std::os::fd::OwnedFd>, serve: impl Serve)
+/// the readers (the io_uring reader is `uring`, made on `io`'s socket).
+fn read_with<R>(reader: Reader, io: R, uring: Option<UringReader>, serve: impl Serve)
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -263,13 +266,7 @@ where
             ))
         }
         Reader::Uring => {
-            let group = URING
-                .get()
-                .expect("the group is made before the first accept");
-            let fd = dup.expect("a duplicate descriptor for the io_uring reader");
-            let frames = group
-                .framed_owned(fd, LengthDelimited::new())
-                .expect("a reader");
+            let frames = uring.expect("the io_uring reader");
             serve.spawn(Holding { frames, _io: io })
         }
     }
@@ -565,10 +562,9 @@ fn warm(rt: &tokio::runtime::Runtime) {
 /// prints the row's record.
 pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     let nofile = raise_nofile();
-    // The server holds its connections (the io_uring reader a duplicate of each too)
-    // and the listener, a few descriptors of its own.
-    let per_conn = if s.reader == Reader::Uring { 2 } else { 1 };
-    let conns = (s.conns).min(((nofile as usize).saturating_sub(64) / per_conn).max(1));
+    // The server holds its connections (the io_uring reader none of its own) and the
+    // listener, a few descriptors of its own.
+    let conns = (s.conns).min((nofile as usize).saturating_sub(64).max(1));
     let counts = Arc::new(Counts {
         bursts: AtomicU64::new(0),
         frames: AtomicU64::new(0),
@@ -633,19 +629,21 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                     }
                 };
                 let _ = conn.set_nodelay(true);
-                let dup = (reader == Reader::Uring).then(|| {
-                    use std::os::fd::AsFd;
-                    conn.as_fd()
-                        .try_clone_to_owned()
-                        .expect("a duplicate descriptor")
+                let uring = (reader == Reader::Uring).then(|| {
+                    let group = URING
+                        .get()
+                        .expect("the group is made before the first accept");
+                    group
+                        .framed(&conn, LengthDelimited::new())
+                        .expect("a reader")
                 });
                 if let Some(q) = &queue {
                     // The reader takes the read half; the echoes go out on the other.
                     let (rd, wr) = conn.into_split();
-                    read_with(reader, rd, dup, q.echo(wr));
+                    read_with(reader, rd, uring, q.echo(wr));
                 } else {
                     let (counts, keep) = (counts.clone(), keep.clone());
-                    read_with(reader, conn, dup, Handle { counts, keep });
+                    read_with(reader, conn, uring, Handle { counts, keep });
                 }
             }
         }

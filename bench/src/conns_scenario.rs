@@ -378,8 +378,8 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
              reader); ringmem (ring each): `AsyncFramedReader::with_ring(conn, \
              LengthDelimited::new(), Ring::new(1 MiB))`, a ring of its own per connection (what \
              `new` did before it read into the pool); ringmem (io_uring): \
-             `UringGroup::new({GROUP_MIB} MiB).framed_owned(fd, LengthDelimited::new())` on a \
-             duplicate of the connection's descriptor, one group for all (multishot receives \
+             `UringGroup::new({GROUP_MIB} MiB).framed(&conn, LengthDelimited::new())`, one \
+             group for all, its file table holding the sockets (multishot receives \
              into 32 provided buffers of 64 KiB at a time; frames two receives carry copied \
              into the process's pool, as `new`'s; the task keeps the `TcpStream`, as a server \
              that writes replies does; not measured where the kernel refuses io_uring)."

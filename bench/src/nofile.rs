@@ -2,8 +2,8 @@
 //! connections: the conns child, the server scenario's idle clients, and the servers
 //! that scenario starts (they inherit the limit of the process that starts them).
 
-/// The limit asked for first: room for 10,000 connections of two descriptors each
-/// (the io_uring reader's duplicate) and their clients'.
+/// The limit asked for first: room for 10,000 connections and their clients' (in one
+/// process, two descriptors a connection).
 const WANTED: libc::rlim_t = 1 << 16;
 
 /// Raises this process's limit of open descriptors to [`WANTED`] where it may (a

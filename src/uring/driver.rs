@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -153,8 +153,8 @@ enum Recv {
 }
 
 struct Conn {
-    /// Kept open until the last completion (the receive holds the file anyway).
-    _fd: OwnedFd,
+    /// The socket the receive reads.
+    file: ConnFile,
     queue: Arc<Mutex<Queue>>,
     gen: u32,
     recv: Recv,
@@ -162,6 +162,40 @@ struct Conn {
     closing: bool,
     /// Waiting for buffers after `ENOBUFS`.
     parked: bool,
+}
+
+/// How a connection's receive names its socket.
+enum ConnFile {
+    /// The slot of the instance's file table with the connection's id: the table holds
+    /// the socket open, so the connection uses no descriptor of the process. Cleared
+    /// when the connection goes.
+    Slot,
+    /// A descriptor of the connection's own (ids past the table), kept open until the
+    /// last completion (the receive holds the file anyway).
+    Fd(OwnedFd),
+}
+
+/// Slots of the file table registered at most (fewer where the descriptor limit is
+/// lower: the kernel refuses a table longer than it).
+const SLOTS_MOST: u32 = 1 << 16;
+
+/// Registers an empty file table on `uring`, as long as the kernel takes (Linux 5.19
+/// on): its slots, 0 where it takes none.
+fn file_slots(uring: &IoUring) -> u32 {
+    let mut slots = SLOTS_MOST;
+    while slots >= 64 {
+        if uring.submitter().register_files_sparse(slots).is_ok() {
+            return slots;
+        }
+        slots /= 2;
+    }
+    0
+}
+
+/// The socket of a connection to be made: the caller's, or given to the group.
+pub(crate) enum Socket<'a> {
+    Borrowed(BorrowedFd<'a>),
+    Owned(OwnedFd),
 }
 
 /// The group's entry array, shared with the kernel: page-aligned, its tail in the first
@@ -248,6 +282,8 @@ pub(crate) struct State {
     entries: EntryRing,
     conns: Vec<Option<Conn>>,
     free_ids: Vec<u32>,
+    /// The file table's slots: a connection whose id is lower reads through its slot.
+    slots: u32,
     /// The next connection's generation (an id is reused; a stale completion is not
     /// taken for the new connection's).
     next_gen: u32,
@@ -363,6 +399,7 @@ impl Shared {
             entries: entry_ring,
             conns: Vec::new(),
             free_ids: Vec::new(),
+            slots: file_slots(&uring),
             next_gen: 0,
             queue_cap: config.queue_cap.max(buf_len),
             buf_len,
@@ -426,9 +463,9 @@ impl Shared {
         }
     }
 
-    /// Registers a connection reading `fd` and starts its receive: its id,
+    /// Registers a connection reading `socket` and starts its receive: its id,
     /// generation and queue.
-    pub(crate) fn connect(&self, fd: OwnedFd) -> io::Result<(u32, u32, Arc<Mutex<Queue>>)> {
+    pub(crate) fn connect(&self, socket: Socket<'_>) -> io::Result<(u32, u32, Arc<Mutex<Queue>>)> {
         let queue = Arc::new(Mutex::new(Queue::default()));
         let mut st = self.lock();
         let id = match st.free_ids.pop() {
@@ -440,10 +477,32 @@ impl Shared {
                 id
             }
         };
+        let raw = match &socket {
+            Socket::Borrowed(fd) => fd.as_raw_fd(),
+            Socket::Owned(fd) => fd.as_raw_fd(),
+        };
+        // The table takes its own reference to the socket: an owned descriptor is
+        // closed here, a borrowed one stays the caller's.
+        let in_slot = id < st.slots
+            && matches!(
+                st.uring.submitter().register_files_update(id, &[raw]),
+                Ok(1)
+            );
+        let file = match socket {
+            _ if in_slot => ConnFile::Slot,
+            Socket::Owned(fd) => ConnFile::Fd(fd),
+            Socket::Borrowed(fd) => match fd.try_clone_to_owned() {
+                Ok(fd) => ConnFile::Fd(fd),
+                Err(e) => {
+                    st.free_ids.push(id);
+                    return Err(e);
+                }
+            },
+        };
         let gen = st.next_gen;
         st.next_gen = gen.wrapping_add(1) & 0x7fff_ffff;
         st.conns[id as usize] = Some(Conn {
-            _fd: fd,
+            file,
             queue: Arc::clone(&queue),
             gen,
             recv: Recv::Idle,
@@ -545,12 +604,13 @@ impl State {
         let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
             return;
         };
-        let (gen, fd) = (c.gen, c._fd.as_raw_fd());
         c.recv = Recv::Armed;
         c.parked = false;
-        let sqe = opcode::RecvMulti::new(types::Fd(fd), BGID)
-            .build()
-            .user_data(user_data(id, gen, false));
+        let sqe = match &c.file {
+            ConnFile::Slot => opcode::RecvMulti::new(types::Fixed(id), BGID).build(),
+            ConnFile::Fd(fd) => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BGID).build(),
+        };
+        let sqe = sqe.user_data(user_data(id, c.gen, false));
         self.push(&sqe);
     }
 
@@ -582,9 +642,15 @@ impl State {
     }
 
     fn remove(&mut self, id: u32) {
-        if self.conns[id as usize].take().is_some() {
-            self.free_ids.push(id);
+        let Some(c) = self.conns[id as usize].take() else {
+            return;
+        };
+        if let ConnFile::Slot = c.file {
+            // Closes the socket unless its owner still holds it. Should the kernel
+            // refuse, the next connection with this id replaces the slot's file.
+            _ = self.uring.submitter().register_files_update(id, &[-1]);
         }
+        self.free_ids.push(id);
     }
 
     /// Routes every completion waiting: a receive's bytes to its connection's queue,

@@ -81,7 +81,7 @@ use std::sync::Arc;
 pub use reader::UringFramedReader;
 
 use crate::io::{Decoder, Memory, ReadPool};
-use driver::{Config, Shared, StartError};
+use driver::{Config, Shared, Socket, StartError};
 
 /// The least and most default `UringOptions::queue_cap`.
 const QUEUE_CAP_LEAST: usize = 256 << 10;
@@ -375,12 +375,15 @@ impl UringGroup {
         Ok(UringGroup { shared, pool })
     }
 
-    /// A reader of `socket`'s frames: a duplicate of its descriptor is received on
-    /// (the caller keeps `socket` to write replies on), closed once the reader is
-    /// dropped and the kernel has finished its receive.
+    /// A reader of `socket`'s frames (the caller keeps `socket` to write replies on).
+    /// The reader uses no descriptor of its own: the group's io_uring instance holds
+    /// the socket in a slot of its file table until the reader is dropped and the
+    /// kernel has finished its receive. Past the table's slots (65,536, or the
+    /// descriptor limit when the group was made) or where the kernel has no such table
+    /// (before Linux 5.19), the reader receives on a duplicate of the descriptor.
     ///
     /// # Errors
-    /// Duplicating the descriptor failed.
+    /// Duplicating the descriptor failed (where a duplicate is needed).
     ///
     /// ```no_run
     /// # #![allow(dead_code)]
@@ -395,11 +398,12 @@ impl UringGroup {
         socket: &impl AsFd,
         decoder: D,
     ) -> io::Result<UringFramedReader<D>> {
-        self.framed_owned(socket.as_fd().try_clone_to_owned()?, decoder)
+        self.reader(Socket::Borrowed(socket.as_fd()), decoder)
     }
 
     /// A reader of the frames of the socket `fd` (closed once the reader is dropped
-    /// and the kernel has finished its receive).
+    /// and the kernel has finished its receive; in a slot of the group's file table,
+    /// as [`framed`](Self::framed) says, `fd` itself is closed at once).
     ///
     /// # Errors
     /// None today; `io::Result` for what a later kernel interface may refuse.
@@ -417,7 +421,15 @@ impl UringGroup {
         fd: OwnedFd,
         decoder: D,
     ) -> io::Result<UringFramedReader<D>> {
-        let conn = self.shared.connect(fd)?;
+        self.reader(Socket::Owned(fd), decoder)
+    }
+
+    fn reader<D: Decoder>(
+        &self,
+        socket: Socket<'_>,
+        decoder: D,
+    ) -> io::Result<UringFramedReader<D>> {
+        let conn = self.shared.connect(socket)?;
         Ok(UringFramedReader::new(
             Arc::clone(&self.shared),
             conn,

@@ -21,9 +21,8 @@ use crate::FixedBuf;
 /// A frame wholly inside one completion is a [`FixedBuf`] slice of the provided buffer
 /// the kernel received it into, with no copy; a frame that two or more completions carry
 /// is copied into a region of its own bytes (from the group's [`ReadPool`](crate::io::ReadPool),
-/// or the heap when that is full). Dropping the reader cancels its receive; the
-/// connection's socket (the reader's duplicate of it) is closed once the kernel has
-/// finished with it.
+/// or the heap when that is full). Dropping the reader cancels its receive; the group
+/// lets go of the connection's socket once the kernel has finished with it.
 ///
 /// ```no_run
 /// # #![allow(dead_code)]
