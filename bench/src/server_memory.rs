@@ -7,13 +7,13 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::harness::{thousands, Config, Stats, Table};
+use crate::harness::{thousands, Config, Table};
 use crate::ratio::{fmt_ratio, ratio};
 use crate::resp_client::{self, command, expect_ok, Reply};
 use crate::resp_servers::{self, Bench};
 use crate::server_scenario::{
-    bar, cells, counts, failures, figures_table, nofile_limit, row, size_label, Lineup, Runs,
-    BENCH_TIMEOUT, CLIENTS, FRAMED, RINGMEM, ROLES,
+    bar, cells, counts, failures, figures_table, nofile_limit, row, size_label, Cells, Lineup,
+    Runs, BENCH_TIMEOUT, CLIENTS, COMPARED, FRAMED, RINGMEM, ROLES,
 };
 
 /// The idle rows: connected clients, and the active ones' tests.
@@ -140,6 +140,35 @@ pub fn idle_run(
     result.map(|()| run)
 }
 
+/// The figures of an idle row, each with its cells.
+pub fn idle_figures(runs: &Runs<IdleRun>) -> Vec<(String, Cells)> {
+    let mut rows: Vec<(String, Cells)> = ["SET", "GET"]
+        .into_iter()
+        .map(|test| {
+            let rps = cells(runs, |r| {
+                Some(r.lines.iter().find(|l| l.test == test)?.rps / 1e3)
+            });
+            (format!("{test} (k req/s)"), rps)
+        })
+        .collect();
+    let per_client =
+        |r: &IdleRun| Some((r.rss_after? - r.rss_start?) * 1024.0 / r.connected.max(1.0));
+    rows.extend([
+        ("RSS at start (MiB)".into(), cells(runs, |r| r.rss_start)),
+        (
+            "RSS, clients idle (MiB)".into(),
+            cells(runs, |r| r.rss_idle),
+        ),
+        (
+            "RSS after the load (MiB)".into(),
+            cells(runs, |r| r.rss_after),
+        ),
+        ("RSS per client (KiB)".into(), cells(runs, per_client)),
+        ("peak RSS (MiB)".into(), cells(runs, |r| r.hwm)),
+    ]);
+    rows
+}
+
 /// The idle table: each count of idle clients, a server per role.
 pub fn idle_table(
     cfg: &Config,
@@ -167,32 +196,14 @@ pub fn idle_table(
         } else {
             count.to_string()
         };
-        let mut push = |what: &str, c: [Option<Stats>; 3]| {
-            t.rows.push(row(vec![label.clone(), what.into()], c));
-        };
-        for test in ["SET", "GET"] {
-            push(
-                &format!("{test} (k req/s)"),
-                cells(runs, |r| {
-                    Some(r.lines.iter().find(|l| l.test == test)?.rps / 1e3)
-                }),
-            );
+        for (what, c) in idle_figures(runs) {
+            t.rows.push(row(vec![label.clone(), what], c));
         }
-        push("RSS at start (MiB)", cells(runs, |r| r.rss_start));
-        push("RSS, clients idle (MiB)", cells(runs, |r| r.rss_idle));
-        push("RSS after the load (MiB)", cells(runs, |r| r.rss_after));
-        push(
-            "RSS per client (KiB)",
-            cells(runs, |r| {
-                Some((r.rss_after? - r.rss_start?) * 1024.0 / r.connected.max(1.0))
-            }),
-        );
-        push("peak RSS (MiB)", cells(runs, |r| r.hwm));
         t.rows.push(counts(
             vec![label.clone(), "idle clients connected".into()],
             reached,
         ));
-        for (k, runs) in runs.iter().enumerate() {
+        for (k, runs) in runs.iter().enumerate().take(COMPARED) {
             for r in runs.iter().flatten() {
                 if r.connected < *count as f64 {
                     t.notes.push(format!(
@@ -325,7 +336,7 @@ pub fn store_table(lineup: &Lineup, runs: &Runs<StoreRun>, load: &str) -> Table 
     );
     let bytes = (STORE_KEYS * STORE_VALUE) as f64;
     let mib = f64::from(1 << 20);
-    let mut push = |what: &str, c: [Option<Stats>; 3]| t.rows.push(row(vec![what.into()], c));
+    let mut push = |what: &str, c: Cells| t.rows.push(row(vec![what.into()], c));
     push(
         "load (k SET/s)",
         cells(runs, |r| Some(STORE_KEYS as f64 / r.secs / 1e3)),
@@ -477,7 +488,7 @@ pub fn burst_table(lineup: &Lineup, runs: &Runs<BurstRun>, load: &str) -> Table 
         ),
         &["figure"],
     );
-    let mut push = |what: &str, c: [Option<Stats>; 3]| t.rows.push(row(vec![what.into()], c));
+    let mut push = |what: &str, c: Cells| t.rows.push(row(vec![what.into()], c));
     push("RSS before (MiB)", cells(runs, |r| r.before));
     push("RSS, burst stored (MiB)", cells(runs, |r| r.full));
     push(
@@ -558,6 +569,7 @@ mod tests {
                 vec![idle(1e4, ours)],
                 vec![idle(1e4, 58.6)],
                 vec![idle(1e4, 105.0)],
+                Vec::new(),
             ]
         };
         let t = idle_table(&quick(1), &lineup(), &[(10_000, runs(29.0))], "quiet");
@@ -582,6 +594,7 @@ mod tests {
             vec![idle(2994.0, 20.0)],
             vec![idle(1e4, 58.6)],
             vec![Err("gone".into())],
+            Vec::new(),
         ];
         let t = idle_table(&quick(1), &lineup(), &[(10_000, runs)], "quiet");
         assert_eq!(t.rows[0].params[0], "10000 (fewest reached: 2994)");
@@ -614,6 +627,7 @@ mod tests {
             vec![store(288.0, Some(0.0))],
             vec![store(316.0, Some(0.0))],
             vec![store(195.0, None)],
+            Vec::new(),
         ];
         let v = store_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
         assert!(
@@ -625,6 +639,7 @@ mod tests {
             vec![store(500.0, Some(3.0))],
             vec![store(316.0, Some(0.0))],
             vec![store(195.0, None)],
+            Vec::new(),
         ];
         let v = store_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
         assert!(
@@ -649,13 +664,23 @@ mod tests {
                 pool_after: Some(0.0),
             })
         };
-        let runs = [vec![burst(4.5)], vec![burst(6.5)], vec![burst(104.0)]];
+        let runs = [
+            vec![burst(4.5)],
+            vec![burst(6.5)],
+            vec![burst(104.0)],
+            Vec::new(),
+        ];
         let v = burst_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
         assert!(
             v.contains("within 2× of before the burst: met (3.3 MiB before, 4.5 MiB after: 1.36×)"),
             "{v}"
         );
-        let runs = [vec![burst(7.0)], vec![burst(6.5)], vec![burst(104.0)]];
+        let runs = [
+            vec![burst(7.0)],
+            vec![burst(6.5)],
+            vec![burst(104.0)],
+            Vec::new(),
+        ];
         let v = burst_table(&lineup(), &runs, "quiet").notes.pop().unwrap();
         assert!(
             v.contains(": NOT met (3.3 MiB before, 7.0 MiB after: 2.12×)"),

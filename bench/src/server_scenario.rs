@@ -5,7 +5,9 @@
 //! over `BytesMut`) and the system's `redis-server`, the reference. `redis-benchmark`
 //! drives them (rates, latency percentiles, resident memory); idle clients held by a
 //! child process, a store of a million keys loaded by a pipelined client of this
-//! bench's own and a burst of large values deleted again measure their memory.
+//! bench's own and a burst of large values deleted again measure their memory. A fourth
+//! server, `ringmem-resp --memory uring` (requests received by io_uring, issue 58),
+//! joins the rate and idle rows; its table sets it beside the epoll reader's column.
 //!
 //! `RINGMEM_RESP_BIN=PATH` measures that `ringmem-resp` instead of building the
 //! workspace's; `RINGMEM_RESP_BIN=redis-server` has redis-server stand in for both
@@ -21,11 +23,20 @@ use crate::ratio::{fmt_ratio, ratio};
 use crate::resp_servers::{self, Bench, Launch, Server};
 use crate::server_memory;
 
-/// The columns: the server of each role.
-pub const ROLES: [&str; 3] = ["ringmem", "FramedRead", "redis-server"];
+/// The server of each role: the first [`COMPARED`] are the shared tables' columns;
+/// io_uring's has a table of its own.
+pub const ROLES: [&str; 4] = [
+    "ringmem",
+    "FramedRead",
+    "redis-server",
+    "ringmem (io_uring)",
+];
 pub const RINGMEM: usize = 0;
 pub const FRAMED: usize = 1;
 pub const REDIS: usize = 2;
+pub const URING: usize = 3;
+/// The roles of the shared tables, and of the store and burst rows.
+pub const COMPARED: usize = 3;
 
 /// The ratio columns after the servers'.
 const RATIOS: [&str; 2] = ["ringmem / FramedRead", "ringmem / redis-server"];
@@ -103,14 +114,14 @@ fn requests(cfg: &Config, pipeline: usize, size: usize) -> usize {
 /// The cases [`run`] runs: a server per role and repetition of each rate row, and a
 /// server per role of each idle row, the store and the burst.
 pub fn case_count(cfg: &Config) -> usize {
-    ROLES.len()
-        * (PIPELINES.len() * SIZES.len() * reps(cfg) + server_memory::IDLE_CLIENTS.len() + 2)
+    ROLES.len() * (PIPELINES.len() * SIZES.len() * reps(cfg) + server_memory::IDLE_CLIENTS.len())
+        + COMPARED * 2
 }
 
 /// How each role's server is started, or why it cannot be, and what the tables say
 /// about them.
 pub struct Lineup {
-    pub launches: [Result<Launch, String>; 3],
+    pub launches: [Result<Launch, String>; 4],
     /// Notes for every table: stand-ins, a binary named by hand.
     pub notes: Vec<String>,
     /// A suffix for every title (stand-ins).
@@ -134,7 +145,7 @@ impl Lineup {
                 ));
                 title.push_str(" — redis-server standing in for ringmem-resp");
                 return Lineup {
-                    launches: [redis.clone(), redis.clone(), redis],
+                    launches: [redis.clone(), redis.clone(), redis.clone(), redis],
                     notes,
                     title,
                 };
@@ -152,7 +163,7 @@ impl Lineup {
         };
         let resp = |memory| exe.clone().map(|exe| Launch::Resp { exe, memory });
         Lineup {
-            launches: [resp("ringmem"), resp("framed"), redis],
+            launches: [resp("ringmem"), resp("framed"), redis, resp("uring")],
             notes,
             title,
         }
@@ -164,45 +175,62 @@ impl Lineup {
     }
 }
 
-/// The order of the roles in repetition `rep`: rotated by one each time.
-pub fn order(rep: usize) -> impl Iterator<Item = usize> {
-    (0..ROLES.len()).map(move |k| (rep + k) % ROLES.len())
+/// The order of the first `n` roles in repetition `rep`: rotated by one each time.
+pub fn order(rep: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |k| (rep + k) % n)
 }
 
-/// Runs of each role's server (in [`ROLES`] order), each a figure or why it has none.
-pub type Runs<T> = [Vec<Result<T, String>>; 3];
+/// Runs of each role's server (in [`ROLES`] order), each a figure or why it has none;
+/// none for a role the rows do not run.
+pub type Runs<T> = [Vec<Result<T, String>>; 4];
 
-/// A figures row: the three servers' cells, then ringmem's median over FramedRead's
-/// and over redis-server's.
-pub fn row(params: Vec<String>, cells: [Option<Stats>; 3]) -> Row {
-    let over = |k: usize| {
-        let (a, b) = (cells[RINGMEM]?, cells[k]?);
-        ratio(a.median, b.median).map(mib_stats)
-    };
-    let mut all = cells.to_vec();
-    all.extend([over(FRAMED), over(REDIS)]);
+/// The cells of each role (in [`ROLES`] order).
+pub type Cells = [Option<Stats>; 4];
+
+/// `a`'s median over `b`'s, where both were measured.
+fn over(a: Option<Stats>, b: Option<Stats>) -> Option<Stats> {
+    ratio(a?.median, b?.median).map(mib_stats)
+}
+
+/// A figures row: the three compared servers' cells, then ringmem's median over
+/// FramedRead's and over redis-server's.
+pub fn row(params: Vec<String>, cells: Cells) -> Row {
+    let mut all = cells[..COMPARED].to_vec();
+    all.extend([
+        over(cells[RINGMEM], cells[FRAMED]),
+        over(cells[RINGMEM], cells[REDIS]),
+    ]);
     Row { params, cells: all }
 }
 
 /// A row of counts (keys, clients), in which ringmem's ratios would say nothing.
-pub fn counts(params: Vec<String>, cells: [Option<Stats>; 3]) -> Row {
-    let mut all = cells.to_vec();
+pub fn counts(params: Vec<String>, cells: Cells) -> Row {
+    let mut all = cells[..COMPARED].to_vec();
     all.extend([None, None]);
     Row { params, cells: all }
 }
 
-/// A figures table with the servers' columns and ringmem's ratios after them.
+/// A figures table with the compared servers' columns and ringmem's ratios after them.
 pub fn figures_table(title: String, params: &[&str]) -> Table {
-    let columns: Vec<String> = ROLES.iter().chain(&RATIOS).map(|c| c.to_string()).collect();
+    let columns: Vec<String> = ROLES[..COMPARED]
+        .iter()
+        .chain(&RATIOS)
+        .map(|c| c.to_string())
+        .collect();
     let mut t = Table::new(title, params, &columns, Unit::Figure);
-    t.ratio_columns = (ROLES.len()..columns.len()).collect();
+    t.ratio_columns = (COMPARED..columns.len()).collect();
     t
 }
 
-/// Notes saying why a role has no figures (each reason once).
+/// Notes saying why a compared role has no figures (each reason once).
 pub fn failures<T>(runs: &Runs<T>) -> Vec<String> {
+    role_failures(runs, 0..COMPARED)
+}
+
+/// Notes saying why one of `roles` has no figures (each reason once).
+fn role_failures<T>(runs: &Runs<T>, roles: std::ops::Range<usize>) -> Vec<String> {
     let mut notes: Vec<String> = Vec::new();
-    for (k, runs) in runs.iter().enumerate() {
+    for (k, runs) in runs.iter().enumerate().filter(|(k, _)| roles.contains(k)) {
         for e in runs.iter().filter_map(|r| r.as_ref().err()) {
             let n = format!("{}: not measured: {e}.", ROLES[k]);
             if !notes.contains(&n) {
@@ -283,9 +311,9 @@ fn rate_runs(cfg: &Config, lineup: &Lineup, pipeline: usize, size: usize) -> Rat
     let mut runs: RateRuns = Default::default();
     // A server that hung a run (redis-benchmark killed) is not run again in this row:
     // each further run would wait as long.
-    let mut hung: [Option<String>; 3] = Default::default();
+    let mut hung: [Option<String>; 4] = Default::default();
     for rep in 0..reps(cfg) {
-        for role in order(rep) {
+        for role in order(rep, ROLES.len()) {
             crate::progress::case(&format!(
                 "server: -P {pipeline} -d {size}, {}, run {} of {}",
                 ROLES[role],
@@ -308,7 +336,7 @@ fn rate_runs(cfg: &Config, lineup: &Lineup, pipeline: usize, size: usize) -> Rat
 }
 
 /// `f` of every run of each role that has it, as median and spread.
-pub fn cells<T>(runs: &Runs<T>, f: impl Fn(&T) -> Option<f64>) -> [Option<Stats>; 3] {
+pub fn cells<T>(runs: &Runs<T>, f: impl Fn(&T) -> Option<f64>) -> Cells {
     std::array::from_fn(|k| {
         let xs: Vec<f64> = runs[k].iter().filter_map(|r| f(r.as_ref().ok()?)).collect();
         spread(&xs)
@@ -416,7 +444,11 @@ fn rate_tables(
     );
     let mut lat_columns: Vec<String> = ["p50", "p99"]
         .iter()
-        .flat_map(|p| ROLES.iter().map(move |r| format!("{r} {p} (ms)")))
+        .flat_map(|p| {
+            ROLES[..COMPARED]
+                .iter()
+                .map(move |r| format!("{r} {p} (ms)"))
+        })
         .collect();
     lat_columns.push(format!("p99 {}", RATIOS[0]));
     let mut lat = Table::new(
@@ -462,7 +494,12 @@ fn rate_tables(
                 .map(mib_stats);
             lat.rows.push(Row {
                 params: vec![d.clone(), test.into()],
-                cells: p50.into_iter().chain(p99).chain([p99_over]).collect(),
+                cells: p50[..COMPARED]
+                    .iter()
+                    .chain(&p99[..COMPARED])
+                    .copied()
+                    .chain([p99_over])
+                    .collect(),
             });
         }
         rates.rows.push(row(
@@ -550,6 +587,122 @@ fn rate_tables(
     [rates, lat]
 }
 
+// ------------------------------------------------------------------------------------
+// The io_uring table (issue 58): the same server, requests received by io_uring.
+
+/// The io_uring table's columns: its server, the epoll reader's, their ratio.
+const URING_COLUMNS: [&str; 3] = ["ringmem (io_uring)", "ringmem (epoll)", "io_uring / epoll"];
+
+/// A row of the io_uring table.
+fn uring_row(params: Vec<String>, c: Cells) -> Row {
+    let cells = vec![c[URING], c[RINGMEM], over(c[URING], c[RINGMEM])];
+    Row { params, cells }
+}
+
+/// The io_uring table, its rows to come ([`uring_rates`], [`uring_idle`]).
+fn uring_table(lineup: &Lineup) -> Table {
+    let mut t = Table::new(
+        format!(
+            "server: requests received by io_uring, against the epoll reader{}",
+            lineup.title
+        ),
+        &["rows", "figure"],
+        &URING_COLUMNS.map(String::from),
+        Unit::Figure,
+    );
+    t.ratio_columns = vec![2];
+    t.notes.push(
+        "ringmem (io_uring) = `ringmem-resp --port 0 --memory uring`: the ringmem server with \
+         requests received by io_uring into a provided-buffer group of the pool's budget \
+         (`ringmem::uring`), run in the rate and idle rows above, alternated with the other \
+         servers; ringmem (epoll) is those tables' ringmem column. Cells: medians of the \
+         same runs."
+            .into(),
+    );
+    t
+}
+
+/// A pipeline depth's rate rows in the io_uring table; the ratios of the tests run long
+/// enough to judge go to `ratios`.
+fn uring_rates(
+    t: &mut Table,
+    cfg: &Config,
+    pipeline: usize,
+    rows: &[(usize, RateRuns)],
+    ratios: &mut Vec<f64>,
+) {
+    for (size, runs) in rows {
+        let what = format!("-P {pipeline}, {}", size_label(*size));
+        for test in TEST_NAMES {
+            let c = cells(runs, test_figure(test, |l| Some(l.rps / 1e3)));
+            let fastest = (c.iter().flatten().map(|s| s.median)).fold(0.0, f64::max);
+            let secs = requests(cfg, pipeline, *size) as f64 / (fastest * 1e3);
+            if let (Some(x), true) = (over(c[URING], c[RINGMEM]), secs >= SHORTEST_RUN) {
+                ratios.push(x.median);
+            }
+            t.rows.push(uring_row(
+                vec![what.clone(), format!("{test} (k req/s)")],
+                c,
+            ));
+        }
+        let cpu = cells(runs, |r| r.cpu_us);
+        t.rows.push(uring_row(
+            vec![what.clone(), "server CPU (µs/req)".into()],
+            cpu,
+        ));
+        t.rows.push(uring_row(
+            vec![what, "peak RSS (MiB)".into()],
+            cells(runs, |r| r.hwm),
+        ));
+        for n in role_failures(runs, URING..URING + 1) {
+            if !t.notes.contains(&n) {
+                t.notes.push(n);
+            }
+        }
+    }
+}
+
+/// The idle rows in the io_uring table: rates, memory per client, peak.
+fn uring_idle(t: &mut Table, idle: &[(usize, Runs<server_memory::IdleRun>)]) {
+    for (count, runs) in idle {
+        for (what, c) in server_memory::idle_figures(runs) {
+            if what.contains("req/s") || what.contains("per client") || what.starts_with("peak") {
+                t.rows
+                    .push(uring_row(vec![format!("{count} idle"), what], c));
+            }
+        }
+        for n in role_failures(runs, URING..URING + 1) {
+            if !t.notes.contains(&n) {
+                t.notes.push(n);
+            }
+        }
+    }
+}
+
+/// The summary of the rate rows' ratios of each pipeline depth.
+fn uring_summary(ratios: &[(usize, Vec<f64>)]) -> String {
+    let parts: Vec<String> = ratios
+        .iter()
+        .filter_map(|(pipeline, xs)| {
+            let s = spread(xs)?;
+            Some(format!(
+                "-P {pipeline} {}–{} (median {}, {} tests)",
+                fmt_ratio(Some(s.min)),
+                fmt_ratio(Some(s.max)),
+                fmt_ratio(Some(s.median)),
+                xs.len()
+            ))
+        })
+        .collect();
+    if parts.is_empty() {
+        return "io_uring / epoll in requests/s: no test has both figures.".into();
+    }
+    format!(
+        "io_uring / epoll in requests/s, over the tests long enough to judge: {}.",
+        parts.join("; ")
+    )
+}
+
 /// This process's descriptor limit, raised once to its hard limit.
 pub fn nofile_limit() -> u64 {
     static LIMIT: OnceLock<u64> = OnceLock::new();
@@ -559,9 +712,9 @@ pub fn nofile_limit() -> u64 {
 // ------------------------------------------------------------------------------------
 
 /// Runs `f` once per role, alternated as the rate rows are (one repetition).
-fn per_role<T>(what: &str, mut f: impl FnMut(usize) -> Result<T, String>) -> Runs<T> {
+fn per_role<T>(what: &str, n: usize, mut f: impl FnMut(usize) -> Result<T, String>) -> Runs<T> {
     let mut runs: Runs<T> = Default::default();
-    for role in order(0) {
+    for role in order(0, n) {
         crate::progress::case(&format!("server: {what}, {}", ROLES[role]));
         runs[role].push(f(role));
     }
@@ -584,6 +737,8 @@ pub fn run(cfg: &Config) -> Vec<Table> {
     nofile_limit();
     let lineup = Lineup::new();
     let mut tables = Vec::new();
+    let mut uring = uring_table(&lineup);
+    let mut ratios = Vec::new();
     for pipeline in PIPELINES {
         let (rows, load) = measured(|| {
             SIZES
@@ -591,6 +746,9 @@ pub fn run(cfg: &Config) -> Vec<Table> {
                 .map(|&size| (size, rate_runs(cfg, &lineup, pipeline, size)))
                 .collect::<Vec<_>>()
         });
+        let mut xs = Vec::new();
+        uring_rates(&mut uring, cfg, pipeline, &rows, &mut xs);
+        ratios.push((pipeline, xs));
         for mut t in rate_tables(pipeline, &rows, cfg, &lineup) {
             let verdict = t.notes.pop();
             t.notes.push(load.clone());
@@ -605,7 +763,9 @@ pub fn run(cfg: &Config) -> Vec<Table> {
                 let what = format!("{n} idle clients");
                 (
                     n,
-                    per_role(&what, |role| server_memory::idle_run(cfg, &lineup, role, n)),
+                    per_role(&what, ROLES.len(), |role| {
+                        server_memory::idle_run(cfg, &lineup, role, n)
+                    }),
                 )
             })
             .collect::<Vec<_>>()
@@ -623,14 +783,20 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         );
     }
     tables.push(idle_t);
+    uring_idle(&mut uring, &idle);
+    uring.notes.push(uring_summary(&ratios));
+    tables.push(uring);
     let (store, load) = measured(|| {
-        per_role("1M-key store", |role| {
+        per_role("1M-key store", COMPARED, |role| {
             server_memory::store_run(&lineup, role)
         })
     });
     tables.push(server_memory::store_table(&lineup, &store, &load));
-    let (burst, load) =
-        measured(|| per_role("burst", |role| server_memory::burst_run(&lineup, role)));
+    let (burst, load) = measured(|| {
+        per_role("burst", COMPARED, |role| {
+            server_memory::burst_run(&lineup, role)
+        })
+    });
     tables.push(server_memory::burst_table(&lineup, &burst, &load));
     tables
 }
@@ -645,7 +811,12 @@ pub mod fixtures {
 
     pub fn lineup() -> Lineup {
         Lineup {
-            launches: [Ok(Launch::Redis), Ok(Launch::Redis), Ok(Launch::Redis)],
+            launches: [
+                Ok(Launch::Redis),
+                Ok(Launch::Redis),
+                Ok(Launch::Redis),
+                Ok(Launch::Redis),
+            ],
             notes: Vec::new(),
             title: String::new(),
         }
@@ -681,31 +852,40 @@ mod tests {
 
     #[test]
     fn the_roles_take_turns_first() {
-        assert_eq!(order(0).collect::<Vec<_>>(), [0, 1, 2]);
-        assert_eq!(order(1).collect::<Vec<_>>(), [1, 2, 0]);
-        assert_eq!(order(5).collect::<Vec<_>>(), [2, 0, 1]);
+        assert_eq!(order(0, 3).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(order(1, 3).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(order(5, 3).collect::<Vec<_>>(), [2, 0, 1]);
+        assert_eq!(order(5, 4).collect::<Vec<_>>(), [1, 2, 3, 0]);
     }
 
     #[test]
     fn a_row_gives_ringmems_ratios_to_both_others() {
-        let r = row(
-            vec!["x".into()],
-            [
-                Some(st(8.0, 8.0, 8.0)),
-                Some(st(10.0, 9.0, 11.0)),
-                Some(st(4.0, 4.0, 4.0)),
-            ],
-        );
+        let cells = [
+            Some(st(8.0, 8.0, 8.0)),
+            Some(st(10.0, 9.0, 11.0)),
+            Some(st(4.0, 4.0, 4.0)),
+            Some(st(6.0, 5.0, 7.0)),
+        ];
+        let r = row(vec!["x".into()], cells);
         assert_eq!(r.cells.len(), 5);
         assert_eq!(r.cells[3].unwrap().median, 0.8);
         assert_eq!(r.cells[4].unwrap().median, 2.0);
-        let r = row(vec!["x".into()], [Some(st(8.0, 8.0, 8.0)), None, None]);
+        let r = row(
+            vec!["x".into()],
+            [Some(st(8.0, 8.0, 8.0)), None, None, None],
+        );
         assert!(r.cells[3].is_none() && r.cells[4].is_none());
+        // The io_uring table: its server, the epoll reader's, and the first over the second.
+        let r = uring_row(vec!["x".into()], cells);
+        assert_eq!(r.cells[0].unwrap().median, 6.0);
+        assert_eq!(r.cells[1].unwrap().median, 8.0);
+        assert_eq!(r.cells[2].unwrap().median, 0.75);
     }
 
     #[test]
     fn a_failure_of_every_size_is_said_once() {
-        let fail = || -> RateRuns { [vec![Err("gone".into())], Vec::new(), Vec::new()] };
+        let fail =
+            || -> RateRuns { [vec![Err("gone".into())], Vec::new(), Vec::new(), Vec::new()] };
         let rows = vec![(3, fail()), (1024, fail()), (65536, RateRuns::default())];
         assert_eq!(
             size_failures(&rows),
@@ -731,9 +911,27 @@ mod tests {
         };
         let rows: Vec<(usize, RateRuns)> = SIZES
             .iter()
-            .map(|&s| (s, [vec![Ok(run())], vec![Ok(run())], vec![Ok(run())]]))
+            .map(|&s| {
+                (
+                    s,
+                    [
+                        vec![Ok(run())],
+                        vec![Ok(run())],
+                        vec![Ok(run())],
+                        vec![Ok(run())],
+                    ],
+                )
+            })
             .collect();
-        for t in rate_tables(16, &rows, &quick(1), &lineup()) {
+        let mut uring = uring_table(&lineup());
+        let mut ratios = Vec::new();
+        uring_rates(&mut uring, &quick(1), 16, &rows, &mut ratios);
+        // The tests long enough to judge: not the 64 KiB row's (1,600 requests at 123k/s).
+        assert_eq!(ratios, [1.0; 12]);
+        uring.notes.push(uring_summary(&[(16, ratios)]));
+        assert!(uring.notes[1].contains("-P 16 1.00×–1.00× (median 1.00×, 12 tests)"));
+        let [rates, lat] = rate_tables(16, &rows, &quick(1), &lineup());
+        for t in [rates, lat, uring] {
             let text = t.render_plain();
             assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
             // One block of columns: a single rule line under the headings.
@@ -800,6 +998,6 @@ mod tests {
         for size in SIZES {
             assert!(requests(&quick, 16, size) >= 2 * CLIENTS * 16, "{size}");
         }
-        assert_eq!(case_count(&quick), 3 * (2 * 3 * 3 + 2 + 2));
+        assert_eq!(case_count(&quick), 4 * (2 * 3 * 3 + 2) + 3 * 2);
     }
 }
