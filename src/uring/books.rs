@@ -13,12 +13,16 @@
 //! last tells whether frames of it are kept, which the group's [`Trust`] hears.
 
 use core::fmt;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::lock;
 use crate::io::Trust;
 use crate::{FixedBuf, FixedBufMut};
+
+/// Spare probes tried for reuse at a publish, the oldest first.
+const SPARES_TRIED: usize = 4;
 
 /// What the kernel is given for one buffer: an entry of the group's ring.
 #[derive(Clone, Copy, Debug)]
@@ -218,20 +222,25 @@ pub(crate) struct Books {
     free: Vec<u16>,
     /// Bytes of the buffers the kernel holds that no completion has taken yet.
     unfilled: usize,
-    /// Probes of buffers given back, for buffers published later once their views are
-    /// closed (one allocation per buffer id in a steady run, not per buffer).
-    spare: Vec<Arc<Probe>>,
+    /// Probes of buffers given back, the longest ago first, for buffers published
+    /// later once their views are closed (no allocation per buffer in a steady run).
+    spare: VecDeque<Arc<Probe>>,
+    /// Probes kept spare at most.
+    spares: usize,
 }
 
 impl Books {
-    /// Books for ids `0..entries`, all free, whose probes tell `judge`.
-    pub(crate) fn new(entries: u16, judge: Arc<Judge>) -> Books {
+    /// Books for ids `0..entries`, all free, whose probes tell `judge`; `spares`
+    /// probes of buffers given back are kept for reuse (a buffer's probe lives while
+    /// views of it do: as many as the buffers the ring holds, to allocate none).
+    pub(crate) fn new(entries: u16, judge: Arc<Judge>, spares: usize) -> Books {
         Books {
             slots: (0..entries).map(|_| Slot::default()).collect(),
             judge,
             free: (0..entries).rev().collect(),
             unfilled: 0,
-            spare: Vec::new(),
+            spare: VecDeque::new(),
+            spares,
         }
     }
 
@@ -284,18 +293,25 @@ impl Books {
             judge: Arc::clone(&self.judge),
         };
         // A spare whose views are all dropped is this list's alone (`get_mut` sees
-        // every other count's release).
-        let spare = (self.spare.iter())
-            .position(|p| Arc::strong_count(p) == 1)
-            .map(|i| self.spare.swap_remove(i));
-        let probe = match spare {
-            Some(mut p) => match Arc::get_mut(&mut p) {
-                Some(reused) => {
-                    *reused = probe;
-                    p
-                }
-                None => Arc::new(probe),
-            },
+        // every other count's release). The oldest few are tried; one still viewed
+        // (a kept frame's) goes to the back.
+        let mut reused = None;
+        for _ in 0..self.spare.len().min(SPARES_TRIED) {
+            let Some(mut p) = self.spare.pop_front() else {
+                break;
+            };
+            if Arc::get_mut(&mut p).is_some() {
+                reused = Some(p);
+                break;
+            }
+            self.spare.push_back(p);
+        }
+        let probe = match reused {
+            Some(mut p) => {
+                // Alone (checked above), and no one else can count it anew.
+                *Arc::get_mut(&mut p).expect("this list's alone") = probe;
+                p
+            }
             None => Arc::new(probe),
         };
         self.slots[usize::from(bid)] = Slot {
@@ -355,7 +371,7 @@ impl Books {
             self.unfilled -= slot.len - slot.filled;
             *lock(&probe.held) = Some(held);
             let spare = slot.probe.take();
-            if self.spare.len() < 2 * self.slots.len() {
+            if self.spare.len() < self.spares {
                 self.spare.extend(spare);
             }
             self.free.push(bid);

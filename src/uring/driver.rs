@@ -392,10 +392,12 @@ impl Shared {
         };
         let fd = uring.as_raw_fd();
         let span = ring.span();
+        // A probe per buffer of the ring that views may hold, and one per id.
+        let spares = bytes / buf_len + usize::from(entries);
         let judge = Arc::new(Judge::new());
         let mut state = State {
             ring,
-            books: Books::new(entries, Arc::clone(&judge)),
+            books: Books::new(entries, Arc::clone(&judge), spares),
             entries: entry_ring,
             conns: Vec::new(),
             free_ids: Vec::new(),

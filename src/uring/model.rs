@@ -16,7 +16,10 @@ use crate::{FixedBuf, Ring};
 /// Books of `entries` ids, and the judge their probes tell.
 fn books(entries: u16) -> (Books, Arc<Judge>) {
     let judge = Arc::new(Judge::new());
-    (Books::new(entries, Arc::clone(&judge)), judge)
+    (
+        Books::new(entries, Arc::clone(&judge), 2 * usize::from(entries)),
+        judge,
+    )
 }
 
 /// A completion's view as a reader holds it.
@@ -427,6 +430,40 @@ fn a_probe_is_reused_once_its_views_are_dropped() {
     assert_eq!(&third.view[..], b"third");
     drop(chunk(third));
     assert_eq!(ring.stats().live_buffers, 0);
+}
+
+/// The oldest spare still viewed (a kept frame's) goes to the back: the next one is
+/// reused, no probe allocated.
+#[test]
+fn a_kept_views_probe_does_not_stop_the_next_from_reuse() {
+    let ring = Ring::new(8 << 10);
+    let (mut books, _) = books(2);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::new(),
+        incremental: false,
+    };
+    let mut receive = |books: &mut Books, data: &[u8]| {
+        let e = books.publish(ring.fixed(1024).unwrap(), false).unwrap();
+        kernel.entries.push_back(e);
+        let (bid, n, more) = kernel.recv(data, 1024).unwrap();
+        books.complete(bid, n, more, 0).unwrap()
+    };
+    let kept = receive(&mut books, b"kept");
+    let kept_probe = Arc::as_ptr(&kept.probe);
+    let kept = chunk(kept);
+    let dropped = receive(&mut books, b"dropped");
+    let dropped_probe = Arc::as_ptr(&dropped.probe);
+    drop(chunk(dropped));
+    let next = receive(&mut books, b"next");
+    assert_eq!(
+        Arc::as_ptr(&next.probe),
+        dropped_probe,
+        "reused past the kept one"
+    );
+    drop((chunk(next), kept));
+    let last = receive(&mut books, b"last");
+    assert_eq!(Arc::as_ptr(&last.probe), kept_probe, "reused once let go");
+    drop(chunk(last));
 }
 
 #[test]
