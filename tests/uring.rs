@@ -450,6 +450,15 @@ fn kept_frames_hold_about_their_own_bytes() {
     });
 }
 
+/// What the peer `client` reads next (0 at the end of the stream), within 10 s.
+async fn peer_read(mut client: TcpStream) -> usize {
+    let read = tokio::task::spawn_blocking(move || {
+        client.set_read_timeout(Some(Duration::from_secs(10)))?;
+        client.read(&mut [0u8; 8])
+    });
+    read.await.unwrap().unwrap()
+}
+
 #[test]
 fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
     runtime().block_on(async {
@@ -467,14 +476,7 @@ fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
         drop(frames);
         drop(server); // its last descriptor (the group's slot goes with the receive)
                       // The peer sees the close once the kernel has ended the receive.
-        let eof = tokio::task::spawn_blocking(move || {
-            client
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            let mut buf = [0u8; 8];
-            client.read(&mut buf)
-        });
-        assert_eq!(eof.await.unwrap().unwrap(), 0, "the socket stays open");
+        assert_eq!(peer_read(client).await, 0, "the socket stays open");
         // Nothing but the published buffers is left in the ring.
         let start = Instant::now();
         loop {
@@ -519,13 +521,7 @@ fn a_reader_holds_its_socket_without_a_descriptor() {
         assert_eq!(&frames.next_frame().await.unwrap().unwrap()[..], b"after");
         // The reader dropped, the socket closes: the peer reads its end.
         drop(frames);
-        let eof = tokio::task::spawn_blocking(move || {
-            client
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            client.read(&mut [0u8; 8])
-        });
-        assert_eq!(eof.await.unwrap().unwrap(), 0, "the socket stays open");
+        assert_eq!(peer_read(client).await, 0, "the socket stays open");
     });
 }
 
