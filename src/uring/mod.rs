@@ -378,9 +378,10 @@ impl UringGroup {
     /// A reader of `socket`'s frames (the caller keeps `socket` to write replies on).
     /// The reader uses no descriptor of its own: the group's io_uring instance holds
     /// the socket in a slot of its file table until the reader is dropped and the
-    /// kernel has finished its receive. Past the table's slots (65,536, or the
-    /// descriptor limit when the group was made) or where the kernel has no such table
-    /// (before Linux 5.19), the reader receives on a duplicate of the descriptor.
+    /// kernel has finished its receive. Past the table's slots (65,536, halved until
+    /// the kernel takes them: it refuses more than the descriptor limit when the group
+    /// is made) or where the kernel has no such table (before Linux 5.19), the reader
+    /// receives on a duplicate of the descriptor.
     ///
     /// # Errors
     /// Duplicating the descriptor failed (where a duplicate is needed).
