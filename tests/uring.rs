@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use ringmem::io::LengthDelimited;
-use ringmem::uring::{UringError, UringGroup, UringOptions};
+use ringmem::uring::{UringError, UringFramedReader, UringGroup, UringOptions};
 use ringmem::FixedBuf;
 
 /// A group as `opts` say, or `None` (after a loud line) where the kernel refuses
@@ -450,6 +450,23 @@ fn kept_frames_hold_about_their_own_bytes() {
     });
 }
 
+/// A 1 MiB group (`None` where io_uring is refused) with one connection: the
+/// client, the server side and its reader.
+async fn one_reader(
+    name: &str,
+) -> Option<(
+    UringGroup,
+    TcpStream,
+    tokio::net::TcpStream,
+    UringFramedReader<LengthDelimited>,
+)> {
+    let group = group(name, UringOptions::new(1 << 20))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (client, server) = pair(&listener).await;
+    let frames = group.framed(&server, LengthDelimited::new()).unwrap();
+    Some((group, client, server, frames))
+}
+
 /// What the peer `client` reads next (0 at the end of the stream), within 10 s.
 async fn peer_read(mut client: TcpStream) -> usize {
     let read = tokio::task::spawn_blocking(move || {
@@ -462,15 +479,11 @@ async fn peer_read(mut client: TcpStream) -> usize {
 #[test]
 fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
     runtime().block_on(async {
-        let Some(group) = group(
-            "a_dropped_reader_cancels_its_receive_and_closes_its_socket",
-            UringOptions::new(1 << 20),
-        ) else {
+        let Some((group, mut client, server, mut frames)) =
+            one_reader("a_dropped_reader_cancels_its_receive_and_closes_its_socket").await
+        else {
             return;
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let (mut client, server) = pair(&listener).await;
-        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
         client.write_all(&wire(&[b"one".to_vec()])).unwrap();
         assert_eq!(&frames.next_frame().await.unwrap().unwrap()[..], b"one");
         drop(frames);
@@ -504,15 +517,11 @@ fn descriptors_of(fd: &impl AsRawFd) -> usize {
 #[test]
 fn a_reader_holds_its_socket_without_a_descriptor() {
     runtime().block_on(async {
-        let Some(group) = group(
-            "a_reader_holds_its_socket_without_a_descriptor",
-            UringOptions::new(1 << 20),
-        ) else {
+        let Some((_group, mut client, server, mut frames)) =
+            one_reader("a_reader_holds_its_socket_without_a_descriptor").await
+        else {
             return;
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let (mut client, server) = pair(&listener).await;
-        let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
         // The group's file table holds the socket: no duplicate descriptor.
         assert_eq!(descriptors_of(&server), 1);
         // The caller's descriptor closed, the reader still reads.
