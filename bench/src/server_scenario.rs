@@ -404,6 +404,14 @@ fn judge(rows: &[(String, Stats, Stats)], higher: bool, bar: f64) -> (Option<boo
     (Some(worse.is_empty()), detail, !within.is_empty())
 }
 
+/// The fastest server's median run of a test of the row `-P pipeline -d size`,
+/// seconds (infinite where no server has a figure); a run shorter than
+/// [`SHORTEST_RUN`] is not judged.
+fn fastest_run(cfg: &Config, pipeline: usize, size: usize, rps_k: &Cells) -> f64 {
+    let fastest = (rps_k.iter().flatten().map(|s| s.median)).fold(0.0, f64::max);
+    requests(cfg, pipeline, size) as f64 / (fastest * 1e3)
+}
+
 /// The failures of the rows of each size, each said once: with the sizes it struck
 /// (`-d 3, 1024: ...`), or with none if it struck every size.
 fn size_failures(rows: &[(usize, RateRuns)]) -> Vec<String> {
@@ -468,10 +476,8 @@ fn rate_tables(
         for test in TEST_NAMES {
             let c = cells(runs, test_figure(test, |l| Some(l.rps / 1e3)));
             let label = format!("{test} {d}");
-            // The fastest server's median run of the test, seconds.
-            let fastest = (c.iter().flatten().map(|s| s.median)).fold(0.0, f64::max);
-            let secs = requests(cfg, pipeline, *size) as f64 / (fastest * 1e3);
-            let judged = fastest <= 0.0 || secs >= SHORTEST_RUN;
+            let secs = fastest_run(cfg, pipeline, *size, &c);
+            let judged = secs >= SHORTEST_RUN;
             if !judged {
                 too_short.push(format!("{label} ({:.0} ms)", secs * 1e3));
             } else if let (Some(a), Some(b), Some(r)) = (c[RINGMEM], c[FRAMED], c[REDIS]) {
@@ -635,9 +641,8 @@ fn uring_rates(
         let what = format!("-P {pipeline}, {}", size_label(*size));
         for test in TEST_NAMES {
             let c = cells(runs, test_figure(test, |l| Some(l.rps / 1e3)));
-            let fastest = (c.iter().flatten().map(|s| s.median)).fold(0.0, f64::max);
-            let secs = requests(cfg, pipeline, *size) as f64 / (fastest * 1e3);
-            if let (Some(x), true) = (over(c[URING], c[RINGMEM]), secs >= SHORTEST_RUN) {
+            let judged = fastest_run(cfg, pipeline, *size, &c) >= SHORTEST_RUN;
+            if let (Some(x), true) = (over(c[URING], c[RINGMEM]), judged) {
                 ratios.push(x.median);
             }
             t.rows.push(uring_row(
@@ -654,10 +659,15 @@ fn uring_rates(
             vec![what, "peak RSS (MiB)".into()],
             cells(runs, |r| r.hwm),
         ));
-        for n in role_failures(runs, URING..URING + 1) {
-            if !t.notes.contains(&n) {
-                t.notes.push(n);
-            }
+        uring_failures(t, runs);
+    }
+}
+
+/// Notes in the io_uring table saying why its server has no figures (each once).
+fn uring_failures<T>(t: &mut Table, runs: &Runs<T>) {
+    for n in role_failures(runs, URING..URING + 1) {
+        if !t.notes.contains(&n) {
+            t.notes.push(n);
         }
     }
 }
@@ -671,11 +681,7 @@ fn uring_idle(t: &mut Table, idle: &[(usize, Runs<server_memory::IdleRun>)]) {
                     .push(uring_row(vec![format!("{count} idle"), what], c));
             }
         }
-        for n in role_failures(runs, URING..URING + 1) {
-            if !t.notes.contains(&n) {
-                t.notes.push(n);
-            }
-        }
+        uring_failures(t, runs);
     }
 }
 
