@@ -1,10 +1,11 @@
 //! The io_uring receive path on the real kernel: frames whole and in order over many
 //! connections, with and without incremental consumption; `ENOBUFS` while frames are
-//! held, then a release; a reader that does not read, paused at its queue's cap; pages
-//! given back once the receives are quiet; forty connections parked at once, all
-//! restarted in turn; readers asleep on partial frames, which leave the ring once they
-//! cannot be joined; a dropped reader's receive cancelled and its socket closed; a
-//! runtime dropped with receives in flight; io_uring refused by a seccomp filter.
+//! held, then a release; a reader that does not read, taking nothing until its first
+//! look and then paused at its queue's cap; pages given back once the receives are
+//! quiet; forty connections parked at once, all restarted in turn; readers asleep on
+//! partial frames, which leave the ring once they cannot be joined; a dropped reader's
+//! receive cancelled and its socket closed; a runtime dropped with receives in flight;
+//! io_uring refused by a seccomp filter.
 //!
 //! Where the kernel refuses io_uring itself (the probe: an instance of two entries),
 //! each test prints `URING SKIPPED` and returns; where the probe works, a group that
@@ -43,6 +44,17 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// Reads `frames`' first frame, `sent[0]`, and leaves the reader asleep: a reader's
+/// first look for bytes starts its connection's receive.
+async fn read_first(frames: &mut UringFramedReader<LengthDelimited>, sent: &[Vec<u8>]) {
+    let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
+        .await
+        .expect("the first frame")
+        .unwrap()
+        .expect("a frame");
+    assert_eq!(&f[..], &sent[0][..]);
 }
 
 /// A connected pair: the client (std, blocking) and the server side (tokio).
@@ -201,10 +213,11 @@ async fn sixteen_mib() -> (
     (sent, writer, server)
 }
 
-/// A reader that does not read: its connection's receive pauses once the bytes
-/// waiting for it pass the queue's cap (by default a quarter of the group, here 2 MiB),
-/// so the rest waits in the socket and the group keeps room for the others; read, every
-/// frame arrives in order.
+/// A reader that does not read: until its first look for bytes its connection takes
+/// nothing from the group (the bytes wait in the socket); after it, the receive pauses
+/// once the bytes waiting for the reader reach the queue's cap (by default a quarter of
+/// the group, here 2 MiB), so the rest waits in the socket and the group keeps room for
+/// the others; read, every frame arrives in order.
 #[test]
 fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
     runtime().block_on(async {
@@ -212,8 +225,14 @@ fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
         let Some(group) = group(name, UringOptions::new(8 << 20)) else {
             return;
         };
+        let before = group.stats();
         let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let idle = group.stats();
+        assert_eq!(idle.completions, 0, "{idle:?}");
+        assert_eq!(idle.bytes_in_use, before.bytes_in_use, "{idle:?}");
+        read_first(&mut frames, &sent).await;
         let start = Instant::now();
         while group.stats().pauses == 0 {
             assert!(
@@ -227,7 +246,7 @@ fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
         let stats = group.stats();
         // The kernel's buffers (2 MiB), the cap and what came before the pause took.
         assert!(stats.bytes_in_use < 6 << 20, "{stats:?}");
-        for (i, p) in sent.iter().enumerate() {
+        for (i, p) in sent.iter().enumerate().skip(1) {
             let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
                 .await
                 .unwrap_or_else(|_| panic!("stalled at frame {i}: {:?}", group.stats()))
@@ -253,6 +272,7 @@ fn pages_go_back_once_the_receives_are_quiet() {
         };
         let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+        read_first(&mut frames, &sent).await;
         let start = Instant::now();
         while group.stats().bytes_in_use < 6 << 20 {
             assert!(
@@ -262,7 +282,7 @@ fn pages_go_back_once_the_receives_are_quiet() {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        for p in &sent {
+        for p in &sent[1..] {
             let f = frames.next_frame().await.unwrap().expect("a frame");
             assert_eq!(&f[..], &p[..]);
         }
@@ -281,9 +301,9 @@ fn pages_go_back_once_the_receives_are_quiet() {
 }
 
 /// More connections parked for want of buffers than one buffer published restarts at
-/// once (one buffer id; forty connections with bytes waiting and readers that do not
-/// read until most are parked, their queued bytes filling the ring): each still gets
-/// every frame, as the restarts go on turn by turn.
+/// once (one buffer id; forty connections with bytes waiting, their readers reading
+/// from the start, so that the buffer goes round while most are parked): each still
+/// gets every frame, as the restarts go on turn by turn.
 #[test]
 fn many_parked_connections_all_get_their_frames() {
     runtime().block_on(async {
@@ -292,7 +312,7 @@ fn many_parked_connections_all_get_their_frames() {
             return;
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut readers = Vec::new();
+        let mut tasks = Vec::new();
         let mut writers = Vec::new();
         for c in 0..40 {
             let (mut client, server) = pair(&listener).await;
@@ -301,29 +321,15 @@ fn many_parked_connections_all_get_their_frames() {
             writers.push(std::thread::spawn(move || {
                 client.write_all(&bytes).map(|()| client)
             }));
-            let frames = group.framed(&server, LengthDelimited::new()).unwrap();
-            readers.push((frames, server, sent));
+            let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+            tasks.push(tokio::spawn(async move {
+                for p in &sent {
+                    let f = frames.next_frame().await.unwrap().expect("a frame");
+                    assert_eq!(&f[..], &p[..], "connection {c}");
+                }
+                drop(server);
+            }));
         }
-        let start = Instant::now();
-        while group.stats().out_of_buffers < 20 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{:?}",
-                group.stats()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let tasks: Vec<_> = (readers.into_iter().enumerate())
-            .map(|(c, (mut frames, server, sent))| {
-                tokio::spawn(async move {
-                    for p in &sent {
-                        let f = frames.next_frame().await.unwrap().expect("a frame");
-                        assert_eq!(&f[..], &p[..], "connection {c}");
-                    }
-                    drop(server);
-                })
-            })
-            .collect();
         for t in tasks {
             let r = tokio::time::timeout(Duration::from_secs(20), t).await;
             assert!(
@@ -335,7 +341,11 @@ fn many_parked_connections_all_get_their_frames() {
         for w in writers {
             drop(w.join().unwrap().unwrap());
         }
-        assert!(group.stats().restarts >= 20, "{:?}", group.stats());
+        let stats = group.stats();
+        assert!(
+            stats.out_of_buffers >= 20 && stats.restarts >= 20,
+            "{stats:?}"
+        );
     });
 }
 

@@ -511,8 +511,10 @@ impl Shared {
             closing: false,
             parked: false,
         });
-        st.arm(id);
-        st.submit();
+        // Its receive starts when the reader first looks for bytes: a connection
+        // whose reader is not read takes nothing from the group (its bytes wait in
+        // the socket, as on epoll).
+        lock(&queue).paused = true;
         Ok((id, gen, queue))
     }
 

@@ -54,6 +54,9 @@
 //! publishes again; then as many waiting receives start again as the bytes the kernel
 //! has can serve, at what receives brought lately, not all of them.
 //!
+//! A connection receives only once its reader has looked for bytes; until then they
+//! wait in its socket, as on epoll.
+//!
 //! A reader holding the start of a frame keeps it as a view only while its
 //! connection's next bytes can join it (the kernel writes that buffer next, right
 //! after it); once another connection's bytes land there, or the kernel gives the
