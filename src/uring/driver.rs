@@ -60,6 +60,24 @@ static GIVE_BACK_TIMER: types::Timespec = types::Timespec::new().sec(GIVE_BACK_E
 /// `user_data` of that timeout: no connection's (see [`user_data`]).
 const TIMER: u64 = u64::MAX;
 
+/// Offset of `optlen` in the kernel's 64-byte `io_uring_sqe` (a union with
+/// `file_index` and `splice_fd_in`).
+const SQE_OPTLEN: usize = 44;
+
+/// `sqe` (a multishot receive) ending on its own once it has received `total` bytes
+/// (Linux 6.17; earlier kernels fail the receive with `EINVAL`). The io-uring crate
+/// has no field for it.
+fn capped(sqe: squeue::Entry, total: u32) -> squeue::Entry {
+    // SAFETY: `squeue::Entry` is `#[repr(C)]` around the kernel's `io_uring_sqe`, 64
+    // bytes of plain integers (`transmute` checks the size), so every byte pattern is
+    // one; `SQE_OPTLEN` is the kernel ABI's offset of `optlen`, which a receive that
+    // reads a fixed file through `fd` does not use otherwise.
+    let mut raw: [u8; 64] = unsafe { core::mem::transmute(sqe) };
+    raw[SQE_OPTLEN..SQE_OPTLEN + 4].copy_from_slice(&total.to_ne_bytes());
+    // SAFETY: as above.
+    unsafe { core::mem::transmute::<[u8; 64], squeue::Entry>(raw) }
+}
+
 /// How long a group dropped with receives in flight waits for their last completions
 /// before it leaks their buffers instead.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -289,6 +307,9 @@ pub(crate) struct State {
     next_gen: u32,
     /// Bytes a connection's queue holds before its receive is paused.
     queue_cap: usize,
+    /// Whether the kernel ends a receive at a total of bytes (Linux 6.17): the queue's
+    /// cap holds without a cancellation. Found out by the first receive.
+    total_cap: bool,
     buf_len: usize,
     /// The driver's task, woken when the last user goes.
     driver: Option<Waker>,
@@ -404,6 +425,7 @@ impl Shared {
             slots: file_slots(&uring),
             next_gen: 0,
             queue_cap: config.queue_cap.max(buf_len),
+            total_cap: true,
             buf_len,
             driver: None,
             wake: Vec::new(),
@@ -608,13 +630,26 @@ impl State {
         let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
             return;
         };
-        c.recv = Recv::Armed;
         c.parked = false;
+        let mut q = lock(&c.queue);
+        if q.bytes >= self.queue_cap {
+            // Its reader starts it again once it has taken the bytes.
+            q.paused = true;
+            drop(q);
+            self.stall(id);
+            return;
+        }
+        let room = self.queue_cap - q.bytes;
+        drop(q);
+        c.recv = Recv::Armed;
         let sqe = match &c.file {
             ConnFile::Slot => opcode::RecvMulti::new(types::Fixed(id), BGID).build(),
             ConnFile::Fd(fd) => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BGID).build(),
         };
-        let sqe = sqe.user_data(user_data(id, c.gen, false));
+        let mut sqe = sqe.user_data(user_data(id, c.gen, false));
+        if self.total_cap {
+            sqe = capped(sqe, room.min(u32::MAX as usize) as u32);
+        }
         self.push(&sqe);
     }
 
@@ -694,7 +729,8 @@ impl State {
                 self.unpin(id, gen);
             }
         }
-        let queue_cap = self.queue_cap;
+        let (queue_cap, total_cap) = (self.queue_cap, self.total_cap);
+        let (mut uncapped, mut again) = (false, false);
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
@@ -714,25 +750,34 @@ impl State {
             let was = core::mem::replace(&mut c.recv, Recv::Idle);
             const ENOBUFS: i32 = -libc::ENOBUFS;
             const ECANCELED: i32 = -libc::ECANCELED;
+            const EINVAL: i32 = -libc::EINVAL;
             match res {
                 _ if c.closing => {}
                 0 => q.end = q.end.take().or(Some(Ok(()))),
                 ENOBUFS if was == Recv::Armed => parked = true,
                 ECANCELED | ENOBUFS => q.paused = true,
                 1.. if was == Recv::Cancelling => q.paused = true,
-                // Ended for another reason (completions overflowed): started again as a
-                // parked receive is.
-                1.. => parked = true,
+                // Ended at its total cap, or for another reason (completions
+                // overflowed): started again at once, or paused if its queue is full.
+                1.. => again = true,
+                // A kernel before 6.17 refuses the receive's total cap: started again
+                // without one.
+                EINVAL if total_cap && was == Recv::Armed => (parked, uncapped) = (true, true),
                 e => q.end = q.end.take().or(Some(Err(io::Error::from_raw_os_error(-e)))),
+            }
+            if parked && q.bytes >= queue_cap {
+                (parked, q.paused) = (false, true);
             }
         } else if q.bytes > queue_cap && c.recv == Recv::Armed {
             pause = true;
         }
+        let stalled = q.paused && !q.chunks.is_empty();
         let waker = q.waker.take();
         drop(q);
         let out_of_buffers = parked && res == -libc::ENOBUFS;
         let newly_parked = parked && !core::mem::replace(&mut c.parked, true);
         let gone = c.closing && c.recv == Recv::Idle;
+        self.total_cap &= !uncapped;
         self.wake.extend(waker);
         if gone {
             self.remove(id);
@@ -743,9 +788,20 @@ impl State {
             self.counters.out_of_buffers.fetch_add(1, Ordering::Relaxed);
         }
         if pause {
-            self.counters.pauses.fetch_add(1, Ordering::Relaxed);
             self.cancel(id);
         }
+        if stalled && !gone {
+            self.stall(id);
+        }
+        if again && !gone {
+            self.counters.rearms.fetch_add(1, Ordering::Relaxed);
+            self.arm(id);
+        }
+    }
+
+    /// Connection `id`'s receive is paused with bytes its reader has not taken.
+    fn stall(&mut self, _id: u32) {
+        self.counters.pauses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A region for a buffer: a whole one, else at least [`LEAST_BUF`] bytes grown over

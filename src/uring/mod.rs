@@ -216,9 +216,10 @@ impl UringOptions {
     /// Bytes a connection's received, untaken bytes may reach before its receive is
     /// paused until its reader takes them (at least a buffer's): a reader that does not
     /// keep up cannot take the whole group. By default a quarter of the group, from
-    /// 256 KiB to 4 MiB: a pause cancels the receive and starts it again, which costs
-    /// the connection a stall, so it is kept for readers far behind (a multishot
-    /// receive takes many buffers in a row from a connection with bytes waiting).
+    /// 256 KiB to 4 MiB. From Linux 6.17 a receive ends at the cap by itself; before, a
+    /// pause cancels it (a multishot receive takes many buffers in a row from a
+    /// connection with bytes waiting, so the queue may pass the cap by a few), and
+    /// either way the connection stalls until its reader has taken its bytes.
     ///
     /// ```
     /// let opts = ringmem::uring::UringOptions::new(1 << 20).queue_cap(1 << 20);
