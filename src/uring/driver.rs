@@ -27,6 +27,7 @@ use tokio::io::Interest;
 use super::books::{Books, Entry, Judge};
 use super::frames::Chunk;
 use super::lock;
+use crate::io::{Memory, ReadPool};
 use crate::ring::wait::{poll_until, Span, TaskSlot};
 use crate::{FixedBufMut, Ring};
 
@@ -78,6 +79,19 @@ fn capped(sqe: squeue::Entry, total: u32) -> squeue::Entry {
     unsafe { core::mem::transmute::<[u8; 64], squeue::Entry>(raw) }
 }
 
+/// How long a connection's receive stays paused with bytes its reader has not taken
+/// before they may be copied out of the ring (see `State::move_out`): a reader that
+/// long without taking its bytes has stopped reading, for now.
+const STALLED_AFTER: Duration = Duration::from_millis(20);
+
+/// A timeout of [`STALLED_AFTER`], which brings the driver a turn to copy stalled
+/// readers' bytes out while the ring is short (see `State::move_out`).
+static STALLED_TIMER: types::Timespec =
+    types::Timespec::new().nsec(STALLED_AFTER.as_nanos() as u32);
+
+/// `user_data` of that timeout.
+const STALL_TIMER: u64 = u64::MAX - 2;
+
 /// How long a group dropped with receives in flight waits for their last completions
 /// before it leaks their buffers instead.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -113,6 +127,8 @@ pub(crate) struct Config {
     pub(crate) queue_cap: usize,
     /// Buffers the kernel holds at most.
     pub(crate) buffers: usize,
+    /// Where stalled readers' bytes go when the ring is short.
+    pub(crate) pool: ReadPool,
 }
 
 /// The count of one receive path's events, as `UringStats` shows them, and what
@@ -124,6 +140,8 @@ pub(crate) struct Counters {
     pub(crate) rearms: AtomicU64,
     pub(crate) pauses: AtomicU64,
     pub(crate) published: AtomicU64,
+    /// Bytes of stalled readers copied out of the ring.
+    pub(crate) moved: AtomicU64,
 }
 
 /// What the group's handles, its readers and its driver share.
@@ -180,6 +198,10 @@ struct Conn {
     closing: bool,
     /// Waiting for buffers after `ENOBUFS`.
     parked: bool,
+    /// When its receive was last paused with bytes its reader had not taken.
+    paused_at: Instant,
+    /// Listed in `State::stalled`.
+    listed: bool,
 }
 
 /// How a connection's receive names its socket.
@@ -318,6 +340,18 @@ pub(crate) struct State {
     /// Bytes a receive brought, a moving average over the last few: how many parked
     /// receives the bytes the kernel has left can serve (see `refill`).
     recv_avg: usize,
+    /// Connections whose receive was paused with bytes their reader had not taken,
+    /// each once, in the order they were first paused: `move_out` looks at them.
+    stalled: VecDeque<(u32, u32)>,
+    /// When `move_out` last looked at them.
+    moved_at: Instant,
+    /// A timeout for `move_out` is in flight.
+    stall_timer: bool,
+    /// The pool that stalled readers' bytes are copied into, and the most bytes one
+    /// turn of `move_out` copies (a quarter of the ring: the copies are made under the
+    /// lock).
+    mem: Memory,
+    move_most: usize,
     /// Connections parked after `ENOBUFS` (or whose receive ended for another
     /// reason), to start again once the kernel has buffers, oldest first; an id may be
     /// stale (its connection gone, or started again): its `Conn::parked` says.
@@ -430,6 +464,11 @@ impl Shared {
             driver: None,
             wake: Vec::new(),
             parked: VecDeque::new(),
+            stalled: VecDeque::new(),
+            moved_at: Instant::now(),
+            stall_timer: false,
+            mem: Memory::Pool(config.pool),
+            move_most: bytes / 4,
             recv_avg: RECV_GUESS,
             given_back: Instant::now(),
             given_bytes: 0,
@@ -532,6 +571,8 @@ impl Shared {
             recv: Recv::Idle,
             closing: false,
             parked: false,
+            paused_at: Instant::now(),
+            listed: false,
         });
         // Its receive starts when the reader first looks for bytes: a connection
         // whose reader is not read takes nothing from the group (its bytes wait in
@@ -708,6 +749,10 @@ impl State {
             self.timer = false;
             return;
         }
+        if ud == STALL_TIMER {
+            self.stall_timer = false;
+            return;
+        }
         if ud & 1 == 1 {
             return; // a cancellation's own completion
         }
@@ -799,9 +844,90 @@ impl State {
         }
     }
 
-    /// Connection `id`'s receive is paused with bytes its reader has not taken.
-    fn stall(&mut self, _id: u32) {
+    /// Connection `id`'s receive is paused with bytes its reader has not taken: lists
+    /// it for [`move_out`](Self::move_out).
+    fn stall(&mut self, id: u32) {
+        let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
         self.counters.pauses.fetch_add(1, Ordering::Relaxed);
+        c.paused_at = Instant::now();
+        if !core::mem::replace(&mut c.listed, true) {
+            self.stalled.push_back((id, c.gen));
+        }
+    }
+
+    /// While the ring has no room for the buffers the kernel is short of: copies the
+    /// bytes of readers that have not taken them for [`STALLED_AFTER`] into the pool
+    /// (while it has room), so that their buffers go back. A reader that stops reading
+    /// then holds at most the completion it took last, not its queue; a connection
+    /// whose reader does not read keeps the rest of its bytes in its socket, as on
+    /// epoll. At most once per `STALLED_AFTER`, and at most `move_most` bytes; a
+    /// timeout brings the next turn while any is listed. `true` if any bytes moved.
+    fn move_out(&mut self) -> bool {
+        if self.stalled.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.moved_at) < STALLED_AFTER {
+            self.stall_turn();
+            return false;
+        }
+        self.moved_at = now;
+        let mut moved = 0;
+        // The pool is full, or this turn has moved its share.
+        let mut stop = false;
+        for _ in 0..self.stalled.len() {
+            let (id, gen) = self.stalled.pop_front().expect("counted");
+            let Some(c) =
+                (self.conns.get_mut(id as usize).and_then(Option::as_mut)).filter(|c| c.gen == gen)
+            else {
+                continue;
+            };
+            let mut q = lock(&c.queue);
+            let still = c.recv == Recv::Idle && q.paused && !c.closing;
+            if still && (stop || now.duration_since(c.paused_at) < STALLED_AFTER) {
+                drop(q);
+                self.stalled.push_back((id, gen));
+                continue;
+            }
+            if still {
+                for chunk in q.chunks.iter_mut().filter(|c| c.is_view()) {
+                    let copy = (moved < self.move_most)
+                        .then(|| chunk.moved(&self.mem))
+                        .flatten();
+                    let Some(copy) = copy else {
+                        stop = true;
+                        break;
+                    };
+                    moved += copy.len();
+                    *chunk = copy;
+                }
+            }
+            if still && stop {
+                drop(q);
+                self.stalled.push_back((id, gen));
+            } else {
+                c.listed = false;
+            }
+        }
+        self.counters
+            .moved
+            .fetch_add(moved as u64, Ordering::Relaxed);
+        if !self.stalled.is_empty() {
+            self.stall_turn();
+        }
+        moved > 0
+    }
+
+    /// Brings the driver a turn after [`STALLED_AFTER`] (one timeout in flight).
+    fn stall_turn(&mut self) {
+        if !core::mem::replace(&mut self.stall_timer, true) {
+            let sqe = opcode::Timeout::new(&STALLED_TIMER)
+                .build()
+                .user_data(STALL_TIMER);
+            self.push(&sqe);
+        }
     }
 
     /// A region for a buffer: a whole one, else at least [`LEAST_BUF`] bytes grown over
@@ -993,6 +1119,10 @@ impl Future for Driver {
                 st.reap();
                 st.give_back();
                 st.refill(false);
+                // Short of room: stalled readers' bytes go to the pool.
+                if st.books.free() > 0 && st.move_out() {
+                    st.refill(false);
+                }
                 st.submit();
                 let done = shared.users.load(Ordering::Acquire) == 0 && !st.in_flight();
                 (st.books.free() > 0, done, st.take_wake())

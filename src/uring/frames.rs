@@ -36,6 +36,22 @@ impl Chunk {
         self.bytes.len()
     }
 
+    /// Its bytes copied into a region of `mem` if it has room now, so that the view's
+    /// buffer can go back to the group; `None` for a copy already, or without room.
+    pub(crate) fn moved(&self, mem: &Memory) -> Option<Chunk> {
+        self.probe.as_ref()?;
+        let copy = mem.claim_now(self.len())?;
+        Some(Chunk {
+            bytes: filled(copy, &self.bytes),
+            probe: None,
+        })
+    }
+
+    /// Whether it is a view of a buffer of the group (not a copy).
+    pub(crate) fn is_view(&self) -> bool {
+        self.probe.is_some()
+    }
+
     /// Takes its bytes out, leaving none (the view's count goes with them).
     fn take(&mut self) -> FixedBuf {
         core::mem::replace(&mut self.bytes, FixedBuf::from_static(b""))

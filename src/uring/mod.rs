@@ -54,8 +54,12 @@
 //! publishes again; then as many waiting receives start again as the bytes the kernel
 //! has can serve, at what receives brought lately, not all of them.
 //!
-//! A connection receives only once its reader has looked for bytes; until then they
-//! wait in its socket, as on epoll.
+//! A connection receives only once its reader has looked for bytes, and at most
+//! [`UringOptions::queue_cap`] bytes ahead of it; the rest waits in the socket, as on
+//! epoll. Readers that stop reading with that much queued while the ring has no room
+//! for the buffers the kernel needs have their queued bytes copied into the pool (after
+//! 20 ms), so that their buffers go back: a reader that stops reading holds the buffer
+//! of the completion it took last, not the group.
 //!
 //! A reader holding the start of a frame keeps it as a view only while its
 //! connection's next bytes can join it (the kernel writes that buffer next, right
@@ -215,11 +219,13 @@ impl UringOptions {
 
     /// Bytes a connection's received, untaken bytes may reach before its receive is
     /// paused until its reader takes them (at least a buffer's): a reader that does not
-    /// keep up cannot take the whole group. By default a quarter of the group, from
-    /// 256 KiB to 4 MiB. From Linux 6.17 a receive ends at the cap by itself; before, a
-    /// pause cancels it (a multishot receive takes many buffers in a row from a
-    /// connection with bytes waiting, so the queue may pass the cap by a few), and
-    /// either way the connection stalls until its reader has taken its bytes.
+    /// keep up cannot take the whole group, and one that stops reading holds at most
+    /// this much of the pool once its bytes are copied out (see the
+    /// [module](self)). By default a quarter of the group, from 256 KiB to 4 MiB. From
+    /// Linux 6.17 a receive ends at the cap by itself; before, a pause cancels it (a
+    /// multishot receive takes many buffers in a row from a connection with bytes
+    /// waiting, so the queue may pass the cap by a few), and either way the connection
+    /// stalls until its reader has taken its bytes.
     ///
     /// ```
     /// let opts = ringmem::uring::UringOptions::new(1 << 20).queue_cap(1 << 20);
@@ -293,6 +299,9 @@ pub struct UringStats {
     /// Bytes of the ring's free pages given back to the system so far (once a second
     /// at most, and once the receives go quiet).
     pub bytes_given_back: u64,
+    /// Bytes copied out of the ring into the pool, from readers that had stopped
+    /// taking them while the ring was short of room.
+    pub bytes_moved: u64,
 }
 
 /// A group of io_uring provided buffers in ring memory and the receives that fill them
@@ -360,6 +369,7 @@ impl UringGroup {
             0 => 16 << 10,
             n => n,
         };
+        let pool = options.pool.unwrap_or_else(|| ReadPool::global().clone());
         let config = Config {
             bytes: options.bytes,
             buf_len,
@@ -369,13 +379,13 @@ impl UringGroup {
                 n => n,
             },
             buffers: options.buffers,
+            pool: pool.clone(),
         };
         let shared = Shared::start(config).map_err(|e| match e {
             StartError::NoRuntime => UringError::NoRuntime,
             StartError::Refused(e) => UringError::Unavailable(e),
             StartError::Other(e) => UringError::Other(e),
         })?;
-        let pool = options.pool.unwrap_or_else(|| ReadPool::global().clone());
         Ok(UringGroup { shared, pool })
     }
 
@@ -467,6 +477,7 @@ impl UringGroup {
             pauses: c.pauses.load(Ordering::Relaxed),
             published: c.published.load(Ordering::Relaxed),
             bytes_given_back: counters.bytes_given_back,
+            bytes_moved: c.moved.load(Ordering::Relaxed),
         }
     }
 }

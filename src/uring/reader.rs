@@ -141,14 +141,15 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
                 return Poll::Pending;
             }
             let mut q = lock(&this.queue);
-            if !q.chunks.is_empty() {
-                (q.bytes, q.pinned) = (0, false);
-                for chunk in q.chunks.drain(..) {
-                    this.frames.push(chunk);
-                }
-                let paused = core::mem::take(&mut q.paused);
+            // One completion's bytes at a time: those left in the queue are the ones
+            // the group may copy out when it runs short (a reader that stops reading
+            // holds one completion's buffer, not its backlog's).
+            if let Some(chunk) = q.chunks.pop_front() {
+                (q.bytes, q.pinned) = (q.bytes - chunk.len(), false);
+                let resume = q.chunks.is_empty() && core::mem::take(&mut q.paused);
                 drop(q);
-                if paused {
+                this.frames.push(chunk);
+                if resume {
                     this.shared.resume(this.id, this.gen);
                 }
                 continue;
