@@ -20,7 +20,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use ringmem::io::LengthDelimited;
-use ringmem::uring::{UringError, UringFramedReader, UringGroup, UringOptions};
+use ringmem::uring::{UringError, UringFramedReader, UringGroup, UringOptions, UringStats};
 use ringmem::FixedBuf;
 
 /// A group as `opts` say, or `None` (after a loud line) where the kernel refuses
@@ -47,15 +47,48 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Reads the frames `sent` in order from `frames`, a reader of `group`, each within
+/// 10 s (`what`, the frame's index in `sent` and the group's stats say which stalled).
+async fn read_all(
+    group: &UringGroup,
+    frames: &mut UringFramedReader<LengthDelimited>,
+    sent: &[Vec<u8>],
+    what: &str,
+) {
+    for (i, p) in sent.iter().enumerate() {
+        let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: stalled at frame {i}: {:?}", group.stats()))
+            .unwrap()
+            .expect("a frame");
+        assert_eq!(&f[..], &p[..], "{what}: frame {i}");
+    }
+}
+
 /// Reads `frames`' first frame, `sent[0]`, and leaves the reader asleep: a reader's
 /// first look for bytes starts its connection's receive.
-async fn read_first(frames: &mut UringFramedReader<LengthDelimited>, sent: &[Vec<u8>]) {
-    let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
-        .await
-        .expect("the first frame")
-        .unwrap()
-        .expect("a frame");
-    assert_eq!(&f[..], &sent[0][..]);
+async fn read_first(
+    group: &UringGroup,
+    frames: &mut UringFramedReader<LengthDelimited>,
+    sent: &[Vec<u8>],
+) {
+    read_all(group, frames, &sent[..1], "the first frame").await;
+}
+
+/// Waits until the group's stats say `done`, 10 s at most (then fails with `what`).
+async fn wait_until(group: &UringGroup, what: &str, done: impl Fn(&UringStats) -> bool) {
+    let start = Instant::now();
+    loop {
+        let stats = group.stats();
+        if done(&stats) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what}: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// A connected pair: the client (std, blocking) and the server side (tokio).
@@ -246,16 +279,8 @@ fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
         let idle = group.stats();
         assert_eq!(idle.completions, 0, "{idle:?}");
         assert_eq!(idle.bytes_in_use, before.bytes_in_use, "{idle:?}");
-        read_first(&mut frames, &sent).await;
-        let start = Instant::now();
-        while group.stats().pauses == 0 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{:?}",
-                group.stats()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        read_first(&group, &mut frames, &sent).await;
+        wait_until(&group, "no pause", |s| s.pauses > 0).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let stats = group.stats();
         // The kernel's buffers (2 MiB) and the queue: from Linux 6.17 the receive ends
@@ -267,14 +292,7 @@ fn a_reader_that_does_not_read_holds_a_quarter_of_the_group() {
             6 << 20
         };
         assert!(stats.bytes_in_use < bound, "{stats:?}");
-        for (i, p) in sent.iter().enumerate().skip(1) {
-            let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
-                .await
-                .unwrap_or_else(|_| panic!("stalled at frame {i}: {:?}", group.stats()))
-                .unwrap()
-                .expect("a frame");
-            assert_eq!(&f[..], &p[..], "frame {i}");
-        }
+        read_all(&group, &mut frames, &sent[1..], "read at last").await;
         drop(writer.join().unwrap().unwrap());
     });
 }
@@ -293,16 +311,8 @@ fn pages_go_back_once_the_receives_are_quiet() {
         };
         let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
-        read_first(&mut frames, &sent).await;
-        let start = Instant::now();
-        while group.stats().bytes_in_use < 6 << 20 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{:?}",
-                group.stats()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        read_first(&group, &mut frames, &sent).await;
+        wait_until(&group, "6 MiB never queued", |s| s.bytes_in_use >= 6 << 20).await;
         for p in &sent[1..] {
             let f = frames.next_frame().await.unwrap().expect("a frame");
             assert_eq!(&f[..], &p[..]);
@@ -340,38 +350,17 @@ fn readers_that_stop_reading_do_not_stop_the_others() {
         for _ in 0..4 {
             let (sent, writer, server) = sixteen_mib().await;
             let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
-            read_first(&mut frames, &sent).await;
+            read_first(&group, &mut frames, &sent).await;
             stalled.push((sent, writer, server, frames));
         }
-        let start = Instant::now();
-        while group.stats().bytes_moved == 0 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "nothing copied out: {:?}",
-                group.stats()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(&group, "nothing copied out", |s| s.bytes_moved > 0).await;
         let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
-        for (i, p) in sent.iter().enumerate() {
-            let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
-                .await
-                .unwrap_or_else(|_| panic!("stalled at frame {i}: {:?}", group.stats()))
-                .unwrap()
-                .expect("a frame");
-            assert_eq!(&f[..], &p[..], "frame {i}");
-        }
+        read_all(&group, &mut frames, &sent, "the other connection").await;
         drop((writer.join().unwrap().unwrap(), server));
         for (c, (sent, writer, server, mut frames)) in stalled.into_iter().enumerate() {
-            for (i, p) in sent.iter().enumerate().skip(1) {
-                let f = tokio::time::timeout(Duration::from_secs(10), frames.next_frame())
-                    .await
-                    .unwrap_or_else(|_| panic!("connection {c} stalled at frame {i}"))
-                    .unwrap()
-                    .expect("a frame");
-                assert_eq!(&f[..], &p[..], "connection {c}, frame {i}");
-            }
+            let what = format!("stalled connection {c}, read at last");
+            read_all(&group, &mut frames, &sent[1..], &what).await;
             drop((writer.join().unwrap().unwrap(), server));
         }
     });
@@ -574,19 +563,14 @@ fn a_dropped_reader_cancels_its_receive_and_closes_its_socket() {
         client.write_all(&wire(&[b"one".to_vec()])).unwrap();
         assert_eq!(&frames.next_frame().await.unwrap().unwrap()[..], b"one");
         drop(frames);
-        drop(server); // its last descriptor (the group's slot goes with the receive)
-                      // The peer sees the close once the kernel has ended the receive.
+        // Its last descriptor (the group's slot goes with the receive): the peer sees
+        // the close once the kernel has ended the receive.
+        drop(server);
         assert_eq!(peer_read(client).await, 0, "the socket stays open");
-        // Nothing but the published buffers is left in the ring.
-        let start = Instant::now();
-        loop {
-            let s = group.stats();
-            if s.bytes_in_use <= s.buffers * (s.buf_len + 64) {
-                break;
-            }
-            assert!(start.elapsed() < Duration::from_secs(10), "{s:?}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_until(&group, "more than the published buffers left", |s| {
+            s.bytes_in_use <= s.buffers * (s.buf_len + 64)
+        })
+        .await;
     });
 }
 

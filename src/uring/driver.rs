@@ -69,10 +69,11 @@ const SQE_OPTLEN: usize = 44;
 /// (Linux 6.17; earlier kernels fail the receive with `EINVAL`). The io-uring crate
 /// has no field for it.
 fn capped(sqe: squeue::Entry, total: u32) -> squeue::Entry {
-    // SAFETY: `squeue::Entry` is `#[repr(C)]` around the kernel's `io_uring_sqe`, 64
-    // bytes of plain integers (`transmute` checks the size), so every byte pattern is
-    // one; `SQE_OPTLEN` is the kernel ABI's offset of `optlen`, which a receive that
-    // reads a fixed file through `fd` does not use otherwise.
+    // `squeue::Entry` is `#[repr(C)]` around the kernel's `io_uring_sqe`: 64 bytes of
+    // integers and unions of them, no padding (`transmute` checks the size).
+    // `SQE_OPTLEN` is the ABI's offset of `optlen`, which a receive that names its
+    // socket in `fd` does not use otherwise.
+    // SAFETY: every pattern of 64 bytes is a value of either type (above).
     let mut raw: [u8; 64] = unsafe { core::mem::transmute(sqe) };
     raw[SQE_OPTLEN..SQE_OPTLEN + 4].copy_from_slice(&total.to_ne_bytes());
     // SAFETY: as above.
