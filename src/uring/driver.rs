@@ -203,6 +203,8 @@ struct Conn {
     paused_at: Instant,
     /// Listed in `State::stalled`.
     listed: bool,
+    /// Its reader has looked for bytes: the receive has been started.
+    started: bool,
 }
 
 /// How a connection's receive names its socket.
@@ -574,6 +576,7 @@ impl Shared {
             parked: false,
             paused_at: Instant::now(),
             listed: false,
+            started: false,
         });
         // Its receive starts when the reader first looks for bytes: a connection
         // whose reader is not read takes nothing from the group (its bytes wait in
@@ -585,14 +588,18 @@ impl Shared {
     /// Starts a paused connection's receive again.
     pub(crate) fn resume(&self, id: u32, gen: u32) {
         let mut st = self.lock();
-        let idle = st
+        let Some(c) = st
             .conn(id, gen)
-            .is_some_and(|c| c.recv == Recv::Idle && !c.closing);
-        if idle {
+            .filter(|c| c.recv == Recv::Idle && !c.closing)
+        else {
+            return;
+        };
+        // The first start (the reader's first look) is no restart.
+        let again = core::mem::replace(&mut c.started, true);
+        if st.arm(id) && again {
             self.counters.rearms.fetch_add(1, Ordering::Relaxed);
-            st.arm(id);
-            st.submit();
         }
+        st.submit();
     }
 
     /// Its reader is gone: cancels the connection's receive; the connection goes with
@@ -668,9 +675,12 @@ impl State {
         }
     }
 
-    fn arm(&mut self, id: u32) {
+    /// Starts connection `id`'s receive, for the room its queue has left under the
+    /// cap; with its queue full, pauses it instead (its reader starts it again). `true`
+    /// if it started.
+    fn arm(&mut self, id: u32) -> bool {
         let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
-            return;
+            return false;
         };
         c.parked = false;
         let mut q = lock(&c.queue);
@@ -679,7 +689,7 @@ impl State {
             q.paused = true;
             drop(q);
             self.stall(id);
-            return;
+            return false;
         }
         let room = self.queue_cap - q.bytes;
         drop(q);
@@ -693,6 +703,7 @@ impl State {
             sqe = capped(sqe, room.min(u32::MAX as usize) as u32);
         }
         self.push(&sqe);
+        true
     }
 
     fn cancel(&mut self, id: u32) {
@@ -839,9 +850,8 @@ impl State {
         if stalled && !gone {
             self.stall(id);
         }
-        if again && !gone {
+        if again && !gone && self.arm(id) {
             self.counters.rearms.fetch_add(1, Ordering::Relaxed);
-            self.arm(id);
         }
     }
 
@@ -986,8 +996,9 @@ impl State {
                     .is_some_and(|c| c.parked && !c.closing && c.recv == Recv::Idle);
                 if waits {
                     budget -= 1;
-                    self.counters.rearms.fetch_add(1, Ordering::Relaxed);
-                    self.arm(id);
+                    if self.arm(id) {
+                        self.counters.rearms.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
         }
