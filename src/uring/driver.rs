@@ -822,6 +822,9 @@ impl State {
                 EINVAL if total_cap && was == Recv::Armed => (parked, uncapped) = (true, true),
                 e => q.end = q.end.take().or(Some(Err(io::Error::from_raw_os_error(-e)))),
             }
+            // Out of buffers with its queue full: paused, not parked, so that it is
+            // listed for `move_out` now (a parked receive waits for a buffer, which a
+            // ring full of such queues never publishes).
             if parked && q.bytes >= queue_cap {
                 (parked, q.paused) = (false, true);
             }

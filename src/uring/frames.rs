@@ -36,10 +36,9 @@ impl Chunk {
         self.bytes.len()
     }
 
-    /// Its bytes copied into a region of `mem` if it has room now, so that the view's
-    /// buffer can go back to the group; `None` for a copy already, or without room.
+    /// A view's bytes copied into a region of `mem` if it has room now, so that the
+    /// view's buffer can go back to the group (see [`is_view`](Self::is_view)).
     pub(crate) fn moved(&self, mem: &Memory) -> Option<Chunk> {
-        self.probe.as_ref()?;
         let copy = mem.claim_now(self.len())?;
         Some(Chunk {
             bytes: filled(copy, &self.bytes),
