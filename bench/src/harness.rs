@@ -558,90 +558,6 @@ impl Table {
         .filter(|c| !c.1.is_empty())
         .collect()
     }
-
-    /// Who was fastest, in words, from this run's medians: per row the competitor with
-    /// the lowest median time (the leftmost on a tie), grouped by competitor, most rows
-    /// first, and in how many rows the winner's min–max overlaps the runner-up's, e.g.
-    /// `ringmem fastest in 4 of 5 rows; ringal in 1 (Iterations 500,000, Buffer Size
-    /// 64, Max Buffers 64). The winner's min–max overlaps the runner-up's in 2 of 5
-    /// rows.` `control` and `bounded control` (floors that allocate nothing) compete
-    /// with no one. `None` for a peak-RSS table or one whose rows have no two timed
-    /// competitors.
-    pub fn winners(&self) -> Option<String> {
-        if self.unit.is_figure() {
-            return None;
-        }
-        // (column, its rows' labels) in order of first win; rows with an overlap.
-        let mut groups: Vec<(usize, Vec<String>)> = Vec::new();
-        let (mut rows, mut close) = (0, 0);
-        for row in &self.rows {
-            let mut timed: Vec<(usize, Stats)> = row
-                .cells
-                .iter()
-                .enumerate()
-                .filter(|&(c, _)| !self.columns[c].ends_with("control"))
-                .filter_map(|(c, st)| st.map(|st| (c, st)))
-                .collect();
-            if timed.len() < 2 {
-                continue;
-            }
-            // Times per operation in every unit (`Mops` only prints their inverse).
-            timed.sort_by(|a, b| a.1.median.total_cmp(&b.1.median));
-            let (won, best) = timed[0];
-            rows += 1;
-            if best.max >= timed[1].1.min {
-                close += 1;
-            }
-            let label = self.row_label(row);
-            match groups.iter_mut().find(|g| g.0 == won) {
-                Some(g) => g.1.push(label),
-                None => groups.push((won, vec![label])),
-            }
-        }
-        if rows == 0 {
-            return None;
-        }
-        groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
-        let mut s = format!(
-            "{} fastest in {} of {rows} rows",
-            self.columns[groups[0].0],
-            groups[0].1.len()
-        );
-        for (col, labels) in &groups[1..] {
-            let _ = write!(
-                s,
-                "; {} in {} ({})",
-                self.columns[*col],
-                labels.len(),
-                labels.join("; ")
-            );
-        }
-        s.push('.');
-        if close == rows {
-            s.push_str(" The winner's min–max overlaps the runner-up's in every row.");
-        } else if close > 0 {
-            let _ = write!(
-                s,
-                " The winner's min–max overlaps the runner-up's in {close} of {rows} rows."
-            );
-        }
-        Some(s)
-    }
-
-    /// A row in words: its one parameter if that has words, else `name value` for each.
-    fn row_label(&self, row: &Row) -> String {
-        if let [only] = &row.params[..] {
-            if only.chars().any(char::is_alphabetic) {
-                return only.clone();
-            }
-        }
-        self.params
-            .iter()
-            .zip(&row.params)
-            .map(|(name, value)| format!("{name} {value}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
 }
 
 /// Thousands separators, as the peers print counts.
@@ -843,20 +759,6 @@ mod tests {
             restarts: 0,
             cpu: None,
         })
-    }
-
-    #[test]
-    fn the_controls_win_no_row() {
-        let columns: Vec<String> = ["ringal", "ringmem", "bounded control", "control"]
-            .map(String::from)
-            .to_vec();
-        let mut t = Table::new("t", &["Size"], &columns, Unit::Ms);
-        t.rows.push(Row {
-            params: vec!["64".into()],
-            cells: vec![ms(3.0), ms(2.0), ms(1.5), ms(1.0)],
-        });
-        let w = t.winners().unwrap();
-        assert!(w.starts_with("ringmem fastest in 1 of 1 rows"), "{w}");
     }
 
     #[test]

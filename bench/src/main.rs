@@ -329,10 +329,9 @@ fn main() {
                 Some(m) => format!("{which} ({m})"),
                 None => which,
             };
-            if let Some(w) = table.winners() {
-                s.push_str(&format!("\n**{which}:** {w}\n"));
-            }
             if let Some(v) = verdict::verdict(&which, &table) {
+                let (who, what) = v.split_once(": ").unwrap_or(("", &v));
+                s.push_str(&format!("\n**{who}:** {}\n", what.replace("\n  ", " ")));
                 text.push_str(&format!("\n{v}\n"));
                 verdicts.push(v);
             }

@@ -1,108 +1,36 @@
-//! Tables as plain text for a terminal: aligned columns, no line longer than
-//! [`WIDTH`], no HTML or Markdown marks. The Markdown report keeps the full layout;
-//! this is what `cargo run` prints while it runs.
+//! Tables as plain text for a terminal: aligned columns (laid out by `comfy-table`),
+//! no line longer than [`WIDTH`] characters, no HTML or Markdown marks. The Markdown
+//! report keeps the full layout; this is what `cargo run` prints while it runs.
 //!
-//! A table whose columns do not fit side by side is printed as several stacked
-//! tables, each with the parameter columns again. Long headings and row labels wrap
-//! inside their column; a cell shows its median and speed-up, with the min–max of the
-//! repetitions on the line below it.
+//! Headings and row labels wrap inside their column; a cell shows its median and
+//! ratio, with the min–max of the repetitions on the line below it.
 
 use std::fmt::Write as _;
 
+use comfy_table::{
+    Cell, CellAlignment, ColumnConstraint, ContentArrangement, TableComponent, Width,
+};
+
 use crate::harness::{fmt_cpu, Ratio, Stats, Table, Unit};
 
-/// The longest line this module prints.
+/// The longest line this module prints, in characters.
 pub const WIDTH: usize = 100;
-
-/// The widest a parameter column gets before its values wrap.
-const PARAM_WIDTH: usize = 26;
-
-/// The narrowest a parameter column gets to save a stacked table.
-const MIN_PARAM_WIDTH: usize = 16;
-
-/// The widest a competitor column gets to keep its heading within [`HEAD_LINES`].
-const COLUMN_WIDTH: usize = 20;
-
-/// Heading lines a column aims for; up to [`MAX_HEAD_LINES`] to save a stacked table.
-const HEAD_LINES: usize = 3;
-
-/// See [`HEAD_LINES`].
-const MAX_HEAD_LINES: usize = 5;
-
-/// Space between two columns.
-const GAP: &str = "  ";
 
 /// Text without Markdown's code and bold marks.
 pub fn unmark(s: &str) -> String {
     s.replace("**", "").replace('`', "")
 }
 
-/// `s` wrapped at `width` on spaces (a longer word is cut), the first line starting
-/// with `first` and the others with `rest` (counted in the width). Widths count bytes,
-/// which are never fewer than characters: a line fits however its reader counts.
+/// `s` wrapped at `width` characters, the first line starting with `first` and the
+/// others with `rest` (counted in the width); a word longer than a line is cut.
 pub fn wrap(s: &str, width: usize, first: &str, rest: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = first.to_string();
-    let mut empty = true;
-    for word in s.split_whitespace() {
-        let mut word = word;
-        loop {
-            let sep = usize::from(!empty);
-            if line.len() + sep + word.len() <= width {
-                if !empty {
-                    line.push(' ');
-                }
-                line.push_str(word);
-                empty = false;
-                break;
-            }
-            if empty {
-                // A word longer than a whole line: cut it (one character at least).
-                let room = width.saturating_sub(line.len());
-                let cut = word
-                    .char_indices()
-                    .map(|(i, c)| i + c.len_utf8())
-                    .take_while(|&end| end <= room)
-                    .last()
-                    .unwrap_or_else(|| word.chars().next().map_or(0, char::len_utf8));
-                line.push_str(&word[..cut]);
-                word = &word[cut..];
-                if word.is_empty() {
-                    empty = false;
-                    break;
-                }
-            }
-            lines.push(std::mem::replace(&mut line, rest.to_string()));
-            empty = true;
-        }
-    }
-    if !empty || lines.is_empty() {
-        lines.push(line);
-    }
-    lines
-}
-
-/// A heading wrapped at `width` bytes: on spaces, and after the `::` of a path
-/// (`ring_alloc::` over `OneRingAlloc`). A piece longer than the width is not cut: the
-/// column is at least that wide.
-fn wrap_head(head: &str, width: usize) -> Vec<String> {
-    let mut lines: Vec<String> = Vec::new();
-    for word in head.split_whitespace() {
-        for (i, piece) in word.split_inclusive("::").enumerate() {
-            let glue = if i == 0 { " " } else { "" };
-            match lines.last_mut() {
-                Some(l) if l.len() + glue.len() + piece.len() <= width => {
-                    l.push_str(glue);
-                    l.push_str(piece);
-                }
-                _ => lines.push(piece.to_string()),
-            }
-        }
-    }
-    if lines.is_empty() {
-        lines.push(String::new());
-    }
-    lines
+    let options = textwrap::Options::new(width)
+        .initial_indent(first)
+        .subsequent_indent(rest);
+    textwrap::wrap(s, options)
+        .into_iter()
+        .map(|l| l.trim_end().to_string())
+        .collect()
 }
 
 /// A paragraph of the report (Markdown) as plain lines: headings lose their `#`s.
@@ -111,95 +39,10 @@ pub fn paragraph(s: &str) -> String {
     for line in s.lines() {
         let text = unmark(line.trim_start_matches('#').trim_start());
         for l in wrap(&text, WIDTH, "", "") {
-            let _ = writeln!(out, "{}", l.trim_end());
+            let _ = writeln!(out, "{l}");
         }
     }
     out
-}
-
-/// One column as printed: heading, alignment, and per row its lines.
-struct Column {
-    head: String,
-    right: bool,
-    cells: Vec<Vec<String>>,
-    /// In characters, as the terminal shows them.
-    width: usize,
-    /// The most bytes a line of the column has beyond its characters (`×`, `–`, `µ`).
-    extra: usize,
-}
-
-impl Column {
-    fn new(head: &str, right: bool, cells: Vec<Vec<String>>) -> Self {
-        let longest = |s: &str| {
-            s.split_whitespace()
-                .flat_map(|w| w.split_inclusive("::"))
-                .map(str::len)
-                .max()
-                .unwrap_or(0)
-        };
-        let content = cells.iter().flatten().map(|l| len(l)).max().unwrap_or(0);
-        let extra = cells
-            .iter()
-            .flatten()
-            .map(|l| l.len() - len(l))
-            .max()
-            .unwrap_or(0)
-            .max(head.len() - len(head));
-        Column {
-            head: head.to_string(),
-            right,
-            cells,
-            width: content.max(longest(head)),
-            extra,
-        }
-    }
-
-    /// Widens a column (up to `max`) until its heading fits in `lines` lines.
-    fn fit_head(&mut self, max: usize, lines: usize) {
-        while self.width < max && self.head_lines().len() > lines {
-            self.width += 1;
-        }
-    }
-
-    fn head_lines(&self) -> Vec<String> {
-        wrap_head(&self.head, self.width)
-    }
-
-    /// The bytes the column takes in a line, with the gap after it.
-    fn room(&self) -> usize {
-        self.width + self.extra + GAP.len()
-    }
-
-    fn pad(&self, s: &str) -> String {
-        let fill = " ".repeat(self.width.saturating_sub(len(s)));
-        if self.right {
-            format!("{fill}{s}")
-        } else {
-            format!("{s}{fill}")
-        }
-    }
-}
-
-/// Greedy groups of `data` columns (indices) that fit beside `params` in [`WIDTH`].
-fn stack(params: &[Column], data: &[Column]) -> Vec<Vec<usize>> {
-    let fixed: usize = params.iter().map(Column::room).sum();
-    let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
-    let mut used = fixed;
-    for (i, c) in data.iter().enumerate() {
-        // The last gap is trimmed from the line.
-        if used + c.room() - GAP.len() > WIDTH && !groups[groups.len() - 1].is_empty() {
-            groups.push(Vec::new());
-            used = fixed;
-        }
-        let last = groups.len() - 1;
-        groups[last].push(i);
-        used += c.room();
-    }
-    groups
-}
-
-fn len(s: &str) -> usize {
-    s.chars().count()
 }
 
 /// `min–max`, with one unit when both ends have the same (`1.20–1.31 ms`).
@@ -214,30 +57,29 @@ impl Table {
     /// Cell (`row`, `col`) as lines: median with its ratio (see [`Ratio`]), then the
     /// min–max of the repetitions when they differ, then, for a slowdown, the median
     /// it is relative to.
-    fn plain_cell(&self, row: usize, col: usize, st: Stats) -> Vec<String> {
+    fn plain_cell(&self, row: usize, col: usize, st: Stats) -> String {
         if self.unit.is_figure() {
-            return vec![self.fmt_figure(col, st.median)];
+            return self.fmt_figure(col, st.median);
         }
-        let mut first = self.fmt_time(st.median);
+        let mut s = self.fmt_time(st.median);
         if let Some(x) = self.ratio_text(row, col) {
-            let _ = write!(first, " {x}");
+            let _ = write!(s, " {x}");
         }
-        let mut lines = vec![first];
         if st.min != st.max {
             // Rates print the slowest run's rate first, as times print the fastest.
             let (lo, hi) = match self.unit {
                 Unit::Mops => (st.max, st.min),
                 _ => (st.min, st.max),
             };
-            lines.push(spread(&self.fmt_time(lo), &self.fmt_time(hi)));
+            let _ = write!(s, "\n{}", spread(&self.fmt_time(lo), &self.fmt_time(hi)));
         }
         if let (Ratio::Slowdown(_), Some(q)) = (&self.ratio, self.reference(row, col)) {
-            lines.push(format!("quiet {}", self.fmt_time(q.median)));
+            let _ = write!(s, "\nquiet {}", self.fmt_time(q.median));
         }
         if let Some(c) = st.cpu {
-            lines.push(format!("cpu {}", fmt_cpu(c)));
+            let _ = write!(s, "\ncpu {}", fmt_cpu(c));
         }
-        lines
+        s
     }
 
     /// What the numbers are, in one line under the title.
@@ -263,151 +105,162 @@ impl Table {
     pub fn render_plain(&self) -> String {
         let mut s = String::new();
         let title = wrap(&unmark(&self.title), WIDTH, "", "");
-        let rule = title.iter().map(|l| len(l)).max().unwrap_or(0);
-        for l in &title {
-            let _ = writeln!(s, "{l}");
-        }
-        let _ = writeln!(s, "{}", "=".repeat(rule));
+        let rule = title.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        let _ = writeln!(s, "{}\n{}", title.join("\n"), "=".repeat(rule));
         if !self.columns.is_empty() {
-            for l in wrap(&self.legend(), WIDTH, "", "") {
-                let _ = writeln!(s, "{l}");
-            }
-            s.push('\n');
-            self.plain_body(&mut s);
+            let _ = writeln!(s, "{}\n", wrap(&self.legend(), WIDTH, "", "").join("\n"));
+            let _ = writeln!(s, "{}", self.plain_body());
         }
         if !self.notes.is_empty() {
             s.push('\n');
             for n in &self.notes {
-                for l in wrap(&unmark(n), WIDTH, "- ", "  ") {
-                    let _ = writeln!(s, "{}", l.trim_end());
-                }
+                let _ = writeln!(s, "{}", wrap(&unmark(n), WIDTH, "- ", "  ").join("\n"));
             }
         }
         s
     }
 
-    /// The parameter columns, their values wrapped at `cap`.
-    fn param_columns(&self, cap: usize) -> Vec<Column> {
-        self.params
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let cells = self
-                    .rows
-                    .iter()
-                    .map(|r| {
-                        let v = unmark(r.params.get(i).map_or("", |p| p.as_str()));
-                        wrap(&v, cap, "", "")
-                    })
-                    .collect();
-                let mut c = Column::new(&unmark(name), false, cells);
-                c.width = c.width.min(cap);
-                c.fit_head(cap, HEAD_LINES);
-                c
-            })
-            .collect()
-    }
-
-    /// The competitor columns, then the count columns, their headings in about
-    /// `head_lines` lines.
-    fn data_columns(&self, head_lines: usize) -> Vec<Column> {
-        let mut data: Vec<Column> = self
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(k, name)| {
-                let cells = self
-                    .rows
-                    .iter()
-                    .enumerate()
-                    .map(|(r, row)| match row.cells.get(k).copied().flatten() {
-                        Some(st) => self.plain_cell(r, k, st),
-                        None => vec!["–".into()],
-                    })
-                    .collect();
-                Column::new(&unmark(name), true, cells)
-            })
-            .collect();
-        for (label, cols, count) in self.count_columns() {
-            let names: Vec<&str> = cols.iter().map(|&i| self.columns[i].as_str()).collect();
-            let cells = self
-                .rows
-                .iter()
-                .map(|r| {
-                    let w: Vec<String> = cols
-                        .iter()
-                        .map(|&i| r.cells[i].map_or("–".into(), |st| count(st).to_string()))
+    /// The table's columns as printed: heading, cells, and whether they are data
+    /// (right-aligned): the parameters, then the competitors, then the counts.
+    fn plain_columns(&self) -> Vec<(String, Vec<String>, bool)> {
+        let mut cols: Vec<(String, Vec<String>, bool)> = Vec::new();
+        for (i, name) in self.params.iter().enumerate() {
+            let cells = (self.rows.iter())
+                .map(|r| unmark(r.params.get(i).map_or("", |p| p)))
+                .collect();
+            cols.push((unmark(name), cells, false));
+        }
+        for (k, name) in self.columns.iter().enumerate() {
+            let cells = (self.rows.iter().enumerate())
+                .map(|(r, row)| match row.cells.get(k).copied().flatten() {
+                    Some(st) => self.plain_cell(r, k, st),
+                    None => "–".into(),
+                })
+                .collect();
+            cols.push((unmark(name), cells, true));
+        }
+        for (label, which, count) in self.count_columns() {
+            let names: Vec<&str> = which.iter().map(|&i| self.columns[i].as_str()).collect();
+            let cells = (self.rows.iter())
+                .map(|row| {
+                    let w: Vec<String> = (which.iter())
+                        .map(|&i| row.cells[i].map_or("–".into(), |st| count(st).to_string()))
                         .collect();
-                    vec![w.join(" / ")]
+                    w.join(" / ")
                 })
                 .collect();
-            let head = format!("{label} ({})", names.join(" / "));
-            data.push(Column::new(&unmark(&head), true, cells));
+            cols.push((
+                unmark(&format!("{label} ({})", names.join(" / "))),
+                cells,
+                true,
+            ));
         }
-        for c in &mut data {
-            c.fit_head(COLUMN_WIDTH, head_lines);
-        }
-        data
+        cols
     }
 
-    /// The columns, stacked in as many tables as it takes to keep within [`WIDTH`]:
-    /// the fewest, with the shortest headings and then the widest parameter columns
-    /// that need no more.
-    fn plain_body(&self, s: &mut String) {
-        let (params, data, groups) = (HEAD_LINES..=MAX_HEAD_LINES)
-            .flat_map(|lines| {
-                (MIN_PARAM_WIDTH..=PARAM_WIDTH).rev().map(move |cap| {
-                    let (params, data) = (self.param_columns(cap), self.data_columns(lines));
-                    let groups = stack(&params, &data);
-                    (params, data, groups)
+    /// The columns laid out by comfy-table, stacked in as many tables as it takes to
+    /// keep every cell's lines whole within [`WIDTH`], each with the parameter columns:
+    /// the fewest tables, with the widest parameter columns (16 to 26) that need no more.
+    fn plain_body(&self) -> String {
+        let cols = self.plain_columns();
+        let params = self.params.len();
+        let longest = |lines: &mut dyn Iterator<Item = &str>| {
+            lines.map(|l| l.chars().count()).max().unwrap_or(0)
+        };
+        // A column's width: its longest cell line and heading word; a parameter's at
+        // most `cap`, a competitor's what its heading needs to fit in three lines (up
+        // to 20). One space of padding and one of rule between columns.
+        let layout = |cap: usize| {
+            let widths: Vec<usize> = (cols.iter())
+                .map(|(head, cells, data)| {
+                    let content = longest(&mut cells.iter().flat_map(|c| c.lines()));
+                    let mut w = content.max(longest(&mut head.split_whitespace()));
+                    if !data {
+                        return w.min(cap);
+                    }
+                    while w < 20 && textwrap::wrap(head, w).len() > 3 {
+                        w += 1;
+                    }
+                    w
                 })
-            })
-            .min_by_key(|(_, _, groups)| groups.len())
+                .collect();
+            let fixed: usize = widths[..params].iter().map(|w| w + 2).sum();
+            let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
+            let mut used = fixed;
+            for (i, w) in widths.iter().enumerate().skip(params) {
+                // The rule under the last heading runs one past its column.
+                if used + w >= WIDTH && !groups[groups.len() - 1].is_empty() {
+                    groups.push(Vec::new());
+                    used = fixed;
+                }
+                let last = groups.len() - 1;
+                groups[last].push(i);
+                used += w + 2;
+            }
+            (widths, groups)
+        };
+        let (widths, groups) = (16..=26)
+            .rev()
+            .map(layout)
+            .min_by_key(|(_, groups)| groups.len())
             .expect("a non-empty range of widths");
-        // Lines of row `r` in `cols`.
-        let height =
-            |cols: &[&Column], r: usize| cols.iter().map(|c| c.cells[r].len()).max().unwrap_or(1);
-        // Labels that wrap to more lines than their cells: a blank line between rows.
-        let all: Vec<&Column> = data.iter().collect();
-        let spaced =
-            (0..self.rows.len()).any(|r| params.iter().any(|p| p.cells[r].len() > height(&all, r)));
-        for (g, group) in groups.iter().enumerate() {
-            if g > 0 {
-                s.push('\n');
-            }
-            let cols: Vec<&Column> = params
+        // Headings sit on the rule (padded above to the part's tallest); rows whose labels
+        // wrap to more lines than their figures have a blank line between them.
+        let lines = |text: &str, i: usize| textwrap::wrap(text, widths[i]).len();
+        let spaced = (0..self.rows.len()).any(|r| {
+            let figures = (params..cols.len()).map(|i| cols[i].1[r].lines().count());
+            (0..params).any(|i| lines(&cols[i].1[r], i) > figures.clone().max().unwrap_or(1))
+        });
+        let parts = groups.iter().map(|group| {
+            let part: Vec<usize> = (0..params).chain(group.iter().copied()).collect();
+            let head_height = part
                 .iter()
-                .chain(group.iter().map(|&i| &data[i]))
-                .collect();
-            let heads: Vec<Vec<String>> = cols.iter().map(|c| c.head_lines()).collect();
-            let head_height = heads.iter().map(Vec::len).max().unwrap_or(1);
-            // Headings sit on the rule, their first lines padded above.
-            for line in 0..head_height {
-                let cells = cols.iter().zip(&heads).map(|(c, h)| {
-                    let k = (line + h.len()).checked_sub(head_height);
-                    c.pad(k.map_or("", |k| h[k].as_str()))
-                });
-                push_line(s, cells);
+                .map(|&i| lines(&cols[i].0, i))
+                .max()
+                .unwrap_or(1);
+            let cell = |text: &str, data: bool| {
+                let align = if data {
+                    CellAlignment::Right
+                } else {
+                    CellAlignment::Left
+                };
+                Cell::new(text).set_alignment(align)
+            };
+            let head = |i: usize| {
+                let pad = "\n".repeat(head_height - lines(&cols[i].0, i));
+                cell(&format!("{pad}{}", cols[i].0), cols[i].2)
+            };
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::NOTHING)
+                .set_style(TableComponent::VerticalLines, ' ')
+                .set_style(TableComponent::HeaderLines, '-')
+                .set_style(TableComponent::MiddleHeaderIntersections, ' ')
+                .set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(u16::MAX)
+                .set_header(part.iter().map(|&i| head(i)).collect::<Vec<_>>())
+                .set_constraints(
+                    part.iter()
+                        .map(|&i| ColumnConstraint::Absolute(Width::Fixed(widths[i] as u16 + 1))),
+                );
+            if spaced {
+                t.set_style(TableComponent::HorizontalLines, ' ')
+                    .set_style(TableComponent::MiddleIntersections, ' ');
             }
-            push_line(s, cols.iter().map(|c| "-".repeat(c.width)));
             for r in 0..self.rows.len() {
-                if spaced && r > 0 {
-                    s.push('\n');
-                }
-                for line in 0..height(&cols, r) {
-                    let cells = cols
-                        .iter()
-                        .map(|c| c.pad(c.cells[r].get(line).map_or("", |l| l.as_str())));
-                    push_line(s, cells);
-                }
+                t.add_row(
+                    part.iter()
+                        .map(|&i| cell(&cols[i].1[r], cols[i].2))
+                        .collect::<Vec<_>>(),
+                );
             }
-        }
+            for c in t.column_iter_mut() {
+                c.set_padding((0, 1));
+            }
+            let lines: Vec<String> = t.lines().map(|l| l.trim_end().to_string()).collect();
+            lines.join("\n")
+        });
+        parts.collect::<Vec<_>>().join("\n\n")
     }
-}
-
-fn push_line(s: &mut String, cells: impl Iterator<Item = String>) {
-    let line = cells.collect::<Vec<_>>().join(GAP);
-    let _ = writeln!(s, "{}", line.trim_end());
 }
 
 #[cfg(test)]
@@ -437,8 +290,8 @@ mod tests {
 
     fn check(text: &str) {
         for l in text.lines() {
-            // Bytes: never fewer than characters, and what `awk length` counts in C.
-            assert!(l.len() <= WIDTH, "{} bytes: {l}\n{text}", l.len());
+            let n = l.chars().count();
+            assert!(n <= WIDTH, "{n} characters: {l}\n{text}");
             assert!(!has_tag(l), "HTML in: {l}");
             assert!(!l.contains('`') && !l.contains("**"), "Markdown in: {l}");
         }
@@ -676,10 +529,5 @@ mod tests {
             ["- one two", "  three"]
         );
         assert_eq!(wrap("", 9, "", ""), [""]);
-        assert_eq!(
-            wrap_head("ring_alloc::OneRingAlloc x", 14),
-            ["ring_alloc::", "OneRingAlloc x"]
-        );
-        assert_eq!(wrap_head("Vec (glibc)", 11), ["Vec (glibc)"]);
     }
 }

@@ -649,7 +649,7 @@ mod tests {
             vec![st(2.0, 0.1), st(1.0, 0.1), st(2.0, 0.1), st(0.5, 0.0)],
         ]);
         let v = verdict("busy", &t).unwrap();
-        assert!(v.lines().all(|l| l.len() <= WIDTH), "{v}");
+        assert!(v.lines().all(|l| l.chars().count() <= WIDTH), "{v}");
         assert_eq!(
             v.replace("\n ", ""),
             "busy: slowdown busy / quiet ringal 2.00×, ringmem 2.00–3.00×, Vec (glibc) 2.00×, control 2.00×. \
@@ -670,7 +670,7 @@ mod tests {
             ],
         );
         let v = verdict("ring-alloc", &t).unwrap();
-        assert!(v.lines().all(|l| l.len() <= WIDTH), "{v}");
+        assert!(v.lines().all(|l| l.chars().count() <= WIDTH), "{v}");
         assert_eq!(
             v.replace("\n ", ""),
             "ring-alloc: ringmem::RingAlloc fastest in 1 of 3 rows (2.00× bumpalo::Bump); behind in 2 \
