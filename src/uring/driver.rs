@@ -205,6 +205,9 @@ struct Conn {
     listed: bool,
     /// Its reader has looked for bytes: the receive has been started.
     started: bool,
+    /// Bytes its queue may hold before its receive is paused: its share of
+    /// `State::granted` (see [`State::grow`]).
+    cap: usize,
 }
 
 /// How a connection's receive names its socket.
@@ -330,8 +333,15 @@ pub(crate) struct State {
     /// The next connection's generation (an id is reused; a stale completion is not
     /// taken for the new connection's).
     next_gen: u32,
-    /// Bytes a connection's queue holds before its receive is paused.
+    /// The most bytes a connection's queue holds before its receive is paused; a
+    /// connection starts with `cap_least` and grows towards it (see [`grow`](Self::grow)).
     queue_cap: usize,
+    cap_least: usize,
+    /// The connections' caps summed beyond `cap_least` each, and the most that sum
+    /// reaches (the ring's bytes): what readers that stop reading can hold, copied
+    /// out, beyond `cap_least` each.
+    granted: usize,
+    grant_most: usize,
     /// Whether the kernel ends a receive at a total of bytes (Linux 6.17): the queue's
     /// cap holds without a cancellation. Found out by the first receive.
     total_cap: bool,
@@ -462,6 +472,9 @@ impl Shared {
             slots: file_slots(&uring),
             next_gen: 0,
             queue_cap: config.queue_cap.max(buf_len),
+            cap_least: buf_len,
+            granted: 0,
+            grant_most: bytes,
             total_cap: true,
             buf_len,
             driver: None,
@@ -567,6 +580,7 @@ impl Shared {
         };
         let gen = st.next_gen;
         st.next_gen = gen.wrapping_add(1) & 0x7fff_ffff;
+        let cap = st.cap_least;
         st.conns[id as usize] = Some(Conn {
             file,
             queue: Arc::clone(&queue),
@@ -577,6 +591,7 @@ impl Shared {
             paused_at: Instant::now(),
             listed: false,
             started: false,
+            cap,
         });
         // Its receive starts when the reader first looks for bytes: a connection
         // whose reader is not read takes nothing from the group (its bytes wait in
@@ -594,8 +609,12 @@ impl Shared {
         else {
             return;
         };
-        // The first start (the reader's first look) is no restart.
+        // The first start (the reader's first look) is no restart; a restart follows
+        // a reader that took a queue its cap had filled: a cap to grow.
         let again = core::mem::replace(&mut c.started, true);
+        if again {
+            st.grow(id);
+        }
         if st.arm(id) && again {
             self.counters.rearms.fetch_add(1, Ordering::Relaxed);
         }
@@ -675,7 +694,23 @@ impl State {
         }
     }
 
-    /// Starts connection `id`'s receive, for the room its queue has left under the
+    /// Doubles connection `id`'s cap, up to `queue_cap`, if the caps' sum stays within
+    /// `grant_most`: its reader took a queue that had filled the cap, so a larger one
+    /// keeps its receive going longer. A reader that stops reading keeps the cap it had
+    /// (its bytes are that much at most), and gives it back only when it goes: so
+    /// readers that stop, however many, hold at most the ring's bytes between them
+    /// beyond `cap_least` each, where a fixed cap let each hold `queue_cap`.
+    fn grow(&mut self, id: u32) {
+        let (most, room) = (self.queue_cap, self.grant_most.saturating_sub(self.granted));
+        let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let more = c.cap.min(most.saturating_sub(c.cap)).min(room);
+        c.cap += more;
+        self.granted += more;
+    }
+
+    /// Starts connection `id`'s receive, for the room its queue has left under its
     /// cap; with its queue full, pauses it instead (its reader starts it again). `true`
     /// if it started.
     fn arm(&mut self, id: u32) -> bool {
@@ -684,14 +719,14 @@ impl State {
         };
         c.parked = false;
         let mut q = lock(&c.queue);
-        if q.bytes >= self.queue_cap {
+        if q.bytes >= c.cap {
             // Its reader starts it again once it has taken the bytes.
             q.paused = true;
             drop(q);
             self.stall(id);
             return false;
         }
-        let room = self.queue_cap - q.bytes;
+        let room = c.cap - q.bytes;
         drop(q);
         c.recv = Recv::Armed;
         let sqe = match &c.file {
@@ -737,6 +772,7 @@ impl State {
         let Some(c) = self.conns[id as usize].take() else {
             return;
         };
+        self.granted -= c.cap - self.cap_least;
         if let ConnFile::Slot = c.file {
             // Closes the socket unless its owner still holds it. Should the kernel
             // refuse, the next connection with this id replaces the slot's file.
@@ -786,11 +822,12 @@ impl State {
                 self.unpin(id, gen);
             }
         }
-        let (queue_cap, total_cap) = (self.queue_cap, self.total_cap);
+        let total_cap = self.total_cap;
         let (mut uncapped, mut again) = (false, false);
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
+        let queue_cap = c.cap;
         let mut q = lock(&c.queue);
         match got {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {

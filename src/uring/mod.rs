@@ -54,12 +54,19 @@
 //! publishes again; then as many waiting receives start again as the bytes the kernel
 //! has can serve, at what receives brought lately, not all of them.
 //!
-//! A connection receives only once its reader has looked for bytes, and at most
-//! [`UringOptions::queue_cap`] bytes ahead of it; the rest waits in the socket, as on
-//! epoll. Readers that stop reading with that much queued while the ring has no room
-//! for the buffers the kernel needs have their queued bytes copied into the pool (after
-//! 20 ms), so that their buffers go back: a reader that stops reading holds the buffer
-//! of the completion it took last, not the group.
+//! A connection receives only once its reader has looked for bytes, and at most its
+//! cap ahead of it; the rest waits in the socket, as on epoll. The cap starts at a
+//! buffer's bytes ([`UringOptions::buf_len`]) and doubles, up to
+//! [`UringOptions::queue_cap`], each time the reader takes a queue that had filled it,
+//! while the caps of the group's connections sum to at most the group's bytes beyond a
+//! buffer's each (a connection gives its share back when it goes). Readers that stop
+//! reading with their cap queued while the ring has no room for the buffers the kernel
+//! needs have their queued bytes copied into the pool (after 20 ms), so that their
+//! buffers go back: a reader that stops reading holds the buffer of the completion it
+//! took last, not the group, and however many stop, their copies come to at most the
+//! group's bytes and a buffer's each. So with many busy connections a larger group lets
+//! each receive further ahead of its reader (faster; measured in the conns rows), and
+//! holds that much more if their readers stop.
 //!
 //! A reader holding the start of a frame keeps it as a view only while its
 //! connection's next bytes can join it (the kernel writes that buffer next, right
@@ -217,11 +224,12 @@ impl UringOptions {
         self
     }
 
-    /// Bytes a connection's received, untaken bytes may reach before its receive is
-    /// paused until its reader takes them (at least a buffer's): a reader that does not
-    /// keep up cannot take the whole group, and one that stops reading holds at most
-    /// this much of the pool once its bytes are copied out (see the
-    /// [module](self)). By default a quarter of the group, from 256 KiB to 4 MiB. From
+    /// The most bytes a connection's received, untaken bytes may reach before its
+    /// receive is paused until its reader takes them (at least a buffer's): a reader
+    /// that does not keep up cannot take the whole group. A connection's cap starts at a
+    /// buffer's bytes and grows towards this while its reader keeps up and the group's
+    /// bytes cover it (see the [module](self)). By default a quarter of the group, from
+    /// 256 KiB to 4 MiB. From
     /// Linux 6.17 a receive ends at the cap by itself; before, a pause cancels it (a
     /// multishot receive takes many buffers in a row from a connection with bytes
     /// waiting, so the queue may pass the cap by a few), and either way the connection
