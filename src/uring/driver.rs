@@ -176,6 +176,9 @@ pub(crate) struct Queue {
     /// completion may join (`Assembler::held_view`): woken when another connection's
     /// completion lands in that buffer, or gives it back, to copy the start out.
     pub(crate) pinned: bool,
+    /// Completions its reader has taken (wrapping): a reader that took one since its
+    /// receive paused is reading, not stalled (see `State::move_out`).
+    pub(crate) taken: u32,
 }
 
 /// Where a connection's receive stands.
@@ -199,8 +202,10 @@ struct Conn {
     closing: bool,
     /// Waiting for buffers after `ENOBUFS`.
     parked: bool,
-    /// When its receive was last paused with bytes its reader had not taken.
+    /// When its receive was last paused with bytes its reader had not taken, or its
+    /// reader last found taking them since, and `Queue::taken` then.
     paused_at: Instant,
+    taken_then: u32,
     /// Listed in `State::stalled`.
     listed: bool,
     /// Its reader has looked for bytes: the receive has been started.
@@ -589,6 +594,7 @@ impl Shared {
             closing: false,
             parked: false,
             paused_at: Instant::now(),
+            taken_then: 0,
             listed: false,
             started: false,
             cap,
@@ -935,8 +941,14 @@ impl State {
             else {
                 continue;
             };
-            let mut q = lock(&c.queue);
+            let queue = Arc::clone(&c.queue);
+            let mut q = lock(&queue);
             let still = c.recv == Recv::Idle && q.paused && !c.closing;
+            // A reader that has taken bytes since is reading: its queue goes on waiting
+            // for it, not into the pool.
+            if still && q.taken != c.taken_then {
+                (c.taken_then, c.paused_at) = (q.taken, now);
+            }
             if still && (stop || now.duration_since(c.paused_at) < STALLED_AFTER) {
                 drop(q);
                 self.stalled.push_back((id, gen));

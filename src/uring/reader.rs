@@ -146,6 +146,7 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             // holds one completion's buffer, not its backlog's).
             if let Some(chunk) = q.chunks.pop_front() {
                 (q.bytes, q.pinned) = (q.bytes - chunk.len(), false);
+                q.taken = q.taken.wrapping_add(1);
                 let resume = q.chunks.is_empty() && core::mem::take(&mut q.paused);
                 drop(q);
                 this.frames.push(chunk);
