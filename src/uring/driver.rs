@@ -339,12 +339,11 @@ pub(crate) struct State {
     /// taken for the new connection's).
     next_gen: u32,
     /// The most bytes a connection's queue holds before its receive is paused; a
-    /// connection starts with `cap_least` and grows towards it (see [`grow`](Self::grow)).
+    /// connection starts with `buf_len` and grows towards it (see [`grow`](Self::grow)).
     queue_cap: usize,
-    cap_least: usize,
-    /// The connections' caps summed beyond `cap_least` each, and the most that sum
+    /// The connections' caps summed beyond `buf_len` each, and the most that sum
     /// reaches (the ring's bytes): what readers that stop reading can hold, copied
-    /// out, beyond `cap_least` each.
+    /// out, beyond `buf_len` each.
     granted: usize,
     grant_most: usize,
     /// Whether the kernel ends a receive at a total of bytes (Linux 6.17): the queue's
@@ -477,7 +476,6 @@ impl Shared {
             slots: file_slots(&uring),
             next_gen: 0,
             queue_cap: config.queue_cap.max(buf_len),
-            cap_least: buf_len,
             granted: 0,
             grant_most: bytes,
             total_cap: true,
@@ -585,7 +583,7 @@ impl Shared {
         };
         let gen = st.next_gen;
         st.next_gen = gen.wrapping_add(1) & 0x7fff_ffff;
-        let cap = st.cap_least;
+        let cap = st.buf_len;
         st.conns[id as usize] = Some(Conn {
             file,
             queue: Arc::clone(&queue),
@@ -705,7 +703,7 @@ impl State {
     /// keeps its receive going longer. A reader that stops reading keeps the cap it had
     /// (its bytes are that much at most), and gives it back only when it goes: so
     /// readers that stop, however many, hold at most the ring's bytes between them
-    /// beyond `cap_least` each, where a fixed cap let each hold `queue_cap`.
+    /// beyond `buf_len` each, where a fixed cap let each hold `queue_cap`.
     fn grow(&mut self, id: u32) {
         let (most, room) = (self.queue_cap, self.grant_most.saturating_sub(self.granted));
         let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
@@ -778,7 +776,7 @@ impl State {
         let Some(c) = self.conns[id as usize].take() else {
             return;
         };
-        self.granted -= c.cap - self.cap_least;
+        self.granted -= c.cap - self.buf_len;
         if let ConnFile::Slot = c.file {
             // Closes the socket unless its owner still holds it. Should the kernel
             // refuse, the next connection with this id replaces the slot's file.
@@ -833,7 +831,7 @@ impl State {
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
-        let queue_cap = c.cap;
+        let cap = c.cap;
         let mut q = lock(&c.queue);
         match got {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
@@ -868,10 +866,10 @@ impl State {
             // Out of buffers with its queue full: paused, not parked, so that it is
             // listed for `move_out` now (a parked receive waits for a buffer, which a
             // ring full of such queues never publishes).
-            if parked && q.bytes >= queue_cap {
+            if parked && q.bytes >= cap {
                 (parked, q.paused) = (false, true);
             }
-        } else if q.bytes > queue_cap && c.recv == Recv::Armed {
+        } else if q.bytes > cap && c.recv == Recv::Armed {
             pause = true;
         }
         let stalled = q.paused && !q.chunks.is_empty();

@@ -229,11 +229,10 @@ impl UringOptions {
     /// that does not keep up cannot take the whole group. A connection's cap starts at a
     /// buffer's bytes and grows towards this while its reader keeps up and the group's
     /// bytes cover it (see the [module](self)). By default a quarter of the group, from
-    /// 256 KiB to 4 MiB. From
-    /// Linux 6.17 a receive ends at the cap by itself; before, a pause cancels it (a
-    /// multishot receive takes many buffers in a row from a connection with bytes
-    /// waiting, so the queue may pass the cap by a few), and either way the connection
-    /// stalls until its reader has taken its bytes.
+    /// 256 KiB to 4 MiB. From Linux 6.17 a receive ends at the cap by itself; before, a
+    /// pause cancels it (a multishot receive takes many buffers in a row from a
+    /// connection with bytes waiting, so the queue may pass the cap by a few), and
+    /// either way the connection stalls until its reader has taken its bytes.
     ///
     /// ```
     /// let opts = ringmem::uring::UringOptions::new(1 << 20).queue_cap(1 << 20);
