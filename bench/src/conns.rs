@@ -783,6 +783,15 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                 for (k, q) in [("p50_ns", 0.5), ("p99_ns", 0.99), ("p999_ns", 0.999)] {
                     field(k, counts.latency.quantile(q) as f64);
                 }
+                // What the io_uring group's receives did: how often they ran out of
+                // buffers, were paused by their caps and started again.
+                if let Some(st) = URING.get().map(ringmem::uring::UringGroup::stats) {
+                    field("uring_completions", st.completions as f64);
+                    field("uring_out_of_buffers", st.out_of_buffers as f64);
+                    field("uring_restarts", st.restarts as f64);
+                    field("uring_pauses", st.pauses as f64);
+                    field("uring_moved", st.bytes_moved as f64);
+                }
                 // The memory once the streams have stopped, and at its peak.
                 field("base_rss_kib", base_rss as f64);
                 field("rss_kib", status_kib("VmRSS") as f64);
