@@ -162,6 +162,8 @@ fn frames_whole(name: &str, opts: UringOptions) {
         }
         let s = group.stats();
         assert!(s.completions > 0 && s.published > 0, "{s:?}");
+        // An io_uring instance per worker thread, the connections spread over them.
+        assert_eq!(s.shards, 2, "{s:?}");
     });
 }
 
@@ -281,7 +283,7 @@ async fn streaming(
 fn a_reader_that_does_not_read_holds_a_buffer_of_the_group() {
     runtime().block_on(async {
         let name = "a_reader_that_does_not_read_holds_a_buffer_of_the_group";
-        let Some(group) = group(name, UringOptions::new(8 << 20)) else {
+        let Some(group) = group(name, UringOptions::new(8 << 20).shards(1)) else {
             return;
         };
         let before = group.stats();
@@ -318,7 +320,7 @@ fn a_reader_that_does_not_read_holds_a_buffer_of_the_group() {
 fn pages_go_back_once_the_receives_are_quiet() {
     runtime().block_on(async {
         let name = "pages_go_back_once_the_receives_are_quiet";
-        let opts = UringOptions::new(8 << 20).queue_cap(6 << 20);
+        let opts = UringOptions::new(8 << 20).queue_cap(6 << 20).shards(1);
         let Some(group) = group(name, opts) else {
             return;
         };
@@ -358,7 +360,10 @@ fn readers_that_stop_reading_do_not_stop_the_others() {
     runtime().block_on(async {
         let name = "readers_that_stop_reading_do_not_stop_the_others";
         let pool = ringmem::io::ReadPool::new(32 << 20);
-        let opts = UringOptions::new(2 << 20).buffers(8).pool(pool.clone());
+        let opts = UringOptions::new(2 << 20)
+            .buffers(8)
+            .shards(1)
+            .pool(pool.clone());
         let Some(group) = group(name, opts) else {
             return;
         };
@@ -400,7 +405,10 @@ fn readers_that_stop_reading_do_not_stop_the_others() {
 #[test]
 fn many_parked_connections_all_get_their_frames() {
     runtime().block_on(async {
-        let opts = UringOptions::new(64 << 10).buf_len(8 << 10).buffers(1);
+        let opts = UringOptions::new(64 << 10)
+            .buf_len(8 << 10)
+            .buffers(1)
+            .shards(1);
         let Some(group) = group("many_parked_connections_all_get_their_frames", opts) else {
             return;
         };
@@ -451,7 +459,10 @@ fn many_parked_connections_all_get_their_frames() {
 #[test]
 fn partial_frames_that_cannot_be_joined_leave_the_ring() {
     runtime().block_on(async {
-        let opts = UringOptions::new(64 << 10).buf_len(8 << 10).buffers(1);
+        let opts = UringOptions::new(64 << 10)
+            .buf_len(8 << 10)
+            .buffers(1)
+            .shards(1);
         let name = "partial_frames_that_cannot_be_joined_leave_the_ring";
         let Some(group) = group(name, opts) else {
             return;

@@ -121,6 +121,7 @@ fn wake_all(mut wake: Vec<Waker>) {
 }
 
 /// The group's settings, as `UringOptions` gives them.
+#[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) bytes: usize,
     pub(crate) buf_len: usize,
