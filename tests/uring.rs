@@ -162,8 +162,8 @@ fn frames_whole(name: &str, opts: UringOptions) {
         }
         let s = group.stats();
         assert!(s.completions > 0 && s.published > 0, "{s:?}");
-        // An io_uring instance per worker thread, the connections spread over them.
-        assert_eq!(s.shards, 2, "{s:?}");
+        // Two io_uring instances per worker thread, the connections spread over them.
+        assert_eq!(s.shards, 4, "{s:?}");
     });
 }
 

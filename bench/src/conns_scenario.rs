@@ -379,8 +379,9 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
              LengthDelimited::new(), Ring::new(1 MiB))`, a ring of its own per connection (what \
              `new` did before it read into the pool); ringmem (io_uring): \
              `UringGroup::new({GROUP_MIB} MiB).framed(&conn, LengthDelimited::new())`, one \
-             group for all, its file table holding the sockets (multishot receives \
-             into 32 provided buffers of 64 KiB at a time; frames two receives carry copied \
+             group for all of 4 io_uring instances (two per worker), their file tables holding \
+             the sockets (multishot receives into 32 provided buffers of 64 KiB at a time per \
+             instance; frames two receives carry copied \
              into the process's pool, as `new`'s; the task keeps the `TcpStream`, as a server \
              that writes replies does; not measured where the kernel refuses io_uring)."
         ),
@@ -483,7 +484,8 @@ fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
              connections send their burst, then a tenth of them stream 1 KiB frames for {secs} s \
              as fast as the server takes them (writes of 16 frames), while the others stay \
              idle. The io_uring reader's group is {GROUP_MIB} MiB (it holds what receiving \
-             holds: the kernel's 32 buffers of 64 KiB, and bytes received and not yet read); \
+             holds: the kernel's buffers of 64 KiB, 32 per instance at most, and bytes \
+             received and not yet read); \
              frames two receives carry are copied into the process's pool, as `new` reads \
              into it ({POOL_MIB} MiB budget)."
         ),

@@ -129,6 +129,8 @@ pub(crate) struct Config {
     pub(crate) queue_cap: usize,
     /// Buffers the kernel holds at most.
     pub(crate) buffers: usize,
+    /// Slots of the file table at most.
+    pub(crate) slots: u32,
     /// Where stalled readers' bytes go when the ring is short.
     pub(crate) pool: ReadPool,
 }
@@ -227,14 +229,14 @@ enum ConnFile {
     Fd(OwnedFd),
 }
 
-/// Slots of the file table registered at most (fewer where the descriptor limit is
-/// lower: the kernel refuses a table longer than it).
-const SLOTS_MOST: u32 = 1 << 16;
+/// Slots of a group's file tables registered at most, over its shards (fewer where the
+/// descriptor limit is lower: the kernel refuses a table longer than it).
+pub(crate) const SLOTS_MOST: u32 = 1 << 16;
 
-/// Registers an empty file table on `uring`, as long as the kernel takes (Linux 5.19
-/// on): its slots, 0 where it takes none.
-fn file_slots(uring: &IoUring) -> u32 {
-    let mut slots = SLOTS_MOST;
+/// Registers an empty file table of at most `most` slots on `uring`, as long as the
+/// kernel takes (Linux 5.19 on): its slots, 0 where it takes none.
+fn file_slots(uring: &IoUring, most: u32) -> u32 {
+    let mut slots = most;
     while slots >= 64 {
         if uring.submitter().register_files_sparse(slots).is_ok() {
             return slots;
@@ -474,7 +476,7 @@ impl Shared {
             entries: entry_ring,
             conns: Vec::new(),
             free_ids: Vec::new(),
-            slots: file_slots(&uring),
+            slots: file_slots(&uring, config.slots),
             next_gen: 0,
             queue_cap: config.queue_cap.max(buf_len),
             granted: 0,
