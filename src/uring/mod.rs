@@ -255,8 +255,8 @@ impl UringOptions {
         self
     }
 
-    /// Buffers the kernel holds at most, in each shard (32 by default): what receives
-    /// can take before the group publishes more, as buffers come back. The kernel fills
+    /// Buffers the kernel holds at most (32 by default, shared out over the shards):
+    /// what receives can take before the group publishes more, as buffers come back. The kernel fills
     /// them in turn, so they are the pages receiving keeps resident, with the frames
     /// held.
     ///
@@ -442,8 +442,8 @@ impl UringGroup {
                 0 => (bytes / 4).clamp(QUEUE_CAP_LEAST, QUEUE_CAP_MOST),
                 n => n,
             },
-            buffers: options.buffers,
-            // The table's slots shared out: connections are too.
+            // The kernel's buffers and the table's slots are shared out: connections are too.
+            buffers: options.buffers.div_ceil(n),
             slots: driver::SLOTS_MOST / u32::try_from(n).unwrap_or(u32::MAX).max(1),
             pool: pool.clone(),
         };
