@@ -75,7 +75,8 @@
 //! of the completion it took last, not the group, and however many stop, their copies
 //! come to at most the group's bytes and a buffer's each. The price is paid where many
 //! connections stream at once: each receives less far ahead of its reader (with 100 of
-//! 1,000 streaming on an 8 MiB group, 0.8x the frames per second of a fixed cap).
+//! 1,000 streaming on an 8 MiB group of one instance, 0.8x the frames per second of a
+//! fixed cap).
 //!
 //! A reader holding the start of a frame keeps it as a view only while its
 //! connection's next bytes can join it (the kernel writes that buffer next, right
@@ -256,9 +257,9 @@ impl UringOptions {
     }
 
     /// Buffers the kernel holds at most (32 by default, shared out over the shards):
-    /// what receives can take before the group publishes more, as buffers come back. The kernel fills
-    /// them in turn, so they are the pages receiving keeps resident, with the frames
-    /// held.
+    /// what receives can take before the group publishes more, as buffers come back.
+    /// The kernel fills them in turn, so they are the pages receiving keeps resident,
+    /// with the frames held.
     ///
     /// ```
     /// let opts = ringmem::uring::UringOptions::new(1 << 20).buffers(8);
@@ -444,7 +445,7 @@ impl UringGroup {
             },
             // The kernel's buffers and the table's slots are shared out: connections are too.
             buffers: options.buffers.div_ceil(n),
-            slots: driver::SLOTS_MOST / u32::try_from(n).unwrap_or(u32::MAX).max(1),
+            slots: driver::SLOTS_MOST / u32::try_from(n).unwrap_or(u32::MAX),
             pool: pool.clone(),
         };
         let mut shards = Shards {
