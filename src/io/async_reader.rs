@@ -181,7 +181,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
     /// assert_eq!(r.read_size(), 1 << 14);
     /// ```
     pub fn with_ring(reader: R, decoder: D, ring: Ring) -> Self {
-        Self::with_memory(reader, decoder, Memory::Own(ring))
+        Self::with_memory(reader, decoder, Memory::Own(Box::new(ring)))
     }
 
     /// A reader that claims its regions from `pool`, shared with other readers (async

@@ -85,7 +85,7 @@ struct Conn {
 fn run(incremental: bool, seed: u64) -> (usize, usize) {
     let steps = if cfg!(miri) { 300 } else { 20_000 };
     let ring = Ring::new(64 << 10);
-    let copies = Memory::Own(Ring::new(32 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(32 << 10)));
     let (mut books, _) = books(8);
     let mut kernel = FakeKernel {
         entries: VecDeque::new(),
@@ -248,7 +248,7 @@ fn a_leaked_group_never_frees_what_the_kernel_holds() {
 #[test]
 fn lines_across_completions_are_copied_once_grown() {
     let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Ring::new(8 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
     let (mut books, _) = books(4);
     let mut kernel = FakeKernel {
         entries: VecDeque::new(),
@@ -287,7 +287,7 @@ fn lines_across_completions_are_copied_once_grown() {
 #[test]
 fn a_connections_views_back_to_back_join() {
     let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Ring::new(8 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
     let (mut books, _) = books(2);
     let mut kernel = FakeKernel {
         entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
@@ -313,7 +313,7 @@ fn a_connections_views_back_to_back_join() {
 #[test]
 fn a_partial_frame_unpinned_frees_its_buffer() {
     let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Ring::new(8 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
     let (mut books, _) = books(2);
     let mut kernel = FakeKernel {
         entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
@@ -355,7 +355,7 @@ fn a_partial_frame_unpinned_frees_its_buffer() {
 #[test]
 fn another_connections_bytes_after_a_partial_frame_displace_it() {
     let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Ring::new(8 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
     let (mut books, _) = books(2);
     let e = books.publish(ring.fixed(1024).unwrap(), false).unwrap();
     assert_eq!(books.unfilled(), 1024);
@@ -469,7 +469,7 @@ fn a_kept_views_probe_does_not_stop_the_next_from_reuse() {
 #[test]
 fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
     let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Ring::new(8 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
     let (mut books, trust) = books(2);
     let mut kernel = FakeKernel {
         entries: VecDeque::from([
@@ -509,7 +509,7 @@ fn a_short_frame_of_a_copy_buffer_holds_its_own_bytes() {
 #[test]
 fn a_frame_kept_past_its_buffer_makes_the_next_buffers_copy() {
     let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Ring::new(8 << 10));
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
     let (mut books, trust) = books(2);
     let e = books.publish(ring.fixed(8).unwrap(), false).unwrap();
     let mut kernel = FakeKernel {
