@@ -79,6 +79,20 @@ impl Drop for Chunk {
 /// bytes, not its buffer.
 pub(crate) struct Assembler<D> {
     pub(crate) decoder: D,
+    /// The bytes, while there are any: an idle connection's reader holds none of its
+    /// own (see [`Held`]).
+    held: Option<Box<Held>>,
+    /// After a rejected frame, while [`Decoder::resync`] answers `More`.
+    discarding: bool,
+    /// The decoder can follow the stream no further.
+    stopped: bool,
+}
+
+/// What an [`Assembler`] holds while it has bytes, boxed and dropped once it has none
+/// (its views' deque with it): a reader sits in its connection's task, and most
+/// connections of a server are idle.
+#[derive(Default)]
+struct Held {
     carry: Option<FixedBufMut>,
     /// Bytes `carry` must hold before the decoder is asked again (what it needs).
     need: usize,
@@ -86,10 +100,6 @@ pub(crate) struct Assembler<D> {
     /// frame's length, else as many as it has room for.
     fill: usize,
     chunks: VecDeque<Chunk>,
-    /// After a rejected frame, while [`Decoder::resync`] answers `More`.
-    discarding: bool,
-    /// The decoder can follow the stream no further.
-    stopped: bool,
     /// The view the last frame was yielded from, when that emptied it: dropped (its
     /// probe closed) at the next call, once the consumer had the chance to drop that
     /// frame, as `Core` retires a region.
@@ -100,13 +110,9 @@ impl<D: Decoder> Assembler<D> {
     pub(crate) fn new(decoder: D) -> Assembler<D> {
         Assembler {
             decoder,
-            carry: None,
-            need: 0,
-            fill: 0,
-            chunks: VecDeque::new(),
+            held: None,
             discarding: false,
             stopped: false,
-            retiring: None,
         }
     }
 
@@ -116,19 +122,22 @@ impl<D: Decoder> Assembler<D> {
         if chunk.bytes.is_empty() || self.stopped {
             return;
         }
-        if let Some(last) = self.chunks.back_mut() {
+        let held = self.held.get_or_insert_with(Box::default);
+        if let Some(last) = held.chunks.back_mut() {
             match last.bytes.try_join(chunk.take()) {
                 Ok(()) => return, // `chunk`'s drop closes its view
                 Err(bytes) => chunk.bytes = bytes,
             }
         }
-        self.chunks.push_back(chunk);
+        held.chunks.push_back(chunk);
     }
 
     /// Bytes received and not yet yielded in a frame.
     pub(crate) fn buffered(&self) -> usize {
-        self.carry.as_ref().map_or(0, |c| c.len())
-            + self.chunks.iter().map(|c| c.bytes.len()).sum::<usize>()
+        self.held.as_ref().map_or(0, |h| {
+            h.carry.as_ref().map_or(0, |c| c.len())
+                + h.chunks.iter().map(|c| c.bytes.len()).sum::<usize>()
+        })
     }
 
     /// Whether the decoder stopped the stream (a frame it cannot get past).
@@ -141,17 +150,27 @@ impl<D: Decoder> Assembler<D> {
     /// it unless [`stopped`](Self::stopped) says otherwise.
     #[inline]
     pub(crate) fn next(&mut self, mem: &Memory) -> io::Result<Option<FixedBuf>> {
-        self.retiring = None;
+        let Some(held) = self.held.as_deref_mut() else {
+            return Ok(None);
+        };
+        held.retiring = None;
+        if held.carry.is_none() && held.chunks.is_empty() {
+            self.held = None;
+            return Ok(None);
+        }
         loop {
             if self.stopped {
                 return Ok(None);
             }
+            let Some(h) = self.held.as_deref_mut() else {
+                return Ok(None);
+            };
             if self.discarding {
-                let Some(front) = self.chunks.front_mut() else {
+                let Some(front) = h.chunks.front_mut() else {
                     return Ok(None);
                 };
                 match self.decoder.resync(&front.bytes) {
-                    Resync::More => _ = self.chunks.pop_front(),
+                    Resync::More => _ = h.chunks.pop_front(),
                     Resync::Skip(n) => {
                         front.bytes.skip(n.min(front.bytes.len()));
                         self.discarding = false;
@@ -161,42 +180,42 @@ impl<D: Decoder> Assembler<D> {
                 self.drop_empty_front();
                 continue;
             }
-            if let Some(carry) = &mut self.carry {
-                while carry.len() < self.fill {
-                    let Some(front) = self.chunks.front_mut() else {
+            if let Some(carry) = &mut h.carry {
+                while carry.len() < h.fill {
+                    let Some(front) = h.chunks.front_mut() else {
                         break;
                     };
-                    let take = front.bytes.len().min(self.fill - carry.len());
+                    let take = front.bytes.len().min(h.fill - carry.len());
                     carry
                         .try_extend_from_slice(&front.bytes[..take])
                         .expect("a copy has room for what it wants");
                     front.bytes.skip(take);
                     if front.bytes.is_empty() {
-                        self.chunks.pop_front();
+                        h.chunks.pop_front();
                     }
                 }
-                if carry.len() < self.need {
+                if carry.len() < h.need {
                     return Ok(None);
                 }
                 match self.decoder.decode(carry) {
                     Ok(Decode::Frame(f)) => {
-                        let carry = self.carry.take().expect("matched above").freeze();
+                        let carry = h.carry.take().expect("matched above").freeze();
                         if f.consumed < carry.len() {
                             let bytes = carry.slice(f.consumed..);
-                            self.chunks.push_front(Chunk { bytes, probe: None });
+                            h.chunks.push_front(Chunk { bytes, probe: None });
                         }
                         return Ok(Some(carry.slice(f.start..f.end)));
                     }
-                    Ok(Decode::Need(n)) => self.want_more(n, mem)?,
+                    Ok(Decode::Need(n)) => h.want_more(n, mem)?,
                     Err(e) => {
-                        let bad = self.carry.take().expect("matched above").freeze();
+                        let bad = h.carry.take().expect("matched above").freeze();
                         self.reject(bad);
                         return Err(e);
                     }
                 }
                 continue;
             }
-            let Some(front) = self.chunks.front_mut() else {
+            let Some(front) = h.chunks.front_mut() else {
                 return Ok(None);
             };
             match self.decoder.decode(&front.bytes) {
@@ -216,19 +235,19 @@ impl<D: Decoder> Assembler<D> {
                     };
                     front.bytes.skip(f.consumed);
                     if front.bytes.is_empty() {
-                        self.retiring = self.chunks.pop_front();
+                        h.retiring = h.chunks.pop_front();
                     }
                     return Ok(Some(frame));
                 }
                 Ok(Decode::Need(n)) => {
-                    if self.chunks.len() == 1 {
+                    if h.chunks.len() == 1 {
                         return Ok(None); // the next completion may join it
                     }
-                    self.want_more(n, mem)?;
+                    h.want_more(n, mem)?;
                 }
                 Err(e) => {
                     // Its probe closes once `reject` is done with the bytes.
-                    let mut bad = self.chunks.pop_front().expect("matched above");
+                    let mut bad = h.chunks.pop_front().expect("matched above");
                     self.reject(bad.take());
                     return Err(e);
                 }
@@ -240,10 +259,10 @@ impl<D: Decoder> Assembler<D> {
     /// [`Decoder::decode_eof`]); `Ok(None)` when there are none (or they were being
     /// discarded). Everything else buffered is dropped.
     pub(crate) fn finish(&mut self) -> io::Result<Option<FixedBuf>> {
-        let rest = match self.carry.take() {
+        let rest = self.held.as_deref_mut().and_then(|h| match h.carry.take() {
             Some(carry) => Some(carry.freeze()),
-            None => self.chunks.pop_front().map(|mut c| c.take()),
-        };
+            None => h.chunks.pop_front().map(|mut c| c.take()),
+        });
         let discarding = self.discarding;
         self.stop();
         let Some(rest) = rest.filter(|r| !r.is_empty() && !discarding) else {
@@ -256,9 +275,7 @@ impl<D: Decoder> Assembler<D> {
     /// Drops everything buffered: the stream ends.
     pub(crate) fn stop(&mut self) {
         self.stopped = true;
-        self.retiring = None;
-        self.carry = None;
-        self.chunks.clear();
+        self.held = None;
     }
 
     /// Whether a partial frame is held as a view of a provided buffer, waiting for
@@ -267,10 +284,11 @@ impl<D: Decoder> Assembler<D> {
     /// connection's bytes landed there, or the kernel gave the buffer back): then it
     /// only holds the buffer, and [`unpin`](Self::unpin) frees it.
     pub(crate) fn held_view(&self) -> Option<bool> {
-        if self.chunks.len() != 1 || self.carry.is_some() || self.discarding || self.stopped {
+        let h = self.held.as_deref()?;
+        if h.chunks.len() != 1 || h.carry.is_some() || self.discarding || self.stopped {
             return None;
         }
-        let front = self.chunks.front()?;
+        let front = h.chunks.front()?;
         let probe = front.probe.as_ref()?;
         Some(probe.joinable(front.bytes.as_ptr_range().end))
     }
@@ -278,15 +296,49 @@ impl<D: Decoder> Assembler<D> {
     /// Copies a partial frame held as a view into a region of its own, so that its
     /// buffer can go back to the ring. `true` if it did.
     pub(crate) fn unpin(&mut self, mem: &Memory) -> io::Result<bool> {
-        let Some(front) = self.chunks.front().filter(|_| self.held_view().is_some()) else {
+        if self.held_view().is_none() {
+            return Ok(false);
+        }
+        let Some(h) = self.held.as_deref_mut() else {
+            return Ok(false);
+        };
+        let Some(front) = h.chunks.front() else {
             return Ok(false);
         };
         match self.decoder.decode(&front.bytes) {
-            Ok(Decode::Need(n)) => self.want_more(n, mem).map(|()| true),
+            Ok(Decode::Need(n)) => h.want_more(n, mem).map(|()| true),
             _ => Ok(false), // a frame or an error: the next call yields it
         }
     }
 
+    /// After the decoder rejected the frame at the start of `bad` (the bytes from
+    /// it to the end of the view or copy it was found in): drops it as
+    /// [`Decoder::resync`] says.
+    fn reject(&mut self, bad: FixedBuf) {
+        match self.decoder.resync(&bad) {
+            Resync::Stop => self.stop(),
+            Resync::Skip(n) if n < bad.len() => {
+                let held = self.held.get_or_insert_with(Box::default);
+                held.chunks.push_front(Chunk {
+                    bytes: bad.slice(n..),
+                    probe: None,
+                });
+            }
+            Resync::Skip(_) => {}
+            Resync::More => self.discarding = true,
+        }
+    }
+
+    fn drop_empty_front(&mut self) {
+        if let Some(h) = self.held.as_deref_mut() {
+            if h.chunks.front().is_some_and(|c| c.bytes.is_empty()) {
+                h.chunks.pop_front();
+            }
+        }
+    }
+}
+
+impl Held {
     /// The decoder needs `n` bytes from the first: copies what there is into a region
     /// that holds them (a larger one if the copy so far is too short), to be completed
     /// from the next views.
@@ -323,26 +375,5 @@ impl<D: Decoder> Assembler<D> {
         .expect("the new copy holds the old");
         self.carry = Some(copy);
         Ok(())
-    }
-
-    /// After the decoder rejected the frame at the start of `bad` (the bytes from
-    /// it to the end of the view or copy it was found in): drops it as
-    /// [`Decoder::resync`] says.
-    fn reject(&mut self, bad: FixedBuf) {
-        match self.decoder.resync(&bad) {
-            Resync::Stop => self.stop(),
-            Resync::Skip(n) if n < bad.len() => self.chunks.push_front(Chunk {
-                bytes: bad.slice(n..),
-                probe: None,
-            }),
-            Resync::Skip(_) => {}
-            Resync::More => self.discarding = true,
-        }
-    }
-
-    fn drop_empty_front(&mut self) {
-        if self.chunks.front().is_some_and(|c| c.bytes.is_empty()) {
-            self.chunks.pop_front();
-        }
     }
 }
