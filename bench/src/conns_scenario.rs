@@ -380,8 +380,8 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
              `new` did before it read into the pool); ringmem (io_uring): \
              `UringGroup::new({GROUP_MIB} MiB).framed(&conn, LengthDelimited::new())`, one \
              group for all of 4 io_uring instances (two per worker), their file tables holding \
-             the sockets (multishot receives into 32 provided buffers of 64 KiB at a time per \
-             instance; frames two receives carry copied \
+             the sockets (multishot receives into 32 provided buffers of 64 KiB at a time, shared \
+             out over the instances; frames two receives carry copied \
              into the process's pool, as `new`'s; the task keeps the `TcpStream`, as a server \
              that writes replies does; not measured where the kernel refuses io_uring)."
         ),
@@ -484,7 +484,7 @@ fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
              connections send their burst, then a tenth of them stream 1 KiB frames for {secs} s \
              as fast as the server takes them (writes of 16 frames), while the others stay \
              idle. The io_uring reader's group is {GROUP_MIB} MiB (it holds what receiving \
-             holds: the kernel's buffers of 64 KiB, 32 per instance at most, and bytes \
+             holds: the kernel's buffers of 64 KiB, 32 at most over its instances, and bytes \
              received and not yet read); \
              frames two receives carry are copied into the process's pool, as `new` reads \
              into it ({POOL_MIB} MiB budget)."

@@ -208,7 +208,7 @@ fn throughput_tables(cfg: &Config, mib: usize, cells: &mut [Cell]) -> [Table; 2]
              LengthDelimitedCodec::new())`; `AsyncFramedReader::new(conn, LengthDelimited::new())` (it reads into the \
              process's pool, `ReadPool::global()`: 64 MiB shared by every reader; 64 KiB reads); \
              `UringGroup::new(16 MiB).framed(&conn, LengthDelimited::new())` (io_uring multishot receives into 32 provided \
-             buffers of 64 KiB per instance, consumed incrementally, in 4 instances, two per worker; a group per run; left out where the kernel refuses io_uring). The \
+             buffers of 64 KiB shared out over 4 instances (two per worker), consumed incrementally; a group per run; left out where the kernel refuses io_uring). The \
              runtime has 2 worker threads. `mixed`: 70 % 64 B, 25 % 1 KiB, 5 % 16 KiB frames."
         ),
         format!(
