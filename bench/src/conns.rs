@@ -45,8 +45,9 @@ use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use crate::conns_queue::{self, Params, Queue};
 use crate::nofile::raise_nofile;
 
-/// Heap allocations made in the process so far (the binary's allocator counts them).
-pub use crate::counting::ALLOCATIONS;
+/// Heap allocations made in the process so far, and the bytes live (the binary's
+/// allocator counts them).
+pub use crate::counting::{ALLOCATIONS, LIVE};
 
 /// Bytes of the length header on the wire (both readers' default: 4, big-endian).
 pub const HEADER: usize = 4;
@@ -86,6 +87,9 @@ pub enum Reader {
     /// frames two receives carry in the process's pool, as `new`'s. The task keeps the
     /// `TcpStream` (a server writes its replies on it).
     Uring,
+    /// No reader: the same task holds the connection and a stream that never reads it,
+    /// the floor the readers' memory is measured over (the `idle` row only).
+    Floor,
 }
 
 /// The io_uring reader's group: one per server process.
@@ -93,11 +97,12 @@ static URING: std::sync::OnceLock<ringmem::uring::UringGroup> = std::sync::OnceL
 
 impl Reader {
     /// All readers, in column order.
-    pub const ALL: [Reader; 4] = [
+    pub const ALL: [Reader; 5] = [
         Reader::FramedRead,
         Reader::New,
         Reader::RingEach,
         Reader::Uring,
+        Reader::Floor,
     ];
 
     /// The column name, also the name on the command line and in the records.
@@ -107,6 +112,7 @@ impl Reader {
             Reader::New => "ringmem (new)",
             Reader::RingEach => "ringmem (ring each)",
             Reader::Uring => "ringmem (io_uring)",
+            Reader::Floor => "no reader",
         }
     }
 
@@ -269,6 +275,24 @@ where
             let frames = uring.expect("the io_uring reader");
             serve.spawn(Holding { frames, _io: io })
         }
+        Reader::Floor => serve.spawn(Holding {
+            frames: Never,
+            _io: io,
+        }),
+    }
+}
+
+/// A stream of frames that never yields one.
+struct Never;
+
+impl Stream for Never {
+    type Item = io::Result<FixedBuf>;
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Pending
     }
 }
 
@@ -561,6 +585,9 @@ fn warm(rt: &tokio::runtime::Runtime) {
 /// Runs a server: accepts the clients' connections, reads them with `s.reader`, and
 /// prints the row's record.
 pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
+    if s.reader == Reader::Floor && s.row != Row::Idle {
+        return Err("no reader: the idle row only (it reads nothing)".into());
+    }
     let nofile = raise_nofile();
     // The server holds its connections (the io_uring reader none of its own) and the
     // listener, a few descriptors of its own.
@@ -605,6 +632,9 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             .set(group)
             .map_err(|_| "a second io_uring group".to_string())?;
     }
+    // The heap's baseline, past the pool's and the group's memory (their pages are in
+    // the resident set): the heap that follows is the connections' state.
+    let base_heap = LIVE.load(Ordering::Relaxed);
     let keep = (s.row == Row::Keep).then(|| {
         let (tx, rx) = mpsc::channel(1024);
         rt.spawn(keeper(rx, counts.clone()));
@@ -665,7 +695,10 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
     field("nofile", nofile as f64);
     field("connected", connected as f64);
     let mut bursts_stalled = false;
-    if burst {
+    if reader == Reader::Floor {
+        // Its bursts stay in the sockets: every connection is there once connected.
+        field("held", connected as f64);
+    } else if burst {
         let (_, stalled) = wait_for(&clients, false, Some(connected), || {
             counts.bursts.load(Ordering::Relaxed)
         });
@@ -679,6 +712,8 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             field("base_vm_kib", base_vm as f64);
             field("rss_kib", status_kib("VmRSS") as f64);
             field("vm_kib", status_kib("VmSize") as f64);
+            field("base_heap_kib", base_heap as f64 / 1024.0);
+            field("heap_kib", LIVE.load(Ordering::Relaxed) as f64 / 1024.0);
             field("stalled", f64::from(u8::from(bursts_stalled)));
         }
         Row::Queue => {
@@ -796,6 +831,8 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
                 field("base_rss_kib", base_rss as f64);
                 field("rss_kib", status_kib("VmRSS") as f64);
                 field("hwm_kib", status_kib("VmHWM") as f64);
+                field("base_heap_kib", base_heap as f64 / 1024.0);
+                field("heap_kib", LIVE.load(Ordering::Relaxed) as f64 / 1024.0);
             } else {
                 std::thread::sleep(Duration::from_millis(200));
                 field("received", counts.received.load(Ordering::Relaxed) as f64);
