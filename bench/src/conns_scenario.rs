@@ -27,17 +27,29 @@ const READERS: [&str; 4] = [
     "ringmem (io_uring)",
 ];
 
+/// The server that holds its connections with no reader, in the idle row: the floor
+/// the readers' memory is measured over (not a column).
+const FLOOR: &str = "no reader";
+
+/// The name of reader `k`: a column's, or [`FLOOR`] past them.
+fn name(k: usize) -> &'static str {
+    READERS.get(k).copied().unwrap_or(FLOOR)
+}
+
 /// The column of `ringmem (new)`, the reader of the process's pool.
 const NEW: usize = 1;
 
 /// The idle row's connection counts.
 const IDLE_CONNS: [usize; 2] = [1_000, 10_000];
 
-/// Connections of the active rows, of which a tenth stream.
-const ACTIVE_CONNS: [usize; 2] = [1_000, 10_000];
+/// Connections of the active rows, of which a tenth stream: the idle row's counts, at
+/// which the floor of their memory is measured.
+const ACTIVE_CONNS: [usize; 2] = IDLE_CONNS;
 
-/// The io_uring reader's group, MiB (the child's `--group-mib`).
-const GROUP_MIB: usize = 8;
+/// The io_uring reader's group, MiB (the child's `--group-mib`): what a tenth of
+/// 1,000 or 10,000 connections streaming needs (8 MiB read no faster, and kept 6 MiB
+/// more resident).
+const GROUP_MIB: usize = 2;
 
 /// Connections of the keep row, all streaming, and the most frames each sends.
 const KEEP_CONNS: usize = 4;
@@ -119,7 +131,9 @@ pub fn prepare() -> Result<(), String> {
 /// keep row, and a server per run of the queue row.
 pub fn case_count(cfg: &Config) -> usize {
     let queue: usize = queue_cases(cfg).iter().map(|c| c.reps).sum();
-    READERS.len() * (IDLE_CONNS.len() + ACTIVE_CONNS.len() + 1) + QUEUE_READERS.len() * queue
+    (READERS.len() + 1) * IDLE_CONNS.len()
+        + READERS.len() * (ACTIVE_CONNS.len() + 1)
+        + QUEUE_READERS.len() * queue
 }
 
 /// One record of the child: its row, its reader (a column) and its `key=value` fields.
@@ -148,7 +162,9 @@ fn parse_records(out: &str) -> Result<Vec<Record>, String> {
         }
         let bad = || format!("{CHILD} printed a record this bench cannot read: {line}");
         let reader = f.next().ok_or_else(bad)?;
-        let reader = READERS.iter().position(|r| *r == reader).ok_or_else(bad)?;
+        let reader = (0..=READERS.len())
+            .find(|&k| name(k) == reader)
+            .ok_or_else(bad)?;
         let fields = f
             .map(|kv| {
                 let (k, v) = kv.split_once('=').ok_or_else(bad)?;
@@ -185,11 +201,11 @@ fn server(
 ) -> Result<Record, String> {
     crate::progress::case(&format!(
         "conns: {row}, {conns} connections{case}, {}",
-        READERS[reader]
+        name(reader)
     ));
     let mut args: Vec<String> = vec![
         "--server".into(),
-        READERS[reader].into(),
+        name(reader).into(),
         "--row".into(),
         row.into(),
         "--conns".into(),
@@ -204,7 +220,7 @@ fn server(
     parse_records(&out)?
         .into_iter()
         .find(|r| r.row == row && r.reader == reader)
-        .ok_or_else(|| format!("{CHILD} printed no {row} record for {}", READERS[reader]))
+        .ok_or_else(|| format!("{CHILD} printed no {row} record for {}", name(reader)))
 }
 
 /// One run per reader of a row: each reader's record or why it has none.
@@ -278,10 +294,28 @@ fn failures(runs: &Runs) -> Vec<String> {
         .collect()
 }
 
-/// KiB per connection of `key` over `base_key`.
+/// KiB per connection of `key` over `base_key` (the no-reader server's connections
+/// are all held: none reads a burst).
 fn per_conn(r: &Record, key: &str, base_key: &str) -> Option<f64> {
-    let reached = r.get("reached").filter(|&n| n > 0.0)?;
+    let reached = r.get("reached").or(r.get("held")).filter(|&n| n > 0.0)?;
     Some((r.get(key)? - r.get(base_key)?) / reached)
+}
+
+/// [`per_conn`] of `r` less that of the no-reader server's `floor`: what the reader
+/// adds to a connection.
+fn over_floor(r: &Record, floor: Option<&Record>, key: &str, base_key: &str) -> Option<f64> {
+    Some(per_conn(r, key, base_key)? - per_conn(floor?, key, base_key)?)
+}
+
+/// MiB of the resident set over the baseline.
+fn mib_over(r: &Record) -> Option<f64> {
+    Some((r.get("rss_kib")? - r.get("base_rss_kib")?) / 1024.0)
+}
+
+/// Heap bytes per connection (the child's counting allocator: bytes asked for and not
+/// yet freed, less those at the baseline).
+fn heap_per_conn(r: &Record) -> Option<f64> {
+    Some(per_conn(r, "heap_kib", "base_heap_kib")? * 1024.0)
 }
 
 /// KiB per connection of the whole process's address space (`VmSize`, no baseline
@@ -291,8 +325,9 @@ fn whole_vm(r: &Record) -> Option<f64> {
     Some(r.get("vm_kib")? / reached)
 }
 
-/// The idle table: per connection count, a server per reader.
-fn idle_table(idle: &[(usize, Runs)]) -> Table {
+/// The idle table: per connection count, a server per reader; `floors`, the
+/// no-reader server's run at each count (where it ran).
+fn idle_table(idle: &[(usize, Runs)], floors: &[Result<Record, String>]) -> Table {
     let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
     let mut t = Table::new(
         "conns: idle connections after a burst (1 KiB + 16 KiB frame each)",
@@ -302,7 +337,8 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
     );
     let mut verdict = String::from("**Idle:** ");
     let mut parts = Vec::new();
-    for (conns, runs) in idle {
+    for (i, (conns, runs)) in idle.iter().enumerate() {
+        let floor = floors.get(i).and_then(|f| f.as_ref().ok());
         let reached: Vec<f64> = runs
             .iter()
             .filter_map(|r| r.as_ref().ok()?.get("reached"))
@@ -319,6 +355,16 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
         t.rows.push(row("resident set per connection (KiB)", &|r| {
             per_conn(r, "rss_kib", "base_rss_kib")
         }));
+        t.rows
+            .push(row("heap per connection (bytes)", &heap_per_conn));
+        t.rows.push(row(
+            "resident set per connection over no reader's (KiB)",
+            &|r| over_floor(r, floor, "rss_kib", "base_rss_kib"),
+        ));
+        t.rows
+            .push(row("heap per connection over no reader's (bytes)", &|r| {
+                Some(over_floor(r, floor, "heap_kib", "base_heap_kib")? * 1024.0)
+            }));
         t.rows.push(row("address space per connection (KiB)", &|r| {
             per_conn(r, "vm_kib", "base_vm_kib")
         }));
@@ -353,10 +399,22 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
             }
         }
         t.notes.extend(failures(runs));
+        match floors.get(i) {
+            Some(Ok(f)) => t.notes.push(format!(
+                "{FLOOR}, {conns} connections: {:.2} KiB resident and {:.0} bytes of heap \
+                 per connection.",
+                per_conn(f, "rss_kib", "base_rss_kib").unwrap_or(f64::NAN),
+                heap_per_conn(f).unwrap_or(f64::NAN),
+            )),
+            Some(Err(e)) => t.notes.push(format!("{FLOOR}: not measured: {e}.")),
+            None => {}
+        }
         parts.push(format!(
-            "at {conns} connections, resident set per connection: {}; address space per \
-             connection (KiB): {}; whole-process address space per connection: {}",
+            "at {conns} connections, resident set per connection: {}; over no reader's: \
+             {}; address space per connection (KiB): {}; whole-process address space per \
+             connection: {}",
             ratios(runs, |r| per_conn(r, "rss_kib", "base_rss_kib")),
+            ratios(runs, |r| over_floor(r, floor, "rss_kib", "base_rss_kib")),
             ratios(runs, |r| per_conn(r, "vm_kib", "base_vm_kib")),
             ratios(runs, whole_vm),
         ));
@@ -396,7 +454,13 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
          glibc reserves its heaps 64 MiB at a time, before the baseline, so heap growth \
          inside a reserved heap adds no address space (FramedRead's can come out 0): the \
          whole-process row is `VmSize` divided by the connections, no baseline subtracted, \
-         for a ratio that counts those heaps too."
+         for a ratio that counts those heaps too. Heap: the bytes the server's allocations \
+         asked for and has not freed (its global allocator counts them), less those just \
+         after the pool and the group were made. No reader: a server of its own whose \
+         connections' tasks are the readers' (the same `handle`), each holding its \
+         `TcpStream` and a stream that never yields, so never reads (its bursts stay in \
+         the sockets): what a connection costs a tokio server before any reader, the floor \
+         of the rows over no reader's, which are what the reader adds."
             .into(),
     );
     t.notes.push(verdict);
@@ -404,8 +468,8 @@ fn idle_table(idle: &[(usize, Runs)]) -> Table {
 }
 
 /// The active table: a tenth of the connections streaming among idle ones, per
-/// connection count.
-fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
+/// connection count; `floors`, the no-reader server's idle run at each count.
+fn active_table(active: &[(usize, Runs)], floors: &[Result<Record, String>], secs: f64) -> Table {
     let columns: Vec<String> = READERS.iter().map(|r| r.to_string()).collect();
     let mut t = Table::new(
         "conns: a tenth of the connections active (1 KiB frames)",
@@ -422,7 +486,14 @@ fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
     let mib =
         |key: &'static str| move |r: &Record| Some((r.get(key)? - r.get("base_rss_kib")?) / 1024.0);
     let mut verdicts = Vec::new();
-    for (conns, runs) in active {
+    for (i, (conns, runs)) in active.iter().enumerate() {
+        let floor = floors.get(i).and_then(|f| f.as_ref().ok());
+        // The memory for receiving: the peak resident set over that of the same
+        // connections held by no reader.
+        let receiving = |r: &Record| {
+            let f = floor?;
+            Some((r.get("hwm_kib")? - r.get("base_rss_kib")?) / 1024.0 - mib_over(f)?)
+        };
         let label = format!("{conns} ({} active)", conns / 10);
         let row = |what: &str, f: &dyn Fn(&Record) -> Option<f64>| {
             figures_with(vec![label.clone(), what.into()], runs, f)
@@ -451,6 +522,14 @@ fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
             "resident set over the baseline, streams done (MiB)",
             &mib("rss_kib"),
         ));
+        t.rows.push(row(
+            "peak resident set over no reader's: receiving (MiB)",
+            &receiving,
+        ));
+        t.rows.push(row(
+            "heap per connection, streams done (bytes)",
+            &heap_per_conn,
+        ));
         t.rows
             .push(row("server heap allocations per 1,000 frames", &per_k));
         t.rows.push(row("frames received", &|r| r.get("frames")));
@@ -468,12 +547,13 @@ fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
         }
         verdicts.push(format!(
             "at {conns} connections, frames per second while the clients write: {}, to \
-             the last frame: {}; p99.9 latency: {}; peak resident set: {}; heap \
-             allocations per frame: {}",
+             the last frame: {}; p99.9 latency: {}; peak resident set: {}; over no \
+             reader's (receiving): {}; heap allocations per frame: {}",
             ratios(runs, streaming),
             ratios(runs, fps),
             ratios(runs, |r| r.get("p999_ns")),
             ratios(runs, mib("hwm_kib")),
+            ratios(runs, receiving),
             ratios(runs, per_k),
         ));
     }
@@ -502,8 +582,11 @@ fn active_table(active: &[(usize, Runs)], secs: f64) -> Table {
          most of it is the frame's wait behind earlier frames in the socket buffers and in the \
          client's blocked write, not the reader's own time. Resident set: `VmHWM` (the peak) \
          and `VmRSS` once the streams are read, less the baseline read before the clients \
-         connected; the kernel's socket buffers are in neither. Allocations: the server \
-         process's global allocator, counted over the same window, per 1,000 frames."
+         connected; the kernel's socket buffers are in neither. Receiving: the peak less \
+         the idle table's no-reader server's resident set over its baseline, at the same \
+         connections (the same tasks, holding the sockets, reading nothing). Heap: as in \
+         the idle table. Allocations: the server process's global allocator, counted over \
+         the same window, per 1,000 frames."
             .into(),
     );
     t.notes
@@ -819,6 +902,10 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         .iter()
         .map(|&n| (n, per_reader("idle", n, &[])))
         .collect();
+    let floors: Vec<Result<Record, String>> = IDLE_CONNS
+        .iter()
+        .map(|&n| server(READERS.len(), "idle", n, "", &[]))
+        .collect();
     let active_runs: Vec<(usize, Runs)> = ACTIVE_CONNS
         .iter()
         .map(|&conns| {
@@ -844,8 +931,8 @@ pub fn run(cfg: &Config) -> Vec<Table> {
         .map(|c| (c, queue_runs(c)))
         .collect();
     vec![
-        idle_table(&idle),
-        active_table(&active_runs, secs),
+        idle_table(&idle, &floors),
+        active_table(&active_runs, &floors, secs),
         keep_table(&keep_runs, secs),
         queue_table(&queue),
     ]
@@ -879,6 +966,30 @@ mod tests {
         assert!(parse_records("active").is_err());
     }
 
+    #[test]
+    fn the_floor_is_subtracted_per_connection() {
+        let floor = "idle\tno reader\tconns=1000\tconnected=1000\theld=1000\t\
+                     base_rss_kib=3000\trss_kib=4000\tbase_heap_kib=0\theap_kib=500";
+        let floor = parse_records(floor).unwrap().pop().unwrap();
+        assert_eq!(floor.reader, READERS.len());
+        let reader = IDLE.replace("stalled=0", "base_heap_kib=0\theap_kib=1500");
+        let t = idle_table(&[(1000, runs(&[&reader]))], &[Ok(floor)]);
+        let cell = |what: &str| {
+            let row = t.rows.iter().find(|r| r.params[1] == what).expect(what);
+            row.cells[0].unwrap().median
+        };
+        // (8000 - 3000) / 1000 less (4000 - 3000) / 1000 KiB; 1 KiB of heap less 0.5.
+        assert_eq!(
+            cell("resident set per connection over no reader's (KiB)"),
+            4.0
+        );
+        assert_eq!(cell("heap per connection over no reader's (bytes)"), 1024.0);
+        assert!(t
+            .notes
+            .iter()
+            .any(|n| n.contains("no reader, 1000 connections: 1.00 KiB")));
+    }
+
     fn runs(records: &[&str]) -> Runs {
         records
             .iter()
@@ -897,7 +1008,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let t = idle_table(&[(1000, runs(&refs))]);
+        let t = idle_table(&[(1000, runs(&refs))], &[]);
         let verdict = t.notes.last().unwrap();
         // (8000 - 3000) / (10000 - 3000), (36000 - 3000) / (10000 - 3000).
         assert!(
@@ -918,7 +1029,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-        idle_table(&[(1000, runs(&refs))])
+        idle_table(&[(1000, runs(&refs))], &[])
     }
 
     #[test]
@@ -940,11 +1051,9 @@ mod tests {
             ),
             "{verdict}"
         );
-        let whole = &t.rows[2];
-        assert_eq!(
-            whole.params[1],
-            "address space per connection, whole process (KiB)"
-        );
+        let whole = (t.rows.iter())
+            .find(|r| r.params[1] == "address space per connection, whole process (KiB)")
+            .expect("the whole-process row");
         assert_eq!(whole.cells[0].unwrap().median, 200.0);
     }
 
@@ -971,7 +1080,7 @@ mod tests {
     #[test]
     fn fewer_connections_reached_are_said_in_the_table() {
         let short = IDLE.replace("reached=1000", "reached=900");
-        let t = idle_table(&[(1000, runs(&[&short, IDLE, IDLE]))]);
+        let t = idle_table(&[(1000, runs(&[&short, IDLE, IDLE]))], &[]);
         assert_eq!(t.rows[0].params[0], "1000 (fewest reached: 900)");
         assert!(t.notes.iter().any(|n| n.contains("900 of 1000")));
     }
