@@ -140,6 +140,12 @@ impl<D: Decoder> Assembler<D> {
         })
     }
 
+    /// Whether it holds nothing of its own: no bytes, and no box for them.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_none()
+    }
+
     /// Whether the decoder stopped the stream (a frame it cannot get past).
     pub(crate) fn stopped(&self) -> bool {
         self.stopped

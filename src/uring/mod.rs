@@ -59,6 +59,14 @@
 //! buffer's length, [`UringOptions::buf_len`]), as a frame read by the epoll reader
 //! without copies does.
 //!
+//! An idle connection costs its reader (112 bytes with [`LengthDelimited`], in the
+//! task that polls it), a queue it shares with the group's task (104 bytes on the
+//! heap) and an entry in its instance's connection table. What a connection has
+//! received and not yet yielded (views, a partial frame's copy) is held in a box made
+//! when its bytes come and dropped once it has none, the queue's deque too.
+//!
+//! [`LengthDelimited`]: crate::io::LengthDelimited
+//!
 //! When the kernel finds no buffer (`ENOBUFS`) the receive waits until the group
 //! publishes again; then as many waiting receives start again as the bytes the kernel
 //! has can serve, at what receives brought lately, not all of them.

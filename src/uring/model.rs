@@ -307,6 +307,41 @@ fn a_connections_views_back_to_back_join() {
     assert!(ring.stats().live_buffers == 1);
 }
 
+/// A reader that has yielded every frame holds no bytes of its own once its last
+/// frame's view is retired: an idle connection costs no byte state (and a partial
+/// frame keeps it until the frame is whole).
+#[test]
+fn an_idle_assembler_holds_nothing() {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
+    let (mut books, _) = books(2);
+    let mut kernel = FakeKernel {
+        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
+        incremental: true,
+    };
+    let mut frames = Assembler::new(LengthDelimited::new());
+    assert!(frames.is_empty());
+    let mut wire = Vec::new();
+    for n in [10u32, 20] {
+        wire.extend(n.to_be_bytes());
+        wire.extend(vec![n as u8; n as usize]);
+    }
+    wire.extend(30u32.to_be_bytes()); // the start of a third frame
+    let (bid, n, more) = kernel.recv(&wire, 1024).unwrap();
+    frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
+    assert_eq!(frames.next(&copies).unwrap().unwrap().len(), 10);
+    assert_eq!(frames.next(&copies).unwrap().unwrap().len(), 20);
+    assert!(frames.next(&copies).unwrap().is_none());
+    assert!(!frames.is_empty(), "the third frame's start is held");
+    let (bid, n, more) = kernel.recv(&[3u8; 30], 1024).unwrap();
+    frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
+    assert_eq!(&frames.next(&copies).unwrap().unwrap()[..], &[3u8; 30][..]);
+    assert!(!frames.is_empty(), "the last frame's view is retired at the next call");
+    assert!(frames.next(&copies).unwrap().is_none());
+    assert!(frames.is_empty());
+    assert_eq!(frames.buffered(), 0);
+}
+
 /// A partial frame held as a view of a buffer the kernel gave back cannot be joined:
 /// copied out, its buffer goes back to the ring, and the frame, completed from later
 /// buffers, is whole.
