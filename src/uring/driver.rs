@@ -840,6 +840,9 @@ impl State {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
                 let chunk = Chunk::new(got.view, got.probe);
                 q.bytes += chunk.len();
+                if q.chunks.capacity() == 0 {
+                    q.chunks = super::frames::new_deque();
+                }
                 q.chunks.push_back(chunk);
             }
             Some(Err(e)) if q.end.is_none() => q.end = Some(Err(e)),

@@ -1,9 +1,11 @@
 //! Frames from a connection's received bytes: views of the provided buffers they
 //! arrived in, and a copy only for a frame that more than one completion carries.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
+use std::thread::LocalKey;
 
 use super::books::Probe;
 use crate::io::Memory;
@@ -14,6 +16,49 @@ use crate::{FixedBuf, FixedBufMut};
 /// holds (a decoder that does not know the frame's length, such as `Lines`): copying
 /// a byte at a time would decode once per byte.
 const GROW_LEAST: usize = 64;
+
+/// Spare boxes of [`Held`] and deques of a connection's queue kept per thread, at most
+/// this many of each: a streaming connection's reader empties its bytes and sleeps
+/// after each completion or so, and would otherwise allocate and free both each time.
+const SPARE_MOST: usize = 16;
+
+thread_local! {
+    // Boxes, not `Held`s: a reader takes one and gives it back whole.
+    #[allow(clippy::vec_box)]
+    static SPARE_HELD: RefCell<Vec<Box<Held>>> = const { RefCell::new(Vec::new()) };
+    static SPARE_DEQUES: RefCell<Vec<VecDeque<Chunk>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps `t` (empty) in this thread's `list` if it has room, else drops it.
+fn spare<T>(list: &'static LocalKey<RefCell<Vec<T>>>, t: T) {
+    // A thread being torn down has no list: `t` is dropped.
+    let _ = list.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            if l.len() < SPARE_MOST {
+                l.push(t);
+            }
+        }
+    });
+}
+
+/// One of this thread's spares in `list`, if any.
+fn reuse<T>(list: &'static LocalKey<RefCell<Vec<T>>>) -> Option<T> {
+    list.try_with(|l| l.try_borrow_mut().ok()?.pop())
+        .ok()
+        .flatten()
+}
+
+/// Gives the empty deque of a queue whose reader goes to sleep to this thread's spares
+/// (an idle connection holds none).
+pub(crate) fn spare_deque(deque: VecDeque<Chunk>) {
+    debug_assert!(deque.is_empty());
+    spare(&SPARE_DEQUES, deque);
+}
+
+/// A deque for a queue that has none: a spare of this thread's, or a new one.
+pub(crate) fn new_deque() -> VecDeque<Chunk> {
+    reuse(&SPARE_DEQUES).unwrap_or_default()
+}
 
 /// A completion's bytes: a view of its buffer, and the buffer's probe, closed when the
 /// view is dropped (a copy's leftover has none).
@@ -88,9 +133,9 @@ pub(crate) struct Assembler<D> {
     stopped: bool,
 }
 
-/// What an [`Assembler`] holds while it has bytes, boxed and dropped once it has none
-/// (its views' deque with it): a reader sits in its connection's task, and most
-/// connections of a server are idle.
+/// What an [`Assembler`] holds while it has bytes, boxed and given up once it has none
+/// (its views' deque with it, to the thread's spares): a reader sits in its
+/// connection's task, and most connections of a server are idle.
 #[derive(Default)]
 struct Held {
     carry: Option<FixedBufMut>,
@@ -122,7 +167,7 @@ impl<D: Decoder> Assembler<D> {
         if chunk.bytes.is_empty() || self.stopped {
             return;
         }
-        let held = self.held.get_or_insert_with(Box::default);
+        let held = self.held.get_or_insert_with(Held::new);
         if let Some(last) = held.chunks.back_mut() {
             match last.bytes.try_join(chunk.take()) {
                 Ok(()) => return, // `chunk`'s drop closes its view
@@ -161,7 +206,9 @@ impl<D: Decoder> Assembler<D> {
         };
         held.retiring = None;
         if held.carry.is_none() && held.chunks.is_empty() {
-            self.held = None;
+            if let Some(held) = self.held.take() {
+                spare(&SPARE_HELD, held);
+            }
             return Ok(None);
         }
         loop {
@@ -324,7 +371,7 @@ impl<D: Decoder> Assembler<D> {
         match self.decoder.resync(&bad) {
             Resync::Stop => self.stop(),
             Resync::Skip(n) if n < bad.len() => {
-                let held = self.held.get_or_insert_with(Box::default);
+                let held = self.held.get_or_insert_with(Held::new);
                 held.chunks.push_front(Chunk {
                     bytes: bad.slice(n..),
                     probe: None,
@@ -345,6 +392,11 @@ impl<D: Decoder> Assembler<D> {
 }
 
 impl Held {
+    /// A spare of this thread's (empty, see [`SPARE_MOST`]), or a new one.
+    fn new() -> Box<Held> {
+        reuse(&SPARE_HELD).unwrap_or_default()
+    }
+
     /// The decoder needs `n` bytes from the first: copies what there is into a region
     /// that holds them (a larger one if the copy so far is too short), to be completed
     /// from the next views.

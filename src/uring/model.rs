@@ -336,7 +336,10 @@ fn an_idle_assembler_holds_nothing() {
     let (bid, n, more) = kernel.recv(&[3u8; 30], 1024).unwrap();
     frames.push(chunk(books.complete(bid, n, more, 0).unwrap()));
     assert_eq!(&frames.next(&copies).unwrap().unwrap()[..], &[3u8; 30][..]);
-    assert!(!frames.is_empty(), "the last frame's view is retired at the next call");
+    assert!(
+        !frames.is_empty(),
+        "the last frame's view is retired at the next call"
+    );
     assert!(frames.next(&copies).unwrap().is_none());
     assert!(frames.is_empty());
     assert_eq!(frames.buffered(), 0);

@@ -1,7 +1,6 @@
 //! [`UringFramedReader`]: a connection's frames, from the views its receive completed.
 
 use core::pin::Pin;
-use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -185,9 +184,9 @@ impl<D: Decoder + Unpin> Stream for UringFramedReader<D> {
             if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 q.waker = Some(cx.waker().clone());
             }
-            // An idle connection holds no deque: the next completion allocates one.
+            // An idle connection holds no deque: the next completion takes one.
             if q.chunks.capacity() != 0 {
-                q.chunks = VecDeque::new();
+                super::frames::spare_deque(core::mem::take(&mut q.chunks));
             }
             // The start of a frame held as a view: kept while the next completion can
             // join it (the driver wakes the reader once it cannot), else copied out
