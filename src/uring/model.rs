@@ -54,6 +54,20 @@ impl FakeKernel {
     }
 }
 
+/// An 8 KiB ring, a ring of their own for the copies, books of two ids, and a kernel
+/// that holds one published 1 KiB buffer of the ring.
+fn one_buffer(incremental: bool) -> (Ring, Memory, Books, FakeKernel) {
+    let ring = Ring::new(8 << 10);
+    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
+    let (mut books, _) = books(2);
+    let entry = books.publish(ring.fixed(1024).unwrap(), false).unwrap();
+    let kernel = FakeKernel {
+        entries: VecDeque::from([entry]),
+        incremental,
+    };
+    (ring, copies, books, kernel)
+}
+
 /// xorshift64: the same run everywhere, Miri included.
 struct Rng(u64);
 
@@ -286,13 +300,7 @@ fn lines_across_completions_are_copied_once_grown() {
 
 #[test]
 fn a_connections_views_back_to_back_join() {
-    let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
-    let (mut books, _) = books(2);
-    let mut kernel = FakeKernel {
-        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
-        incremental: true,
-    };
+    let (ring, copies, mut books, mut kernel) = one_buffer(true);
     let mut frames = Assembler::new(LengthDelimited::new());
     let mut wire = 600u32.to_be_bytes().to_vec();
     wire.extend([5u8; 600]);
@@ -312,13 +320,7 @@ fn a_connections_views_back_to_back_join() {
 /// frame keeps it until the frame is whole).
 #[test]
 fn an_idle_assembler_holds_nothing() {
-    let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
-    let (mut books, _) = books(2);
-    let mut kernel = FakeKernel {
-        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
-        incremental: true,
-    };
+    let (_ring, copies, mut books, mut kernel) = one_buffer(true);
     let mut frames = Assembler::new(LengthDelimited::new());
     assert!(frames.is_empty());
     let mut wire = Vec::new();
@@ -350,13 +352,7 @@ fn an_idle_assembler_holds_nothing() {
 /// buffers, is whole.
 #[test]
 fn a_partial_frame_unpinned_frees_its_buffer() {
-    let ring = Ring::new(8 << 10);
-    let copies = Memory::Own(Box::new(Ring::new(8 << 10)));
-    let (mut books, _) = books(2);
-    let mut kernel = FakeKernel {
-        entries: VecDeque::from([books.publish(ring.fixed(1024).unwrap(), false).unwrap()]),
-        incremental: false,
-    };
+    let (ring, copies, mut books, mut kernel) = one_buffer(false);
     let mut frames = Assembler::new(LengthDelimited::new());
     let mut wire = 1500u32.to_be_bytes().to_vec();
     wire.extend((0..1500u32).map(|i| i as u8));
