@@ -203,7 +203,8 @@ struct Conn {
     recv: Recv,
     /// Its reader is gone: the connection goes once its receive has ended.
     closing: bool,
-    /// Waiting for buffers after `ENOBUFS`.
+    /// Waiting in line for buffers: after `ENOBUFS` or a single receive, or started
+    /// again while others waited (see `State::arm_in_turn`).
     parked: bool,
     /// When its receive was last paused with bytes its reader had not taken, or its
     /// reader last found taking them since, and `Queue::taken` then.
@@ -213,9 +214,19 @@ struct Conn {
     listed: bool,
     /// Its reader has looked for bytes: the receive has been started.
     started: bool,
+    /// Its receive is a single one, started while more waited for buffers than the
+    /// kernel's had room for: it ends at its first completion and waits again.
+    single: bool,
     /// Bytes its queue may hold before its receive is paused: its share of
     /// `State::granted` (see [`State::grow`]).
     cap: usize,
+}
+
+/// A receive's socket, as the opcodes take it.
+#[derive(Clone, Copy)]
+enum Target {
+    Fixed(types::Fixed),
+    Fd(types::Fd),
 }
 
 /// How a connection's receive names its socket.
@@ -360,6 +371,8 @@ pub(crate) struct State {
     /// Bytes a receive brought, a moving average over the last few: how many parked
     /// receives the bytes the kernel has left can serve (see `refill`).
     recv_avg: usize,
+    /// Receives started since completions were last reaped (see `refill`).
+    started_since_reap: usize,
     /// Connections whose receive was paused with bytes their reader had not taken,
     /// each once, in the order they were first paused: `move_out` looks at them.
     stalled: VecDeque<(u32, u32)>,
@@ -372,9 +385,9 @@ pub(crate) struct State {
     /// lock).
     mem: Memory,
     move_most: usize,
-    /// Connections parked after `ENOBUFS` (or whose receive ended for another
-    /// reason), to start again once the kernel has buffers, oldest first; an id may be
-    /// stale (its connection gone, or started again): its `Conn::parked` says.
+    /// Connections waiting in line for buffers (`Conn::parked`), to start again once
+    /// the kernel has buffers, oldest first; an id may be stale (its connection gone,
+    /// or started again): its `Conn::parked` says.
     parked: VecDeque<u32>,
     /// When free pages of the ring last went back to the system, the bytes that went,
     /// and the buffers published by then.
@@ -492,6 +505,7 @@ impl Shared {
             mem: Memory::Pool(config.pool),
             move_most: bytes / 4,
             recv_avg: RECV_GUESS,
+            started_since_reap: 0,
             given_back: Instant::now(),
             given_bytes: 0,
             published_then: 0,
@@ -598,6 +612,7 @@ impl Shared {
             taken_then: 0,
             listed: false,
             started: false,
+            single: false,
             cap,
         });
         // Its receive starts when the reader first looks for bytes: a connection
@@ -622,7 +637,7 @@ impl Shared {
         if again {
             st.grow(id);
         }
-        if st.arm(id) && again {
+        if st.arm_in_turn(id) && again {
             self.counters.rearms.fetch_add(1, Ordering::Relaxed);
         }
         st.submit();
@@ -721,10 +736,30 @@ impl State {
     /// cap; with its queue full, pauses it instead (its reader starts it again). `true`
     /// if it started.
     fn arm(&mut self, id: u32) -> bool {
+        self.arm_as(id, false)
+    }
+
+    /// [`arm`](Self::arm), unless receives wait for buffers: then it waits behind them
+    /// (it would take buffers they wait for, and end in `ENOBUFS` itself).
+    fn arm_in_turn(&mut self, id: u32) -> bool {
+        if self.parked.is_empty() {
+            return self.arm(id);
+        }
+        if let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) {
+            if !core::mem::replace(&mut c.parked, true) {
+                self.parked.push_back(id);
+            }
+        }
+        false
+    }
+
+    /// [`arm`](Self::arm); a single receive (one completion) if `single`.
+    fn arm_as(&mut self, id: u32, single: bool) -> bool {
         let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) else {
             return false;
         };
         c.parked = false;
+        c.single = single;
         let mut q = lock(&c.queue);
         if q.bytes >= c.cap {
             // Its reader starts it again once it has taken the bytes.
@@ -736,15 +771,30 @@ impl State {
         let room = c.cap - q.bytes;
         drop(q);
         c.recv = Recv::Armed;
-        let sqe = match &c.file {
-            ConnFile::Slot => opcode::RecvMulti::new(types::Fixed(id), BGID).build(),
-            ConnFile::Fd(fd) => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BGID).build(),
+        let target = match &c.file {
+            ConnFile::Slot => Target::Fixed(types::Fixed(id)),
+            ConnFile::Fd(fd) => Target::Fd(types::Fd(fd.as_raw_fd())),
+        };
+        let room = room.min(u32::MAX as usize) as u32;
+        let sqe = match (target, single) {
+            (Target::Fixed(f), false) => opcode::RecvMulti::new(f, BGID).build(),
+            (Target::Fd(f), false) => opcode::RecvMulti::new(f, BGID).build(),
+            // At most `room` bytes, into a buffer of the group (`BUFFER_SELECT`).
+            (Target::Fixed(f), true) => opcode::Recv::new(f, core::ptr::null_mut(), room)
+                .buf_group(BGID)
+                .build(),
+            (Target::Fd(f), true) => opcode::Recv::new(f, core::ptr::null_mut(), room)
+                .buf_group(BGID)
+                .build(),
         };
         let mut sqe = sqe.user_data(user_data(id, c.gen, false));
-        if self.total_cap {
-            sqe = capped(sqe, room.min(u32::MAX as usize) as u32);
+        if single {
+            sqe = sqe.flags(squeue::Flags::BUFFER_SELECT);
+        } else if self.total_cap {
+            sqe = capped(sqe, room);
         }
         self.push(&sqe);
+        self.started_since_reap += 1;
         true
     }
 
@@ -791,6 +841,7 @@ impl State {
     /// Routes every completion waiting: a receive's bytes to its connection's queue,
     /// its end to the connection's state.
     fn reap(&mut self) {
+        self.started_since_reap = 0;
         loop {
             let Some(cqe) = self.uring.completion().next() else {
                 return;
@@ -834,7 +885,7 @@ impl State {
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
-        let cap = c.cap;
+        let (cap, single) = (c.cap, c.single);
         let mut q = lock(&c.queue);
         match got {
             Some(Ok(got)) if !got.view.is_empty() && !c.closing => {
@@ -861,6 +912,8 @@ impl State {
                 ENOBUFS if was == Recv::Armed => parked = true,
                 ECANCELED | ENOBUFS => q.paused = true,
                 1.. if was == Recv::Cancelling => q.paused = true,
+                // A single receive: back in line for buffers.
+                1.. if single => parked = true,
                 // Ended at its total cap, or for another reason (completions
                 // overflowed): started again at once, or paused if its queue is full.
                 1.. => again = true,
@@ -900,7 +953,7 @@ impl State {
         if stalled && !gone {
             self.stall(id);
         }
-        if again && !gone && self.arm(id) {
+        if again && !gone && self.arm_in_turn(id) {
             self.counters.rearms.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -1043,6 +1096,19 @@ impl State {
         }
         if self.books.published() > 0 {
             let mut budget = (self.books.unfilled() / self.recv_avg.max(1)).max(1);
+            // More wait than that: single receives, as many as the buffers the kernel
+            // holds less the receives started since the last reap, whose completions
+            // are not seen yet. A receive from a socket with bytes waiting takes the
+            // rest of a buffer, and a multishot one takes buffer after buffer until
+            // `ENOBUFS`: half the completions were that, 1,000 connections streaming
+            // on a short group. A turn comes back if none can start now.
+            let single = self.parked.len() > budget;
+            if single {
+                budget = (self.books.published()).saturating_sub(self.started_since_reap);
+                if budget == 0 {
+                    self.stall_turn();
+                }
+            }
             while budget > 0 {
                 let Some(id) = self.parked.pop_front() else {
                     break;
@@ -1052,7 +1118,7 @@ impl State {
                     .is_some_and(|c| c.parked && !c.closing && c.recv == Recv::Idle);
                 if waits {
                     budget -= 1;
-                    if self.arm(id) {
+                    if self.arm_as(id, single) {
                         self.counters.rearms.fetch_add(1, Ordering::Relaxed);
                     }
                 }
