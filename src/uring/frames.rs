@@ -20,7 +20,7 @@ const GROW_LEAST: usize = 64;
 /// Spare boxes of [`Held`] and deques of a connection's queue kept per thread, at most
 /// this many of each: a streaming connection's reader empties its bytes and sleeps
 /// after each completion or so, and would otherwise allocate and free both each time.
-const SPARE_MOST: usize = 16;
+const SPARE_MOST: usize = 64;
 
 thread_local! {
     // Boxes, not `Held`s: a reader takes one and gives it back whole.
