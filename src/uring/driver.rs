@@ -1096,7 +1096,7 @@ impl State {
         }
         if self.books.published() > 0 {
             let mut budget = (self.books.unfilled() / self.recv_avg.max(1)).max(1);
-            // More wait than that: single receives, as many as the buffers the kernel
+            // More waiting than that: single receives, as many as the buffers the kernel
             // holds less the receives started since the last reap, whose completions
             // are not seen yet. A receive from a socket with bytes waiting takes the
             // rest of a buffer, and a multishot one takes buffer after buffer until
@@ -1104,7 +1104,10 @@ impl State {
             // on a short group. A turn comes back if none can start now.
             let single = self.parked.len() > budget;
             if single {
-                budget = (self.books.published()).saturating_sub(self.started_since_reap);
+                budget = self
+                    .books
+                    .published()
+                    .saturating_sub(self.started_since_reap);
                 if budget == 0 {
                     self.stall_turn();
                 }
