@@ -222,13 +222,6 @@ struct Conn {
     cap: usize,
 }
 
-/// A receive's socket, as the opcodes take it.
-#[derive(Clone, Copy)]
-enum Target {
-    Fixed(types::Fixed),
-    Fd(types::Fd),
-}
-
 /// How a connection's receive names its socket.
 enum ConnFile {
     /// The slot of the instance's file table with the connection's id: the table holds
@@ -745,12 +738,17 @@ impl State {
         if self.parked.is_empty() {
             return self.arm(id);
         }
+        self.park(id);
+        false
+    }
+
+    /// Puts connection `id` in line for buffers, unless it is there.
+    fn park(&mut self, id: u32) {
         if let Some(c) = self.conns.get_mut(id as usize).and_then(Option::as_mut) {
             if !core::mem::replace(&mut c.parked, true) {
                 self.parked.push_back(id);
             }
         }
-        false
     }
 
     /// [`arm`](Self::arm); a single receive (one completion) if `single`.
@@ -771,21 +769,23 @@ impl State {
         let room = c.cap - q.bytes;
         drop(q);
         c.recv = Recv::Armed;
-        let target = match &c.file {
-            ConnFile::Slot => Target::Fixed(types::Fixed(id)),
-            ConnFile::Fd(fd) => Target::Fd(types::Fd(fd.as_raw_fd())),
-        };
         let room = room.min(u32::MAX as usize) as u32;
-        let sqe = match (target, single) {
-            (Target::Fixed(f), false) => opcode::RecvMulti::new(f, BGID).build(),
-            (Target::Fd(f), false) => opcode::RecvMulti::new(f, BGID).build(),
-            // At most `room` bytes, into a buffer of the group (`BUFFER_SELECT`).
-            (Target::Fixed(f), true) => opcode::Recv::new(f, core::ptr::null_mut(), room)
-                .buf_group(BGID)
-                .build(),
-            (Target::Fd(f), true) => opcode::Recv::new(f, core::ptr::null_mut(), room)
-                .buf_group(BGID)
-                .build(),
+        // The opcodes take a fixed slot and a descriptor as two types.
+        macro_rules! recv {
+            ($file:expr) => {
+                if single {
+                    // At most `room` bytes, into a buffer of the group (`BUFFER_SELECT`).
+                    opcode::Recv::new($file, core::ptr::null_mut(), room)
+                        .buf_group(BGID)
+                        .build()
+                } else {
+                    opcode::RecvMulti::new($file, BGID).build()
+                }
+            };
+        }
+        let sqe = match &c.file {
+            ConnFile::Slot => recv!(types::Fixed(id)),
+            ConnFile::Fd(fd) => recv!(types::Fd(fd.as_raw_fd())),
         };
         let mut sqe = sqe.user_data(user_data(id, c.gen, false));
         if single {
@@ -935,14 +935,13 @@ impl State {
         let waker = q.waker.take();
         drop(q);
         let out_of_buffers = parked && res == -libc::ENOBUFS;
-        let newly_parked = parked && !core::mem::replace(&mut c.parked, true);
         let gone = c.closing && c.recv == Recv::Idle;
         self.total_cap &= !uncapped;
         self.wake.extend(waker);
         if gone {
             self.remove(id);
-        } else if newly_parked {
-            self.parked.push_back(id);
+        } else if parked {
+            self.park(id);
         }
         if out_of_buffers {
             self.counters.out_of_buffers.fetch_add(1, Ordering::Relaxed);
