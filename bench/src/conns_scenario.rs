@@ -373,9 +373,7 @@ fn idle_table(idle: &[(usize, Runs)], floors: &[Result<Record, String>]) -> Tabl
             &whole_vm,
         ));
         t.rows
-            .push(row("resident set over the baseline (MiB)", &|r| {
-                Some((r.get("rss_kib")? - r.get("base_rss_kib")?) / 1024.0)
-            }));
+            .push(row("resident set over the baseline (MiB)", &mib_over));
         t.rows.push(row("baseline resident set (MiB)", &|r| {
             Some(r.get("base_rss_kib")? / 1024.0)
         }));
