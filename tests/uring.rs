@@ -450,6 +450,72 @@ fn many_parked_connections_all_get_their_frames() {
     });
 }
 
+/// Thirty connections send a frame at once to a group of one 4 KiB buffer: most find
+/// no buffer and wait in line, and are served by single receives; each then has no
+/// bytes left, so its next receive waits for bytes in the kernel, not in line. Put
+/// back in line after each single receive, they took the restarts the buffer allowed
+/// with receives that never completed, and connections stalled for good at their
+/// first frame (three runs of three); connections that come later read theirs too.
+#[test]
+fn idle_connections_do_not_hold_up_the_line() {
+    runtime().block_on(async {
+        let opts = UringOptions::new(64 << 10)
+            .buf_len(4 << 10)
+            .buffers(1)
+            .shards(1);
+        let name = "idle_connections_do_not_hold_up_the_line";
+        let Some(group) = group(name, opts) else {
+            return;
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut idle = Vec::new();
+        for c in 0..30 {
+            let (client, server) = pair(&listener).await;
+            let sent = vec![vec![c as u8; 3000]];
+            let bytes = wire(&sent);
+            let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let group = group.clone();
+            tokio::spawn(async move {
+                read_first(&group, &mut frames, &sent).await;
+                _ = tx.send(());
+                // Idle: looking for a next frame, which does not come.
+                drop((frames.next_frame().await, server));
+            });
+            idle.push((client, bytes, rx));
+        }
+        // Sent once every receive waits: more than the buffer serves at once.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for (client, bytes, _) in &mut idle {
+            client.write_all(bytes).unwrap();
+        }
+        for (_, _, rx) in &mut idle {
+            rx.await.unwrap();
+        }
+        wait_until(&group, "the idle readers' buffer goes back", |s| {
+            s.buffers == 1
+        })
+        .await;
+        let mut tasks = Vec::new();
+        for c in 0..2 {
+            let (mut client, server) = pair(&listener).await;
+            let sent = payloads(c, 20);
+            let bytes = wire(&sent);
+            std::thread::spawn(move || client.write_all(&bytes).map(|()| client));
+            let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
+            let group = group.clone();
+            tasks.push(tokio::spawn(async move {
+                read_all(&group, &mut frames, &sent, "a later connection").await;
+                drop(server);
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        drop(idle);
+    });
+}
+
 /// Readers asleep, each holding the first part of a frame whose rest does not come
 /// (forty parts, five times the ring's buffers): each part is copied out of its buffer
 /// once another connection's bytes land after it or the kernel gives the buffer back,

@@ -203,8 +203,9 @@ struct Conn {
     recv: Recv,
     /// Its reader is gone: the connection goes once its receive has ended.
     closing: bool,
-    /// Waiting in line for buffers: after `ENOBUFS` or a single receive, or started
-    /// again while others waited (see `State::arm_in_turn`).
+    /// Waiting in line for buffers: after `ENOBUFS` or a single receive that left
+    /// bytes in its socket, or started again while others waited (see
+    /// `State::arm_in_turn`).
     parked: bool,
     /// When its receive was last paused with bytes its reader had not taken, or its
     /// reader last found taking them since, and `Queue::taken` then.
@@ -364,7 +365,7 @@ pub(crate) struct State {
     /// Bytes a receive brought, a moving average over the last few: how many parked
     /// receives the bytes the kernel has left can serve (see `refill`).
     recv_avg: usize,
-    /// Receives started since completions were last reaped (see `refill`).
+    /// Single receives started since completions were last reaped (see `refill`).
     started_since_reap: usize,
     /// Connections whose receive was paused with bytes their reader had not taken,
     /// each once, in the order they were first paused: `move_out` looks at them.
@@ -627,11 +628,15 @@ impl Shared {
         // The first start (the reader's first look) is no restart; a restart follows
         // a reader that took a queue its cap had filled: a cap to grow.
         let again = core::mem::replace(&mut c.started, true);
-        if again {
+        if !again {
+            // Whether its socket has bytes is not known: a receive that waits for
+            // them, taking no buffer till then, not a place in line (see `refill`).
+            st.arm(id);
+        } else {
             st.grow(id);
-        }
-        if st.arm_in_turn(id) && again {
-            self.counters.rearms.fetch_add(1, Ordering::Relaxed);
+            if st.arm_in_turn(id) {
+                self.counters.rearms.fetch_add(1, Ordering::Relaxed);
+            }
         }
         st.submit();
     }
@@ -794,7 +799,9 @@ impl State {
             sqe = capped(sqe, room);
         }
         self.push(&sqe);
-        self.started_since_reap += 1;
+        // A single receive is started from the line, on a socket with bytes: it takes
+        // a buffer's bytes before its completion is seen (see `refill`).
+        self.started_since_reap += usize::from(single);
         true
     }
 
@@ -881,7 +888,7 @@ impl State {
             }
         }
         let total_cap = self.total_cap;
-        let (mut uncapped, mut again) = (false, false);
+        let (mut uncapped, mut again, mut wait) = (false, false, false);
         let Some(c) = self.conn(id, gen) else {
             return; // gone: the view, if any, is dropped
         };
@@ -912,8 +919,10 @@ impl State {
                 ENOBUFS if was == Recv::Armed => parked = true,
                 ECANCELED | ENOBUFS => q.paused = true,
                 1.. if was == Recv::Cancelling => q.paused = true,
-                // A single receive: back in line for buffers.
-                1.. if single => parked = true,
+                // A single receive: back in line for buffers if its socket has more
+                // bytes, else a receive that waits for them.
+                1.. if single && cqueue::sock_nonempty(flags) => parked = true,
+                1.. if single => wait = true,
                 // Ended at its total cap, or for another reason (completions
                 // overflowed): started again at once, or paused if its queue is full.
                 1.. => again = true,
@@ -954,6 +963,9 @@ impl State {
         }
         if again && !gone && self.arm_in_turn(id) {
             self.counters.rearms.fetch_add(1, Ordering::Relaxed);
+        }
+        if wait && !gone {
+            self.arm(id);
         }
     }
 
@@ -1074,9 +1086,12 @@ impl State {
     ///
     /// Not all of them: when the ring is full, one buffer published would end most of
     /// a thousand restarted receives in `ENOBUFS` again (and a streaming connection's
-    /// receive takes a whole buffer). No parked receive waits for ever: each one
-    /// restarted had bytes waiting, so it completes soon (with bytes or `ENOBUFS`),
-    /// and that completion's turn restarts the next.
+    /// receive takes a whole buffer). A receive is put in line when its socket had
+    /// bytes (`ENOBUFS`, a single receive's completion that says more wait) or when
+    /// its reader starts it again after a pause, so the receives restarted complete
+    /// soon, and each completion's turn restarts the next. Not all surely: a socket
+    /// may have none (a paused reader's peer that has stopped), and its receive then
+    /// waits without a completion; so while any wait in line a timeout brings a turn.
     fn refill(&mut self, walk: bool) -> bool {
         let mut published = 0;
         let mut walk = walk;
@@ -1096,20 +1111,17 @@ impl State {
         if self.books.published() > 0 {
             let mut budget = (self.books.unfilled() / self.recv_avg.max(1)).max(1);
             // More waiting than that: single receives, as many as the buffers the kernel
-            // holds less the receives started since the last reap, whose completions
-            // are not seen yet. A receive from a socket with bytes waiting takes the
+            // holds less the single receives started since the last reap, whose
+            // completions are not seen yet. A receive from a socket with bytes waiting takes the
             // rest of a buffer, and a multishot one takes buffer after buffer until
             // `ENOBUFS`: half the completions were that, 1,000 connections streaming
-            // on a short group. A turn comes back if none can start now.
+            // on a short group.
             let single = self.parked.len() > budget;
             if single {
                 budget = self
                     .books
                     .published()
                     .saturating_sub(self.started_since_reap);
-                if budget == 0 {
-                    self.stall_turn();
-                }
             }
             while budget > 0 {
                 let Some(id) = self.parked.pop_front() else {
@@ -1125,6 +1137,9 @@ impl State {
                     }
                 }
             }
+        }
+        if !self.parked.is_empty() {
+            self.stall_turn();
         }
         published > 0
     }

@@ -70,10 +70,12 @@
 //! When the kernel finds no buffer (`ENOBUFS`) the receive waits until the group
 //! publishes again; then as many waiting receives start again as the bytes the kernel
 //! has can serve, at what receives brought lately, not all of them. While more wait
-//! than that, each starts as a single receive (one completion, then it waits in line
-//! again), as many as the buffers the kernel holds: a multishot receive on a socket
-//! with bytes waiting takes buffer after buffer until `ENOBUFS`, and a receive whose
-//! reader starts it again waits in line behind them.
+//! than that, each starts as a single receive (one completion, then back in line if
+//! its socket has more bytes), as many as the buffers the kernel holds: a multishot
+//! receive on a socket with bytes waiting takes buffer after buffer until `ENOBUFS`,
+//! and a receive whose reader starts it again waits in line behind them. A receive on
+//! a socket without bytes waits for them in the kernel, taking no buffer and no place
+//! in line.
 //!
 //! A connection receives only once its reader has looked for bytes, and at most its
 //! cap ahead of it; the rest waits in the socket, as on epoll. The cap starts at a
