@@ -39,6 +39,10 @@ use crate::{FixedBuf, Ring};
 /// once per doubling at most). So many mostly idle streams can share one budget, a
 /// [`ReadPool`] ([`with_pool`](Self::with_pool)).
 ///
+/// What stays is the stream itself, in the task that polls it: make it inside the
+/// task, or move it into an `async move` block. An `async fn` that takes it as an
+/// argument holds it twice, the argument and the local it moves into.
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use std::future::poll_fn;

@@ -228,6 +228,10 @@ impl UringOptions {
 
     /// Bytes of each buffer (at least 4 KiB). A frame kept holds its buffer's region:
     /// shorter buffers cost kept frames less, longer ones serve more receives each.
+    /// Keep them longer than most frames: a frame longer than a buffer comes in pieces,
+    /// its start copied, and while connections wait in line for buffers each receives
+    /// a buffer's bytes in turn, so each may hold a copy of its frame's start at once
+    /// (from the group's pool, then the heap).
     ///
     /// ```
     /// let opts = ringmem::uring::UringOptions::new(1 << 20).buf_len(16 << 10);

@@ -24,6 +24,10 @@ use crate::FixedBuf;
 /// or the heap when that is full). Dropping the reader cancels its receive; the group
 /// lets go of the connection's socket once the kernel has finished with it.
 ///
+/// The reader lives in the task that polls it: an `async fn` that takes it as an
+/// argument holds it twice (the argument and the local it moves into); made inside
+/// the task, or moved into an `async move` block, it is there once.
+///
 /// ```no_run
 /// # #![allow(dead_code)]
 /// # async fn serve(group: ringmem::uring::UringGroup, conn: tokio::net::TcpStream) -> std::io::Result<()> {
