@@ -325,19 +325,22 @@ impl Serve for Handle {
         S: Stream<Item = io::Result<B>> + Unpin + Send + 'static,
         B: Deref<Target = [u8]> + Into<Frame> + Send + 'static,
     {
-        tokio::spawn(handle(frames, self.counts, self.keep));
+        let mut frames = frames;
+        // The stream once in the task's future: an `async fn` taking it as an
+        // argument would hold it twice (the argument, and the local it moves into).
+        tokio::spawn(async move { handle(&mut frames, self.counts, self.keep).await });
     }
 }
 
 /// Reads every frame of one connection: counts its burst, times stamped frames, and
 /// hands each frame to the keeping worker if there is one (else drops it).
-async fn handle<S, B>(mut s: S, counts: Arc<Counts>, keep: Option<mpsc::Sender<Frame>>)
+async fn handle<S, B>(s: &mut S, counts: Arc<Counts>, keep: Option<mpsc::Sender<Frame>>)
 where
     S: Stream<Item = io::Result<B>> + Unpin,
     B: Deref<Target = [u8]> + Into<Frame>,
 {
     let mut n = 0usize;
-    while let Some(Ok(f)) = next(&mut s).await {
+    while let Some(Ok(f)) = next(s).await {
         n += 1;
         if n == BURST.len() {
             counts.bursts.fetch_add(1, Ordering::Relaxed);
