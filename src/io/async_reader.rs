@@ -27,21 +27,17 @@ use crate::{FixedBuf, Ring};
 /// and what follows them, are the blocking reader's iterator's: after a rejected frame
 /// the stream goes on where the decoder resynchronises, and after an error of the
 /// underlying reader it ends (releasing what it buffered). A reader that puts a
-/// `ReadBuf` of its own in place of the one it is handed to fill (a bug: the bytes are
-/// not in the ring) is such an error, `Other` with [`FrameError::ReadBufReplaced`]:
-/// its bytes are never taken for frames.
+/// `ReadBuf` of its own in place of the one it is handed to fill (a bug) is such an
+/// error, `Other` with [`FrameError::ReadBufReplaced`]: its bytes are never framed.
 ///
 /// While its socket has nothing to read, the stream holds no region: it gives its
 /// region back and claims another when polled again (after a read that filled less
 /// than it was given, only once a read into no bytes finds the reader ready). A frame
-/// cut by the end of a read keeps about its own bytes while it waits for the rest (under 4 KiB on the heap, else
-/// in place, its region cut to the frame's end or to twice what it has, so it is copied
-/// once per doubling at most). So many mostly idle streams can share one budget, a
-/// [`ReadPool`] ([`with_pool`](Self::with_pool)).
-///
-/// What stays is the stream itself, in the task that polls it: make it inside the
-/// task, or move it into an `async move` block. An `async fn` that takes it as an
-/// argument holds it twice, the argument and the local it moves into.
+/// cut by the end of a read keeps about its own bytes while it waits for the rest
+/// (under 4 KiB on the heap, else in place, copied once per doubling at most). So many
+/// mostly idle streams can share one budget, a [`ReadPool`] ([`with_pool`](Self::with_pool)):
+/// what stays is the stream, in its task (an `async fn` taking it as an argument holds
+/// it twice; make it in the task, or move it into an `async move` block).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
