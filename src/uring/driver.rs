@@ -1112,10 +1112,10 @@ impl State {
             let mut budget = (self.books.unfilled() / self.recv_avg.max(1)).max(1);
             // More waiting than that: single receives, as many as the buffers the kernel
             // holds less the single receives started since the last reap, whose
-            // completions are not seen yet. A receive from a socket with bytes waiting takes the
-            // rest of a buffer, and a multishot one takes buffer after buffer until
-            // `ENOBUFS`: half the completions were that, 1,000 connections streaming
-            // on a short group.
+            // completions are not seen yet. A receive from a socket with bytes waiting
+            // takes the rest of a buffer, and a multishot one takes buffer after buffer
+            // until `ENOBUFS`: half the completions were that, 1,000 connections
+            // streaming on a short group.
             let single = self.parked.len() > budget;
             if single {
                 budget = self
