@@ -357,12 +357,23 @@ fn pages_go_back_once_the_receives_are_quiet() {
 /// again.
 #[test]
 fn readers_that_stop_reading_do_not_stop_the_others() {
+    stopped_readers("readers_that_stop_reading_do_not_stop_the_others", 1);
+}
+
+/// The same on two instances of 1 MiB, eight stopped readers each, the other
+/// connection on the first: each instance copies its own stopped readers' bytes out,
+/// and together they hold what one instance of 2 MiB does.
+#[test]
+fn readers_that_stop_reading_on_two_instances() {
+    stopped_readers("readers_that_stop_reading_on_two_instances", 2);
+}
+
+fn stopped_readers(name: &str, shards: usize) {
     runtime().block_on(async {
-        let name = "readers_that_stop_reading_do_not_stop_the_others";
         let pool = ringmem::io::ReadPool::new(32 << 20);
         let opts = UringOptions::new(2 << 20)
             .buffers(8)
-            .shards(1)
+            .shards(shards)
             .pool(pool.clone());
         let Some(group) = group(name, opts) else {
             return;
@@ -379,6 +390,7 @@ fn readers_that_stop_reading_do_not_stop_the_others() {
         let (sent, writer, server) = sixteen_mib().await;
         let mut frames = group.framed(&server, LengthDelimited::new()).unwrap();
         read_all(&group, &mut frames, &sent, "the other connection").await;
+        assert_eq!(group.stats().shards, shards);
         drop((writer.join().unwrap().unwrap(), server, frames));
         // What the stalled readers hold, in the ring and copied out, and the kernel's
         // buffers (512 KiB): their caps, at most 2 MiB and 64 KiB each; a completion past
