@@ -320,12 +320,11 @@ struct Handle {
 }
 
 impl Serve for Handle {
-    fn spawn<S, B>(self, frames: S)
+    fn spawn<S, B>(self, mut frames: S)
     where
         S: Stream<Item = io::Result<B>> + Unpin + Send + 'static,
         B: Deref<Target = [u8]> + Into<Frame> + Send + 'static,
     {
-        let mut frames = frames;
         // The stream once in the task's future: an `async fn` taking it as an
         // argument would hold it twice (the argument, and the local it moves into).
         tokio::spawn(async move { handle(&mut frames, self.counts, self.keep).await });

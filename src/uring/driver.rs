@@ -1091,7 +1091,9 @@ impl State {
     /// its reader starts it again after a pause, so the receives restarted complete
     /// soon, and each completion's turn restarts the next. Not all surely: a socket
     /// may have none (a paused reader's peer that has stopped), and its receive then
-    /// waits without a completion; so while any wait in line a timeout brings a turn.
+    /// waits without a completion; so while any wait in line and the kernel has
+    /// buffers a timeout brings a turn (without buffers, the driver waits for room in
+    /// the ring, and publishing brings one).
     fn refill(&mut self, walk: bool) -> bool {
         let mut published = 0;
         let mut walk = walk;
@@ -1137,9 +1139,9 @@ impl State {
                     }
                 }
             }
-        }
-        if !self.parked.is_empty() {
-            self.stall_turn();
+            if !self.parked.is_empty() {
+                self.stall_turn();
+            }
         }
         published > 0
     }
