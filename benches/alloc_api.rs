@@ -9,7 +9,13 @@
 //!   `Vec<u32>` (ring-alloc's loop: the capacity grows by one element per call),
 //!   dropped; for `n` in 10, 146, 2,134, 17,453;
 //!
-//! and one case of ringmem's own, a queue drained in order, as a pipeline does:
+//! and cases of ringmem's own:
+//!
+//! - `bytes/<A>/...`: a 1 KiB message written into a fresh `Vec<u8, A>`, dropped: by
+//!   allocator-api2's `io::Write` (a push a byte on stable Rust), by
+//!   `ExtendBytes::extend_bytes` and through `ExtendBytes::byte_writer` (one copy);
+//!
+//! and a queue drained in order, as a pipeline does:
 //!
 //! - `free in order/<A>/...`: 65,535 `u32`s allocated (not timed), then freed in the
 //!   order they were made (timed), on the same thread or, for the allocators whose
@@ -29,13 +35,14 @@
 //! ratios against `Global` across the two.
 
 use std::hint::black_box;
+use std::io::Write;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use allocator_api2::alloc::{Allocator, Global, Layout};
 use allocator_api2::vec::Vec;
 use criterion::{criterion_group, criterion_main, Criterion};
-use ringmem::{FixedBufMut, OneRingAlloc, Ring, RingAlloc, WhenFull};
+use ringmem::{ExtendBytes, FixedBufMut, OneRingAlloc, Ring, RingAlloc, WhenFull};
 
 /// ring-alloc's vector sizes.
 const VEC_SIZES: [usize; 4] = [10, 146, 2134, 17_453];
@@ -261,7 +268,42 @@ fn kept_lookup(c: &mut Criterion) {
     }
 }
 
+/// A message of [`MESSAGE`] bytes written into a fresh `Vec<u8, A>` and dropped, by
+/// allocator-api2's own `io::Write` and by `ExtendBytes`.
+fn bytes<A: Allocator>(c: &mut Criterion, name: &str, a: &A) {
+    let data = [7u8; MESSAGE];
+    let mut g = c.benchmark_group(format!("bytes/{name}"));
+    g.bench_function(format!("write_all {MESSAGE} (allocator-api2)"), |b| {
+        b.iter(|| {
+            let mut v = Vec::with_capacity_in(MESSAGE, a);
+            v.write_all(black_box(&data)).unwrap();
+            black_box(v);
+        })
+    });
+    g.bench_function(format!("extend_bytes {MESSAGE}"), |b| {
+        b.iter(|| {
+            let mut v = Vec::with_capacity_in(MESSAGE, a);
+            v.extend_bytes(black_box(&data));
+            black_box(v);
+        })
+    });
+    g.bench_function(format!("byte_writer write_all {MESSAGE}"), |b| {
+        b.iter(|| {
+            let mut v = Vec::with_capacity_in(MESSAGE, a);
+            v.byte_writer().write_all(black_box(&data)).unwrap();
+            black_box(v);
+        })
+    });
+    g.finish();
+}
+
+/// Bytes of the `bytes` group's messages.
+const MESSAGE: usize = 1024;
+
 fn benches(c: &mut Criterion) {
+    bytes(c, "Global", &Global);
+    bytes(c, "ringmem::Ring (&Ring)", &Ring::new(1 << 20));
+
     cases(c, "Global", &Global);
     cases(c, "ringmem::RingAlloc", &RingAlloc::new());
     cases(c, "ringmem::OneRingAlloc", &OneRingAlloc);

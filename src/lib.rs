@@ -46,17 +46,22 @@ pub mod tls;
 
 #[cfg(all(feature = "allocator-api2", feature = "std"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "allocator-api2", feature = "std"))))]
+pub use alloc_api::ByteWriter;
+#[cfg(all(feature = "allocator-api2", feature = "std"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "allocator-api2", feature = "std"))))]
 pub use alloc_api::OneRingAlloc;
 #[cfg(feature = "allocator-api2")]
-pub use alloc_api::{AllocStats, RingAlloc};
+pub use alloc_api::{AllocStats, ExtendBytes, RingAlloc};
 /// The allocator-api2 crate whose `Allocator` trait the ring's allocators implement
-/// (version 0.2): name collections through it so the versions match.
+/// (version 0.2): name collections through it so the versions match. Its
+/// `Vec::extend_from_slice` pushes byte by byte on stable Rust: append bytes with
+/// [`ExtendBytes`].
 ///
 /// ```
-/// use ringmem::allocator_api2::vec::Vec;
+/// use ringmem::{allocator_api2::vec::Vec, ExtendBytes};
 /// let alloc = ringmem::RingAlloc::with_capacity(1 << 16);
 /// let mut v: Vec<u8, _> = Vec::new_in(alloc);
-/// v.extend_from_slice(b"on the ring");
+/// v.extend_bytes(b"on the ring");
 /// assert_eq!(v.len(), 11);
 /// ```
 #[cfg(feature = "allocator-api2")]

@@ -182,8 +182,9 @@ impl RingAlloc {
     ///
     /// ```
     /// use allocator_api2::vec::Vec;
+    /// use ringmem::ExtendBytes;
     /// let mut v = Vec::new_in(ringmem::RingAlloc::new());
-    /// v.extend_from_slice(b"hello");
+    /// v.extend_bytes(b"hello");
     /// assert_eq!(&v[..], b"hello");
     /// ```
     pub fn new() -> Self {

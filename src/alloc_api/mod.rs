@@ -58,6 +58,8 @@
 //! (a full ring), the region keeps the block and joins the *kept* blocks (lists
 //! striped by address) that their small frees consult (`kept.rs`).
 
+// `ExtendBytes`: bytes into allocator-api2's `Vec<u8, A>` in one copy.
+mod bytes;
 mod chunk;
 // `ChunkCount`: `OneRingAlloc`'s, and its loom models' (`count.rs`).
 #[cfg_attr(not(feature = "std"), allow(dead_code))]
@@ -76,6 +78,9 @@ use core::ptr::{self, NonNull};
 
 use allocator_api2::alloc::{AllocError, Allocator};
 
+#[cfg(feature = "std")]
+pub use bytes::ByteWriter;
+pub use bytes::ExtendBytes;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub use global::OneRingAlloc;
