@@ -87,7 +87,7 @@ const BATCH_BYTES: usize = 16 << 10;
 /// Bytes of a partial frame from which completing it in place (one more read) is
 /// preferred to copying them into the next region: about what a read call costs in
 /// copying.
-const TOP_UP_MIN: usize = 4 << 10;
+pub(crate) const TOP_UP_MIN: usize = 4 << 10;
 
 /// Bytes of the least region a reader reads into when the ring has only short gaps.
 const LEAST_READ: usize = 64;

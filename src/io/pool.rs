@@ -1383,6 +1383,16 @@ impl Memory {
         if region.is_some() || like <= least {
             return region;
         }
+        if let Memory::Own(ring) = self {
+            // A walk round the ring before a region the frame would outgrow, for a frame
+            // whose part (half of it, as likely as not) costs a copy longer than a read
+            // (`TOP_UP_MIN`); a pool's first try walks already.
+            if like / 2 >= super::core::TOP_UP_MIN {
+                if let Some(region) = claim_or_least(ring, n, like, true) {
+                    return Some(region);
+                }
+            }
+        }
         self.first_try(n, least)
     }
 
