@@ -25,7 +25,9 @@
 //! `switch`), e.g. `RINGMEM_LOOM=mutant_late_arm cargo test --release --test loom
 //! waiter_woken_by_its_own_ring_only`. The mutant `mutant_relaxed_release` weakens the
 //! unique release to `Relaxed`; `release_then_reuse_unique` and
-//! `ring_behind_a_lock_claimed_on_two_threads` then fail. The mutant
+//! `ring_behind_a_lock_claimed_on_two_threads` then fail; `mutant_relaxed_take_back`
+//! weakens the load with which a claim looks whether the region claimed last was
+//! released, and `release_then_take_back` fails. The mutant
 //! `mutant_no_barrier` drops the release's side of the store-load barrier
 //! (`src/sync.rs`); a waiter then misses its wake-up (`waiter_woken_by_a_release_elsewhere`
 //! deadlocks) and a dropped ring's block leaks (`drop_ring_while_buffers_live_elsewhere`).
@@ -164,6 +166,55 @@ fn release_then_reuse_unique() {
         }
         assert_eq!(ring.stats().live_buffers, 0);
     });
+}
+
+/// A region released on another thread while the ring's thread claims the next: the
+/// claim's window takes it back when it finds it released (`BlockCtl::bump`), which
+/// must see what its holder wrote; else the claim goes on past it. The model's static
+/// counts the schedules that took it back, so that the model fails if none did.
+#[test]
+fn release_then_take_back() {
+    static TAKEN_BACK: StdAtomicUsize = StdAtomicUsize::new(0);
+    run_model("release_then_take_back", || {
+        let ring = Ring::new(4 * RING);
+        let shadow = Shadow::new();
+        let buf = ring.fixed(LEN).unwrap();
+        let first = buf.as_ptr() as usize;
+        let s = shadow.clone();
+        let t = thread::spawn(move || {
+            let mut buf = buf;
+            buf.try_extend_from_slice(&pattern(7)).unwrap();
+            s.write(7);
+            drop(buf);
+        });
+        // As in `release_then_reuse_unique`: lets loom run the release first.
+        thread::yield_now();
+        let mut next = ring.fixed(LEN).expect("the ring has room");
+        if next.as_ptr() as usize == first {
+            TAKEN_BACK.fetch_add(1, StdOrdering::Relaxed);
+            assert_eq!(
+                shadow.read(),
+                7,
+                "reuse must observe the holder's last write"
+            );
+            shadow.write(0);
+            // SAFETY: the holder initialised all LEN bytes before its release, which
+            // (as the shadow just checked) happens-before this claim.
+            unsafe { next.advance(LEN) };
+            assert_eq!(
+                &next[..],
+                &pattern(7)[..],
+                "reuse must observe the holder's bytes"
+            );
+        }
+        drop(next);
+        t.join().unwrap();
+        assert_eq!(ring.stats().live_buffers, 0);
+    });
+    assert!(
+        TAKEN_BACK.load(StdOrdering::Relaxed) > 0,
+        "never taken back"
+    );
 }
 
 /// A `ReadPool` shard (`src/io/pool.rs`): a ring behind a lock, claimed from by

@@ -898,3 +898,43 @@ fn grow_gives_back_a_large_block_released_later() {
         "the large block went back, the spare of the ring's size stayed"
     );
 }
+
+/// A buffer claimed and dropped before the next claim (on the ring's thread or any
+/// other) gives the next its bytes, still in the cache, rather than the ring's next
+/// room: a loop that writes a message and drops it touches one region, not a lap.
+#[test]
+fn a_buffer_dropped_before_the_next_claim_gives_it_its_bytes() {
+    let ring = Ring::new(1 << 20);
+    let first = ring.fixed(1024).unwrap();
+    let at = first.as_ptr();
+    drop(first);
+    for _ in 0..scaled(10_000) {
+        let mut b = ring.fixed(1024).unwrap();
+        assert_eq!(b.as_ptr(), at);
+        b.write_all(&[7; 1024]).unwrap();
+    }
+    // Dropped on another thread, a frozen buffer's last clone, a shorter claim.
+    let b = ring.fixed(1024).unwrap();
+    std::thread::spawn(move || drop(b)).join().unwrap();
+    let shared = ring.fixed(1024).unwrap().freeze();
+    assert_eq!(shared.as_ptr(), at);
+    let clone = shared.clone();
+    drop(shared);
+    let held = ring.fixed(100).unwrap();
+    assert_ne!(held.as_ptr(), at, "a clone still holds it");
+    drop((clone, held));
+    assert_ne!(
+        ring.fixed(100).unwrap().as_ptr(),
+        at,
+        "the latest region is the 100-byte one"
+    );
+    // Not a region too short for the claim: the window goes on past it.
+    let small = ring.fixed(64).unwrap();
+    let small_at = small.as_ptr();
+    drop(small);
+    let large = ring.fixed(4096).unwrap();
+    assert_ne!(large.as_ptr(), small_at);
+    let stats = ring.stats();
+    drop(large);
+    assert_eq!(stats.live_buffers, 1);
+}

@@ -32,8 +32,11 @@
 //! A walk that finds room extends the window after it the same way. A growing
 //! `ExtBuf` extends it only as far as its next size; the allocator adapters' growth
 //! sweeps as a claim does ([`BlockCtl::grow_latest`]).
-//! [`BlockCtl::close`] writes the window's one header back before anything walks the
-//! headers. No other thread ever reads a free region's header, so nobody can see the
+//! A claim first takes back the region claimed last, if it ends at the window and was
+//! released since, on whatever thread ([`BlockCtl::bump`], an `Acquire` load of its
+//! header): a buffer dropped before the next is claimed gives it its bytes, still in
+//! the cache, as a heap hands back the block freed last. [`BlockCtl::close`] writes the
+//! window's one header back before anything walks the headers. No other thread ever reads a free region's header, so nobody can see the
 //! window's unwritten header: other threads only store into headers of live regions.
 
 use core::alloc::Layout;
@@ -104,9 +107,16 @@ pub(crate) struct BlockCtl {
     /// headers and data are reached from it, not from `&self` (whose borrow covers only
     /// the control area under Stacked Borrows).
     regions: NonNull<u8>,
-    // The second cache line: fields no hot path reads.
+    // The second cache line: fields no hot path reads but `last`, which only the owner
+    // thread touches.
     /// Link in the orphan stack (see `orphan.rs`).
     pub(crate) next: Cell<*mut BlockCtl>,
+    /// The region claimed last, from the window's front or by a walk, while the headers
+    /// have not been walked or the window closed since ([`NO_LAST`] otherwise): a header
+    /// offset, its region ending at `head` unless it was given back to the window or
+    /// grew or shrank in place (owner thread only). The next [`bump`](Self::bump) takes
+    /// it back into the window if it was released by then.
+    last: Cell<usize>,
     /// [`claim_lowest`](Self::claim_lowest)s left that start at the floor before one
     /// walks from the block start again.
     floor_claims: Cell<u8>,
@@ -138,6 +148,18 @@ const EAGER_STEPS: usize = 16;
 
 /// [`BlockCtl::cursor`] while no scan is under way.
 const NO_SCAN: usize = usize::MAX;
+
+/// [`BlockCtl::last`] while it names no region.
+const NO_LAST: usize = usize::MAX;
+
+/// The ordering of the load with which [`BlockCtl::bump`] looks whether the region
+/// claimed last was released. Always `Acquire`; the loom model
+/// `release_then_take_back` (`tests/loom.rs`) proves that the known-bug mutant
+/// `mutant_relaxed_take_back` (a loom switch, see `sync::switch`) fails.
+#[inline(always)]
+fn take_back() -> Ordering {
+    crate::sync::switch::weakened("mutant_relaxed_take_back", Ordering::Acquire)
+}
 
 /// After a lap finds no room, this many following claims that miss the window extend
 /// it only as far as they need: a full block fills again from regions its consumer has
@@ -288,6 +310,7 @@ impl BlockCtl {
                 touched: Cell::new(0),
                 regions,
                 next: Cell::new(core::ptr::null_mut()),
+                last: Cell::new(NO_LAST),
                 floor_claims: Cell::new(0),
                 floor_bytes: Cell::new(0),
             });
@@ -389,9 +412,43 @@ impl BlockCtl {
 
     /// The allocation fast path: the first `need` bytes of the window (`need` a multiple
     /// of [`WORD`], at least [`HDR`]) become a region with `init` handles and the data
-    /// right after its header. `None` (nothing changed) if the window is smaller.
+    /// right after its header. `None` (nothing changed) if the window is smaller (it
+    /// may have taken the region carved last back, see [`take_back_last`]).
+    ///
+    /// [`take_back_last`]: Self::take_back_last
     #[inline(always)]
     pub(crate) fn bump(&self, need: usize, init: u64) -> Option<Claim> {
+        self.take_back_last(need);
+        self.carve(need, init)
+    }
+
+    /// Takes the region [`bump`](Self::bump) carved last back into the window if it was
+    /// released since, is still the window's neighbour (see [`last`](Self::last)) and
+    /// spans `need` bytes or more: the claim then takes its place, and the window after
+    /// it is as it was.
+    #[inline(always)]
+    fn take_back_last(&self, need: usize) {
+        let last = self.last.get();
+        if last != NO_LAST {
+            // Acquire: pairs with the Release of whichever thread released the region,
+            // so its last writes happen before the window hands the bytes out again.
+            // SAFETY: `last` is a header offset while the headers have not been walked
+            // or the window closed since it was claimed (see `last`).
+            let h = unsafe { self.hdr(last) }.load(take_back());
+            if count(h) == 0 && span(h) >= need && last + span(h) == self.head.get() {
+                // Released already, and the window's neighbour: the window takes it
+                // back, as `rewind` does for a release on this thread, so a buffer
+                // claimed and dropped before the next is claimed reuses the same bytes,
+                // still in the cache, wherever it was dropped.
+                self.head.set(last);
+                self.leave_window_unscanned(last);
+            }
+        }
+    }
+
+    /// [`bump`](Self::bump) after [`take_back_last`](Self::take_back_last).
+    #[inline(always)]
+    fn carve(&self, need: usize, init: u64) -> Option<Claim> {
         let head = self.head.get();
         // No underflow: `head <= limit` (struct invariant).
         if self.limit.get() - head < need {
@@ -405,6 +462,7 @@ impl BlockCtl {
         // synchronising channel that carries this write with it.
         unsafe { hdr_ptr.write(Header::new(pack(need, init))) };
         self.head.set(head + need);
+        self.last.set(head);
         Some(Claim {
             // SAFETY: derived from the block pointer, which is non-null.
             hdr: unsafe { NonNull::new_unchecked(hdr_ptr) },
@@ -419,12 +477,13 @@ impl BlockCtl {
     /// after another); `None` (nothing changed) otherwise.
     #[inline]
     pub(crate) fn bump_aligned(&self, need: usize, align: usize, init: u64) -> Option<Claim> {
+        self.take_back_last(need);
         let data = self.regions.as_ptr() as usize + self.head.get() + HDR;
         // `align` is a power of two, as every alignment the ring is asked for.
         if data & (align - 1) != 0 {
             return None;
         }
-        self.bump(need, init)
+        self.carve(need, init)
     }
 
     /// Writes the window's header (one free region over `[head, limit)`) and empties the
@@ -441,6 +500,7 @@ impl BlockCtl {
         let head = if head == self.len { 0 } else { head };
         self.head.set(head);
         self.limit.set(head);
+        self.last.set(NO_LAST);
     }
 
     /// Moves the head of a closed window (which stays closed) to the header at `off`.
@@ -449,6 +509,7 @@ impl BlockCtl {
         debug_assert!(off < self.len, "head {off} outside the block");
         self.head.set(off);
         self.limit.set(off);
+        self.last.set(NO_LAST);
     }
 
     /// Extends the window over the free regions right after it, one header at a time,
@@ -1024,6 +1085,7 @@ impl BlockCtl {
             // `[off, len)` is ours, and the region headers before it tile `[0, off)`.
             self.head.set(off);
             self.limit.set(self.len);
+            self.last.set(NO_LAST);
             self.leave_window_unscanned(off);
             return true;
         }
@@ -1089,6 +1151,9 @@ impl BlockCtl {
         hdr.store(pack(used, init), Ordering::Relaxed);
         let next = off + used;
         self.set_head(if next == self.len { 0 } else { next });
+        // The window, closed, starts where the region ends (or at the block start, where
+        // `bump` never finds it its neighbour).
+        self.last.set(off);
         // Room was found: the next try that finds none starts its scan at the new head.
         self.cursor.set(NO_SCAN);
         let hdr_ptr = self.hdr_ptr(off);
