@@ -50,13 +50,18 @@ fn extend_bytes_appends_what_std_does_on_every_allocator() {
     assert_eq!(ring.stats().live_buffers, 0);
 }
 
-#[test]
-fn a_write_without_room_fails_and_leaves_the_vector() {
-    let ring = Ring::builder()
+/// A ring of 4 KiB that fails a claim it has no room for.
+fn failing_ring() -> Ring {
+    Ring::builder()
         .capacity(4096)
         .when_full(WhenFull::Fail)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_write_without_room_fails_and_leaves_the_vector() {
+    let ring = failing_ring();
     let mut v = Vec::new_in(&ring);
     v.extend_bytes(b"kept");
     let before = v.capacity();
@@ -84,11 +89,7 @@ fn a_write_without_room_fails_and_leaves_the_vector() {
 #[test]
 fn allocator_api2_0_4_vectors_too() {
     use ringmem::allocator_api2_04::vec::Vec as Vec04;
-    let ring = Ring::builder()
-        .capacity(4096)
-        .when_full(WhenFull::Fail)
-        .build()
-        .unwrap();
+    let ring = failing_ring();
     let mut v: Vec04<u8, &Ring> = Vec04::new_in(&ring);
     v.extend_bytes(b"zero ");
     v.try_extend_bytes(b"four").unwrap();

@@ -139,6 +139,17 @@ fn observe(mut again: FixedBufMut, shadow: &Shadow, id: u8) {
     again.fill(0);
 }
 
+/// A thread that writes `buf` (pattern and shadow, as holder `id`) and drops it.
+fn dropped_elsewhere(buf: FixedBufMut, shadow: &Arc<Shadow>, id: u8) -> thread::JoinHandle<()> {
+    let s = shadow.clone();
+    thread::spawn(move || {
+        let mut buf = buf;
+        buf.try_extend_from_slice(&pattern(id)).unwrap();
+        s.write(u64::from(id));
+        drop(buf);
+    })
+}
+
 fn written(ring: &Ring, id: u8) -> FixedBufMut {
     let mut b = ring.fixed(LEN).expect("the ring has room");
     b.try_extend_from_slice(&pattern(id)).unwrap();
@@ -153,14 +164,8 @@ fn release_then_reuse_unique() {
         let buf = ring.fixed(LEN).unwrap();
         let first = buf.as_ptr() as usize;
         assert!(ring.fixed(LEN).is_none(), "two buffers never fit");
-        let s = shadow.clone();
-        let t = thread::spawn(move || {
-            let mut buf = buf;
-            // Written on B, dropped on B: one Release store.
-            buf.try_extend_from_slice(&pattern(7)).unwrap();
-            s.write(7);
-            drop(buf);
-        });
+        // Written on B, dropped on B: one Release store.
+        let t = dropped_elsewhere(buf, &shadow, 7);
         // Loom's DPOR keeps one last access per atomic: B's own Relaxed load of the
         // header hides this thread's load from B's store, so without a yield here loom
         // would never run B's release before our claim. The yield lets it.
@@ -186,13 +191,7 @@ fn release_then_take_back() {
         let shadow = Shadow::new();
         let buf = ring.fixed(LEN).unwrap();
         let first = buf.as_ptr() as usize;
-        let s = shadow.clone();
-        let t = thread::spawn(move || {
-            let mut buf = buf;
-            buf.try_extend_from_slice(&pattern(7)).unwrap();
-            s.write(7);
-            drop(buf);
-        });
+        let t = dropped_elsewhere(buf, &shadow, 7);
         // As in `release_then_reuse_unique`: lets loom run the release first.
         thread::yield_now();
         let next = ring.fixed(LEN).expect("the ring has room");

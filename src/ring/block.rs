@@ -35,8 +35,9 @@
 //! A claim first takes back the region claimed last, if it ends at the window and was
 //! released since, on whatever thread ([`BlockCtl::bump`], an `Acquire` load of its
 //! header): a buffer dropped before the next is claimed gives it its bytes, still in
-//! the cache, as a heap hands back the block freed last. [`BlockCtl::close`] writes the
-//! window's one header back before anything walks the headers. No other thread ever reads a free region's header, so nobody can see the
+//! the cache, as a heap hands back the block freed last.
+//! [`BlockCtl::close`] writes the window's one header back before anything walks the
+//! headers. No other thread ever reads a free region's header, so nobody can see the
 //! window's unwritten header: other threads only store into headers of live regions.
 
 use core::alloc::Layout;
@@ -413,7 +414,7 @@ impl BlockCtl {
     /// The allocation fast path: the first `need` bytes of the window (`need` a multiple
     /// of [`WORD`], at least [`HDR`]) become a region with `init` handles and the data
     /// right after its header. `None` (nothing changed) if the window is smaller (it
-    /// may have taken the region carved last back, see [`take_back_last`]).
+    /// may have taken the region claimed last back, see [`take_back_last`]).
     ///
     /// [`take_back_last`]: Self::take_back_last
     #[inline(always)]
@@ -422,10 +423,10 @@ impl BlockCtl {
         self.carve(need, init)
     }
 
-    /// Takes the region [`bump`](Self::bump) carved last back into the window if it was
-    /// released since, is still the window's neighbour (see [`last`](Self::last)) and
-    /// spans `need` bytes or more: the claim then takes its place, and the window after
-    /// it is as it was.
+    /// Takes the region claimed last back into the window (as [`rewind`](Self::rewind)
+    /// does for a release on this thread) if it was released since, is still the
+    /// window's neighbour (see [`last`](Self::last)) and spans `need` bytes or more: the
+    /// claim then takes its place, and the window after it is as it was.
     #[inline(always)]
     fn take_back_last(&self, need: usize) {
         let last = self.last.get();
@@ -435,13 +436,10 @@ impl BlockCtl {
             // SAFETY: `last` is a header offset while the headers have not been walked
             // or the window closed since it was claimed (see `last`).
             let h = unsafe { self.hdr(last) }.load(take_back());
-            if count(h) == 0 && span(h) >= need && last + span(h) == self.head.get() {
-                // Released already, and the window's neighbour: the window takes it
-                // back, as `rewind` does for a release on this thread, so a buffer
-                // claimed and dropped before the next is claimed reuses the same bytes,
-                // still in the cache, wherever it was dropped.
-                self.head.set(last);
-                self.leave_window_unscanned(last);
+            if count(h) == 0 && span(h) >= need {
+                // A buffer claimed and dropped before the next is claimed: the next
+                // reuses its bytes, still in the cache, wherever it was dropped.
+                self.rewind_to(last, span(h));
             }
         }
     }
@@ -1059,6 +1057,14 @@ impl BlockCtl {
     #[inline]
     pub(crate) unsafe fn rewind(&self, hdr: NonNull<Header>, span: usize) -> bool {
         let off = (hdr.as_ptr() as usize).wrapping_sub(self as *const Self as usize + CTL);
+        self.rewind_to(off, span)
+    }
+
+    /// [`rewind`](Self::rewind) of the free region at `off`, of `span` bytes, if it
+    /// ends at the window's start; `off` may also be no offset of this block (the
+    /// region then is not one of the window's neighbours).
+    #[inline(always)]
+    fn rewind_to(&self, off: usize, span: usize) -> bool {
         if !self.ends_at_head(off, span) {
             return false; // another block's (or ring's, or the heap's) region, or not the latest
         }
