@@ -64,6 +64,13 @@ impl FixedBuf {
         ring::region_span(self.hdr)
     }
 
+    /// Whether the region is a slot of a page of slots (see `ring/slots.rs`).
+    #[cfg(real_std)]
+    #[inline]
+    pub(crate) fn is_slot(&self) -> bool {
+        ring::is_slot(self.hdr)
+    }
+
     /// Drops this handle; `true` if it was the region's last (no other handle of it,
     /// a slice or a clone, is alive on any thread).
     #[cfg(real_std)]

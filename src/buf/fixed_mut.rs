@@ -266,11 +266,22 @@ impl FixedBufMut {
         self.len += n;
     }
 
+    /// Whether the region is a slot of a page of slots (see `ring/slots.rs`): its
+    /// capacity never changes.
+    #[cfg(real_std)]
+    #[inline]
+    pub(crate) fn is_slot(&self) -> bool {
+        ring::is_slot(self.hdr)
+    }
+
     /// Gives the unused capacity back to `ring` (the framed reader's regions, sized for
     /// a read, keep only what the read brought). A region that is not one of `ring`'s
     /// blocks (a heap fallback, another ring's) keeps its capacity.
     #[cfg(real_std)]
     pub(crate) fn shrink_in(&mut self, ring: &crate::Ring) {
+        if self.is_slot() {
+            return; // a slot's span is its page's
+        }
         let keep = HDR + round_up(self.len, WORD);
         // SAFETY: `&Ring` is on the ring's own thread (it is not `Sync`), and this
         // handle is the region's only one.
@@ -289,6 +300,9 @@ impl FixedBufMut {
         least: usize,
         ring: &crate::Ring,
     ) -> Option<FixedBufMut> {
+        if self.is_slot() {
+            return None;
+        }
         let keep = HDR + round_up(self.len, WORD);
         debug_assert_eq!(self.ptr.as_ptr() as usize - self.hdr.as_ptr() as usize, HDR);
         // SAFETY: as in `shrink_in`.
@@ -328,7 +342,7 @@ impl FixedBufMut {
     /// to a read region, without another walk.
     #[cfg(real_std)]
     pub(crate) fn grow_in(&mut self, cap: usize, ring: &crate::Ring) {
-        if cap <= self.cap {
+        if cap <= self.cap || self.is_slot() {
             return;
         }
         // The region's span: its capacity runs to the region's end (a claim's does).
@@ -359,7 +373,7 @@ impl FixedBufMut {
     #[cfg(all(real_std, feature = "tokio"))]
     pub(crate) fn shrink_to_in(&mut self, cap: usize, ring: &crate::Ring) {
         let cap = cap.max(self.len);
-        if cap >= self.cap {
+        if cap >= self.cap || self.is_slot() {
             return;
         }
         // `keep` is at most the region's span: `HDR + round_up(self.cap, WORD)` is.

@@ -430,6 +430,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         n: usize,
         like: usize,
         least: usize,
+        alone: usize,
     ) -> Poll<io::Result<()>> {
         let mem = &self.mem;
         // A wait under way goes on in `poll_until`, whose tries are cheap: the first
@@ -437,7 +438,7 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> AsyncFramedReader<R, D> {
         let first = if self.waiting {
             None
         } else {
-            mem.first_try_like(n, like, least)
+            mem.first_try_like(n, like, least, alone)
         };
         let region = match first {
             Some(region) => {
@@ -591,13 +592,18 @@ impl<R: AsyncRead + Unpin, D: Decoder + Unpin> Stream for AsyncFramedReader<R, D
                 Step::Alloc { .. } | Step::Read if this.spend(cx).is_pending() => {
                     return Poll::Pending;
                 }
-                Step::Alloc { need, like, least } => {
+                Step::Alloc {
+                    need,
+                    like,
+                    least,
+                    alone,
+                } => {
                     match this.poll_look(cx) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                         Poll::Pending => return Poll::Pending,
                     }
-                    match this.poll_region(cx, need, like, least) {
+                    match this.poll_region(cx, need, like, least, alone) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
                         Poll::Pending => return Poll::Pending,

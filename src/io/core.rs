@@ -30,6 +30,10 @@ pub(crate) enum Step {
         /// `pool::claim_or_least`), rather than wait while the regions held by others
         /// (frames kept, other readers' on a pool) leave gaps shorter than a read region.
         least: usize,
+        /// Bytes of a region for the next frame alone (0: none), tried first: a slot
+        /// of its length on a pool, for a run of like frames whose consumer keeps them
+        /// (see [`Core::alone`]).
+        alone: usize,
     },
     /// Read into [`Core::spare`] and report with [`Core::filled`] or [`Core::eof`].
     Read,
@@ -95,6 +99,17 @@ const LEAST_READ: usize = 64;
 /// Frames of one length in a row after which a stream is taken to go on with them
 /// (a mixed stream rarely has as many).
 const RUN: usize = 16;
+
+/// Bytes of a frame (its stride) from which, and up to [`ALONE_MAX`], a reader on a
+/// pool whose frames are kept reads a run of like frames one to a region of its own
+/// (see [`Core::alone`]). At 4 KiB the read call cost what the copy saved (conns
+/// scenario, one frame in 100 kept: 2.75-2.97 us of server CPU a frame, against
+/// 2.59-2.69 copied); at 8 KiB, one in ten kept, 4.25-4.41 against 5.42-5.55.
+const ALONE_MIN: usize = 2 * TOP_UP_MIN;
+
+/// See [`ALONE_MIN`]: a page of slots holds 16 of them at least (`ring/slots.rs`), up
+/// to 4 MiB, a quarter of the least shard's copy ring.
+const ALONE_MAX: usize = 256 << 10;
 
 /// Whether a reader's frames are kept past its turn: the probes' state machine of
 /// [`Core::retire`], also the io_uring group's (`uring`), which retires its buffers as
@@ -262,6 +277,8 @@ pub(crate) struct Core<D> {
     /// The most bytes one region of the ring can have (`usize::MAX` for a ring that
     /// makes larger blocks on demand).
     fit: usize,
+    /// The reader's memory is a pool (see [`Core::alone`]).
+    pooled: bool,
     /// Bytes (header included) of the last frame yielded.
     last: usize,
     /// `last`, when the frame before it was as long (a stream of like frames), else 0:
@@ -304,6 +321,7 @@ impl<D: Decoder> Core<D> {
             need: 1,
             open_ended: false,
             fit: mem.fit(),
+            pooled: mem.pool().is_some(),
             last: 0,
             stride: 0,
             run: 0,
@@ -335,6 +353,7 @@ impl<D: Decoder> Core<D> {
                 need,
                 like: need,
                 least: need,
+                alone: 0,
             };
         }
         let read_size = self.bulk_read();
@@ -356,6 +375,27 @@ impl<D: Decoder> Core<D> {
             need: bulk,
             like,
             least,
+            alone: self.alone(need),
+        }
+    }
+
+    /// Bytes of a region for the next frame alone, or 0: on a pool, when the reader
+    /// copies its frames (its consumer keeps them, see [`retire`](Self::retire)) and
+    /// they come in a run of like frames of [`ALONE_MIN`] to [`ALONE_MAX`] bytes, the
+    /// next is read into a slot of its length (`pool::Rings::alone_slot`), which the
+    /// frame then holds without a copy: one read call a frame, where a bulk read's
+    /// frames are each copied out (over 16 KiB, each into a region the copy ring is
+    /// walked for), and no read region to claim. Conns scenario, one frame in ten
+    /// kept, server CPU a frame against bulk reads: 16 KiB 7.6-7.9 us against 8.9-9.2
+    /// (`FramedRead`'s 8.3), 32 KiB 14.0-16.8 against 22.6-25.0, 128 KiB 60-64 against
+    /// 96-100.
+    fn alone(&self, need: usize) -> usize {
+        let stride = self.stride;
+        let like = self.pooled && self.run >= RUN && !self.open_ended && need <= stride;
+        if like && self.trust.copying() && (ALONE_MIN..=ALONE_MAX).contains(&stride) {
+            stride
+        } else {
+            0
         }
     }
 
@@ -438,6 +478,9 @@ impl<D: Decoder> Core<D> {
     /// [`TRUST_FRAMES`] frames free, the reader reads without copies again. A reader
     /// starts with a probe, and one found free is enough then.
     ///
+    /// On a pool, a run of like frames of [`ALONE_MIN`] bytes or more is read one frame
+    /// to a slot of its own meanwhile ([`alone`](Self::alone)), which needs no copy.
+    ///
     /// So a frame kept for good holds its own bytes and a header, or a probe's 4 KiB
     /// (about one frame in `TRUST_FRAMES` read, once frames were found kept), or, once
     /// for each time a consumer that drops its frames in place for thousands of frames
@@ -475,11 +518,11 @@ impl<D: Decoder> Core<D> {
                 Err(e) => self.after = After::Error(e),
             }
         }
-        let region = ready.region_span();
+        let (region, pooled) = (ready.region_span(), !ready.is_slot());
         let (mut plan, mut planned, mut bytes) = ([None; BATCH], 0, 0);
         for f in self.queue.iter().take(BATCH) {
             let len = f.end - f.start;
-            if copied(len, region, true) {
+            if copied(len, region, pooled) {
                 bytes += len;
                 if bytes > BATCH_BYTES && bytes > len {
                     break;
@@ -1031,7 +1074,8 @@ impl<D: Decoder> Core<D> {
 /// There, each would cut the room readers lap into gaps, and every claim would walk
 /// them (a server keeping one 4 KiB frame in ten, mostly read one to a region: some
 /// 7,000 kept in each read ring, 2.6 rings tried per claim). A batch's worth
-/// ([`BATCH_BYTES`]): the copy of a frame costs about what its read did.
+/// ([`BATCH_BYTES`]): the copy of a frame costs about what its read did. A frame read
+/// alone into a slot ([`Core::alone`]) is not copied.
 const POOL_COPY_MAX: usize = BATCH_BYTES;
 
 /// The bytes of a region at most this many times a frame's that the frame may hold
@@ -1062,7 +1106,8 @@ fn queue_frame(queue: &mut VecDeque<Frame>, f: Frame) {
 /// long frames (a quarter of a read or more) is not copied.
 fn frame_of(region: &FixedBuf, range: Range<usize>, mem: &Memory) -> FixedBuf {
     let len = range.len();
-    if copied(len, region.region_span(), mem.pool().is_some()) {
+    let pooled = mem.pool().is_some() && !region.is_slot();
+    if copied(len, region.region_span(), pooled) {
         if let Some(own) = mem.claim_now(len) {
             return filled(own, &region[range]);
         }
@@ -1080,7 +1125,7 @@ pub(crate) fn filled(mut copy: FixedBufMut, bytes: &[u8]) -> FixedBuf {
 /// Whether a frame of `len` bytes is copied out of a region of `span` bytes (header
 /// included) rather than held as a slice of it, by a reader whose frames are kept (see
 /// [`Core::retire`]): when it is less than a [`PIN_MAX`]th of the region, and on a
-/// pool (`pooled`) also when it is at most [`POOL_COPY_MAX`] bytes.
+/// pool (`pooled`, a region not a slot) also when it is at most [`POOL_COPY_MAX`] bytes.
 #[inline]
 pub(crate) fn copied(len: usize, span: usize, pooled: bool) -> bool {
     len.saturating_mul(PIN_MAX) < span || (pooled && len <= POOL_COPY_MAX)

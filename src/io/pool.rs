@@ -58,7 +58,8 @@ use crate::{FixedBuf, FixedBufMut, Ring, RingCounters, RingError, RingStats, Wai
 ///   buffers reach, and go back a second or two after claims stop touching them
 ///   ([`give_back_pages`](Self::give_back_pages)). A reader holds at most one read
 ///   region (80 KiB by default) between polls, an idle async one none. A kept frame
-///   costs its own bytes (one of up to 16 KiB is copied into a slot: a quarter more).
+///   costs its own bytes: one of up to 16 KiB is copied into a slot (a quarter more),
+///   and a run of like frames of 8 to 256 KiB is read one frame to a slot of its length.
 /// - **When full.** Readers wait for a release, not fail, only when what is held leaves
 ///   too few bytes for the next frame: one no gap between frames kept fits comes from
 ///   the heap, paid for by holding as many bytes of the gaps, within the budget
@@ -421,6 +422,14 @@ impl Rings {
             }
         }
         claim_copy(&self.reads, n, walked)
+    }
+
+    /// A region for a frame of `n` bytes read alone (see `Step::Alloc`): a slot of
+    /// exactly its length in the copy ring's pages (`Slots::claim_exact`).
+    fn alone_slot(&self, n: usize) -> Option<FixedBufMut> {
+        let copies = self.copies.as_ref()?;
+        let slot = (self.slots.borrow_mut()).claim_exact(n, |len| copies.claim_lowest(len));
+        slot
     }
 
     /// A region of the copy ring of up to `n` bytes and at least a read's worth (as
@@ -1372,13 +1381,21 @@ impl Memory {
     }
 
     /// [`first_try`](Self::first_try) for a region of `like` bytes at least, then, if
-    /// there is no room for one and `least` is less, for `least` (see `Step::Alloc`).
+    /// there is no room for one and `least` is less, for `least`; first, for `alone`
+    /// bytes if not 0, a region for one frame ([`claim_alone`](Self::claim_alone)). See
+    /// `Step::Alloc`.
     pub(crate) fn first_try_like(
         &self,
         n: usize,
         like: usize,
         least: usize,
+        alone: usize,
     ) -> Option<FixedBufMut> {
+        if alone > 0 {
+            if let Some(slot) = self.claim_alone(alone) {
+                return Some(slot);
+            }
+        }
         let region = self.first_try(n, like);
         if region.is_some() || like <= least {
             return region;
@@ -1466,6 +1483,16 @@ impl Memory {
         }
     }
 
+    /// A region for a frame of `n` bytes read alone (see `Step::Alloc`), if one is at
+    /// hand: on a pool, a slot of its length ([`Rings::alone_slot`]); `None` on a ring
+    /// of the reader's own.
+    pub(crate) fn claim_alone(&self, n: usize) -> Option<FixedBufMut> {
+        match self {
+            Memory::Own(_) => None,
+            Memory::Pool(pool) => pool.claim_in_turn(|r| r.alone_slot(n)),
+        }
+    }
+
     /// Regions for the copies `planned` asks for, one entry of `out` per entry of
     /// `planned` (`None` for a `None`, and for a copy without room), claimed at once:
     /// on a pool, from one shard under one lock (the first whose lock is free and that
@@ -1544,6 +1571,8 @@ impl Memory {
     pub(crate) fn freeze_read(&self, mut buf: FixedBufMut) -> FixedBuf {
         match self {
             Memory::Own(ring) => buf.shrink_in(ring),
+            // A slot keeps its capacity: no lock.
+            Memory::Pool(_) if buf.is_slot() => {}
             Memory::Pool(pool) => {
                 _ = pool.with_rings_of(buf.as_ptr() as usize, |rings, r| {
                     match buf.split_spare_in(FAIR_READ, r) {
@@ -1563,6 +1592,8 @@ impl Memory {
         buf.clear();
         match self {
             Memory::Own(_) => drop(buf),
+            // A slot is no read region.
+            Memory::Pool(_) if buf.is_slot() => drop(buf),
             // A region served from the heap is released as it goes (with the closure).
             Memory::Pool(pool) => {
                 _ = pool.with_rings_of(buf.as_ptr() as usize, move |rings, _| rings.park(buf));
@@ -2096,7 +2127,7 @@ mod tests {
     #[test]
     fn kept_frames_read_alone_go_to_the_copy_ring() {
         use crate::io::{FramedReader, LengthDelimited};
-        let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
+        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
         let mut r = FramedReader::with_pool(OneAtATime(200), LengthDelimited::new(), &pool);
         let frames: Vec<_> = core::iter::from_fn(|| r.next_frame().unwrap()).collect();
         assert_eq!(frames.len(), 200);
@@ -2105,6 +2136,130 @@ mod tests {
             .filter(|f| copies.holds(f.as_ptr() as usize))
             .count();
         assert!(copied >= 180, "{copied} of 200 frames copied");
+    }
+
+    /// A stream of `frames` frames of `len` bytes (length-delimited; frame `i` filled
+    /// with `i as u8`), in reads of at most `chunk` bytes.
+    #[derive(Clone)]
+    struct Chunked {
+        wire: Vec<u8>,
+        at: usize,
+        chunk: usize,
+    }
+
+    impl Chunked {
+        fn new(frames: usize, len: usize, chunk: usize) -> Chunked {
+            let mut wire = Vec::with_capacity(frames * (len + 4));
+            for i in 0..frames {
+                wire.extend_from_slice(&(len as u32).to_be_bytes());
+                // A memset (`vec!` of bytes), not a store a byte: quick under Miri.
+                wire.extend_from_slice(&vec![i as u8; len]);
+            }
+            Chunked { wire, at: 0, chunk }
+        }
+
+        /// Takes frames from `next` to the end (every frame checked against the wire),
+        /// keeping one in ten; asserts that at least `most` in `of` of those kept were
+        /// read alone into a slot of their length, their length word included.
+        fn keep(&self, mut next: impl FnMut() -> Option<FixedBuf>, (most, of): (usize, usize)) {
+            let (mut kept, mut at, mut n) = (Vec::new(), 0, 0);
+            while let Some(frame) = next() {
+                let len = u32::from_be_bytes(self.wire[at..at + 4].try_into().unwrap());
+                at += 4;
+                assert_eq!(frame[..], self.wire[at..][..len as usize], "frame {n}");
+                n += 1;
+                if n % 10 == 0 {
+                    kept.push((frame, at));
+                }
+                at += len as usize;
+            }
+            assert_eq!(at, self.wire.len());
+            let mut alone = 0;
+            for (f, at) in &kept {
+                assert_eq!(f[..], self.wire[*at..][..f.len()], "kept");
+                alone += usize::from(f.is_slot() && f.region_span() == HDR + f.len() + WORD);
+            }
+            assert!(
+                alone * of >= kept.len() * most,
+                "{alone} of {} frames alone",
+                kept.len()
+            );
+        }
+    }
+
+    impl std::io::Read for Chunked {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.chunk).min(self.wire.len() - self.at);
+            buf[..n].copy_from_slice(&self.wire[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// Frames of 8 KiB, or 16 KiB natively (a copy of the frame alone would take a slot
+    /// of 16,384 bytes; read alone, it takes 16,392: its length word, rounded up).
+    const ALONE_LEN: usize = if cfg!(miri) { 8 << 10 } else { 16 << 10 };
+
+    /// A run of like frames of 8 KiB or more whose consumer keeps some is read one frame
+    /// to a slot of its length (see `Core::alone`): each frame holds its own bytes
+    /// without a copy, also when its bytes come in several reads.
+    #[test]
+    fn kept_like_frames_are_read_alone_into_slots_of_their_length() {
+        use crate::io::{FramedReader, LengthDelimited};
+        let frames = if cfg!(miri) { 100 } else { 400 };
+        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
+        for chunk in [usize::MAX, 5000] {
+            let wire = Chunked::new(frames, ALONE_LEN, chunk);
+            let mut r = FramedReader::with_pool(wire.clone(), LengthDelimited::new(), &pool);
+            wire.keep(|| r.next_frame().unwrap(), (4, 5));
+        }
+    }
+
+    /// As above, for an async reader whose socket runs dry mid-frame at every other
+    /// poll: a part of a frame under `TOP_UP_MIN` moves to the heap and its slot goes
+    /// back whole (`Memory::give_back`), a longer one stays in its slot, which is never
+    /// cut (`Memory::shrink_to`).
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn an_idle_reader_leaves_its_slot_whole() {
+        use crate::io::{AsyncFramedReader, LengthDelimited};
+        use core::pin::Pin;
+        use core::task::{Context, Poll};
+        use futures_core::Stream;
+        use tokio::io::{AsyncRead, ReadBuf};
+
+        /// `Chunked`, `Pending` at every other poll (the test polls again: no wake-up).
+        struct Dry(Chunked, bool);
+        impl AsyncRead for Dry {
+            fn poll_read(
+                mut self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                self.1 = !self.1;
+                if self.1 {
+                    return Poll::Pending;
+                }
+                let n = std::io::Read::read(&mut self.0, buf.initialize_unfilled())?;
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+        }
+
+        let frames = if cfg!(miri) { 100 } else { 200 };
+        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for chunk in [3000, 6000] {
+            let wire = Chunked::new(frames, ALONE_LEN, chunk);
+            let dry = Dry(wire.clone(), false);
+            let mut r = AsyncFramedReader::with_pool(dry, LengthDelimited::new(), &pool);
+            let next = || loop {
+                if let Poll::Ready(frame) = Pin::new(&mut r).poll_next(&mut cx) {
+                    return frame.map(Result::unwrap);
+                }
+            };
+            wire.keep(next, (3, 5));
+        }
     }
 
     /// A reader whose consumer keeps one frame in ten reads few probes (see
@@ -2116,7 +2271,7 @@ mod tests {
     fn a_consumer_keeping_one_frame_in_ten_gets_copies() {
         use crate::io::{FramedReader, LengthDelimited};
         let frames = if cfg!(miri) { 500 } else { 4000 };
-        let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
+        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
         let mut r = FramedReader::with_pool(OneAtATime(frames), LengthDelimited::new(), &pool);
         let mut kept = Vec::new();
         let mut seen = 0;

@@ -200,8 +200,9 @@ impl<R: Read, D: Decoder> FramedReader<R, D> {
                     need: n,
                     like,
                     least,
+                    alone,
                 } => {
-                    let region = match self.mem.first_try_like(n, like, least) {
+                    let region = match self.mem.first_try_like(n, like, least, alone) {
                         Some(region) => region,
                         None => {
                             // Before the partial frame is spilled: a frame that can

@@ -24,10 +24,10 @@ pub(crate) use header::{round_up, Header, HDR, MAX_WORDS, WORD};
 pub(crate) use heap::{
     carrying_span, claim as heap_claim, claim_carrying as heap_claim_carrying, Carried,
 };
-#[cfg(real_std)]
-pub(crate) use region::region_span;
 #[cfg(feature = "allocator-api2")]
 pub(crate) use region::{claim_in, expose, header_of, resize_in};
+#[cfg(real_std)]
+pub(crate) use region::{is_slot, region_span};
 pub(crate) use region::{release_shared, release_unique, release_unique_in, retain_shared};
 
 use crate::sync::{Cell, UnsafeCell};

@@ -432,6 +432,15 @@ pub(crate) fn region_span(hdr: NonNull<Header>) -> usize {
     span(unsafe { hdr.as_ref() }.load(Ordering::Relaxed))
 }
 
+/// Whether the region led by `hdr` (held by the caller) is a slot of a page of slots
+/// (`slots.rs`): it is never resized or split.
+#[cfg(real_std)]
+#[inline]
+pub(crate) fn is_slot(hdr: NonNull<Header>) -> bool {
+    // SAFETY: as in `region_span`.
+    unsafe { hdr.as_ref() }.load(Ordering::Relaxed) & (HEAP | CARRY) == CARRY
+}
+
 /// A region for `size` data bytes aligned to `align` (at most [`MAX_ALIGN`]), held by
 /// one handle, for the allocator adapters, handed out by address (`hand_out`): from
 /// `ring` while `size` is at most `threshold` (the window's front inlined, the walk and

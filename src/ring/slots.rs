@@ -102,10 +102,9 @@ const fn class_words(class: usize) -> usize {
     (5 + k % 4) << (k / 4 + 1)
 }
 
-/// Bytes of a slot of `class`, and its page's slots.
-fn class_layout(class: usize) -> (usize, usize) {
-    let slot = SLOT_EXTRA + class_words(class) * WORD;
-    (slot, (PAGE_BYTES / slot).clamp(16, 63))
+/// Bytes of a slot of `class`.
+fn class_slot(class: usize) -> usize {
+    SLOT_EXTRA + class_words(class) * WORD
 }
 
 /// The bits of a page's slots (`n` of them).
@@ -114,8 +113,10 @@ fn usable(n: usize) -> u64 {
 }
 
 /// A class's pages, and what its claimer holds.
-#[derive(Default)]
 struct Class {
+    /// Bytes of a slot (its `back` word and header included), and slots a page.
+    slot: usize,
+    count: usize,
     pages: Vec<NonNull<PageCtl>>,
     /// Of each page (as `pages`), the free slots whose pages went back to the system
     /// ([`Slots::discard_free`]) and that no claim took since.
@@ -131,10 +132,32 @@ struct Class {
     cool: u32,
 }
 
+impl Class {
+    /// A class of slots of `slot` bytes, no page yet.
+    fn new(slot: usize) -> Class {
+        Class {
+            slot,
+            count: (PAGE_BYTES / slot).clamp(16, 63),
+            pages: Vec::new(),
+            discarded: Vec::new(),
+            at: 0,
+            local: 0,
+            visits: 0,
+            found: 0,
+            cool: 0,
+        }
+    }
+}
+
+/// Classes of one exact size at most (see [`Slots::claim_exact`]).
+const EXACT: usize = 4;
+
 /// The claimer of a ring's slots: pages of each class. One thread at a time uses it.
 #[derive(Default)]
 pub(crate) struct Slots {
     classes: Vec<Class>,
+    /// Classes of the exact sizes asked of [`Slots::claim_exact`], at most [`EXACT`].
+    exact: Vec<Class>,
 }
 
 // SAFETY: the pages are regions of a ring the owner of `Slots` claims from (a pool
@@ -149,62 +172,102 @@ impl Slots {
     pub(crate) fn claim(
         &mut self,
         n: usize,
-        mut region: impl FnMut(usize) -> Option<FixedBufMut>,
+        region: impl FnMut(usize) -> Option<FixedBufMut>,
     ) -> Option<FixedBufMut> {
         let class = class_of(n)?;
         if self.classes.is_empty() {
-            self.classes.resize_with(CLASSES, Class::default);
+            self.classes = (0..CLASSES).map(|k| Class::new(class_slot(k))).collect();
         }
-        let (slot, count) = class_layout(class);
-        let c = &mut self.classes[class];
-        loop {
-            if c.local != 0 {
-                let idx = c.local.trailing_zeros() as usize;
-                c.local &= c.local - 1;
-                c.discarded[c.at] &= !(1 << idx);
-                // SAFETY: `pages[at]` is a live page of this class, and slot `idx` was
-                // free: its bit came from the page's word or from the page being new.
-                return Some(unsafe { hand_out(c.pages[c.at], idx, slot) });
+        claim_in(&mut self.classes[class], region)
+    }
+
+    /// A slot of exactly `n` data bytes (rounded up to a word; any size a page holds 16
+    /// of), for a buffer that one size class would hold with up to a quarter more: the
+    /// framed reader's regions of one frame each (`io/core.rs`). Of up to [`EXACT`]
+    /// sizes at a time: `None` for another while each has a page live.
+    pub(crate) fn claim_exact(
+        &mut self,
+        n: usize,
+        region: impl FnMut(usize) -> Option<FixedBufMut>,
+    ) -> Option<FixedBufMut> {
+        let slot = SLOT_EXTRA + round_up(n.max(1), WORD);
+        let at = match self.exact.iter().position(|c| c.slot == slot) {
+            Some(at) => at,
+            None if self.exact.len() < EXACT => {
+                self.exact.push(Class::new(slot));
+                self.exact.len() - 1
             }
-            if let Some(&page) = c.pages.get(c.at) {
-                // Acquire: pairs with the releases' `Release` RMWs, so every use of a
-                // slot happens before its reuse.
-                // SAFETY: the claimer's pages are live while it lists them.
-                let bits = unsafe { page.as_ref() }.free.swap(0, take());
-                debug_assert_eq!(bits & !usable(count), 0, "page {page:p}: {bits:#x}");
-                c.local = bits;
-                if bits != 0 {
-                    c.visits += 1;
-                    c.found += bits.count_ones() as usize;
-                    continue;
-                }
-                if c.cool != 0 {
-                    c.cool -= 1;
-                    return None;
-                }
+            None => {
+                let at = self.exact.iter().position(|c| c.pages.is_empty())?;
+                self.exact[at] = Class::new(slot);
+                at
+            }
+        };
+        claim_in(&mut self.exact[at], region)
+    }
+}
+
+/// A slot of class `c`: from its pages, visited in turn, and from a new page that
+/// `region(bytes)` claims when a lap of them found fewer free slots than pages.
+fn claim_in(
+    c: &mut Class,
+    mut region: impl FnMut(usize) -> Option<FixedBufMut>,
+) -> Option<FixedBufMut> {
+    let (slot, count) = (c.slot, c.count);
+    loop {
+        if c.local != 0 {
+            let idx = c.local.trailing_zeros() as usize;
+            c.local &= c.local - 1;
+            c.discarded[c.at] &= !(1 << idx);
+            // SAFETY: `pages[at]` is a live page of this class, and slot `idx` was
+            // free: its bit came from the page's word or from the page being new.
+            return Some(unsafe { hand_out(c.pages[c.at], idx, slot) });
+        }
+        if let Some(&page) = c.pages.get(c.at) {
+            // Acquire: pairs with the releases' `Release` RMWs, so every use of a
+            // slot happens before its reuse.
+            // SAFETY: the claimer's pages are live while it lists them.
+            let bits = unsafe { page.as_ref() }.free.swap(0, take());
+            debug_assert_eq!(bits & !usable(count), 0, "page {page:p}: {bits:#x}");
+            c.local = bits;
+            if bits != 0 {
                 c.visits += 1;
-                c.at = (c.at + 1) % c.pages.len();
-                if c.visits < c.pages.len() {
-                    continue;
-                }
-                // A lap: as many free slots as pages visited is room enough.
-                let full = c.found < c.visits;
-                (c.visits, c.found) = (0, 0);
-                if !full {
-                    continue;
-                }
+                c.found += bits.count_ones() as usize;
+                continue;
             }
-            // A new page, its slots all free: the next turn hands out its first.
-            let Some(page) = region(CTL + slot * count).map(new_page) else {
-                c.cool = COOL_CLAIMS;
+            if c.cool != 0 {
+                c.cool -= 1;
                 return None;
-            };
-            c.pages.push(page);
-            c.discarded.push(0);
-            c.at = c.pages.len() - 1;
-            c.local = usable(count);
+            }
+            c.visits += 1;
+            c.at = (c.at + 1) % c.pages.len();
+            if c.visits < c.pages.len() {
+                continue;
+            }
+            // A lap: as many free slots as pages visited is room enough.
+            let full = c.found < c.visits;
             (c.visits, c.found) = (0, 0);
+            if !full {
+                continue;
+            }
         }
+        // A new page, its slots all free: the next turn hands out its first.
+        let Some(page) = region(CTL + slot * count).map(new_page) else {
+            c.cool = COOL_CLAIMS;
+            return None;
+        };
+        c.pages.push(page);
+        c.discarded.push(0);
+        c.at = c.pages.len() - 1;
+        c.local = usable(count);
+        (c.visits, c.found) = (0, 0);
+    }
+}
+
+impl Slots {
+    /// Every class, of a size class or exact.
+    fn all_classes(&mut self) -> impl Iterator<Item = &mut Class> {
+        self.classes.iter_mut().chain(self.exact.iter_mut())
     }
 
     /// Releases the regions of pages whose slots are all free, as long as the pages
@@ -214,8 +277,8 @@ impl Slots {
     /// and the pages kept.
     pub(crate) fn trim(&mut self, all: bool) -> (usize, usize) {
         let (mut live, mut kept) = (0, 0);
-        for (class, c) in self.classes.iter_mut().enumerate() {
-            let (_, count) = class_layout(class);
+        for c in self.all_classes() {
+            let count = c.count;
             let free_of = |c: &Class, j: usize| {
                 // SAFETY: a listed page is live.
                 let word = unsafe { c.pages[j].as_ref() }.free.load(Ordering::Relaxed);
@@ -281,8 +344,8 @@ impl Slots {
     pub(crate) fn discard_free(&mut self, most: usize) -> usize {
         use crate::sync::{discard_pages, resident_bytes, PAGE};
         let (mut given, mut left) = (0, most);
-        for (class, c) in self.classes.iter_mut().enumerate() {
-            let (slot, count) = class_layout(class);
+        for c in self.all_classes() {
+            let (slot, count) = (c.slot, c.count);
             if slot < 2 * PAGE || left == 0 {
                 continue;
             }
@@ -332,8 +395,8 @@ impl Slots {
 
 impl Drop for Slots {
     fn drop(&mut self) {
-        for (class, c) in self.classes.iter_mut().enumerate() {
-            let (_, count) = class_layout(class);
+        for c in self.all_classes() {
+            let count = c.count;
             for (j, &page) in c.pages.iter().enumerate() {
                 // The bits of slots it never had, and `ORPHAN`.
                 let mut bits = ORPHAN | (usable(63) & !usable(count));
@@ -565,6 +628,57 @@ mod tests {
     }
 
     #[test]
+    fn exact_slots_hold_their_length_in_a_few_sizes_at_a_time() {
+        let ring = Ring::new(8 << 20);
+        let mut slots = Slots::default();
+        let exact = |slots: &mut Slots, n| slots.claim_exact(n, |len| ring.claim_lowest(len));
+        // A frame of 16,384 bytes and its 4-byte length: a size class would take 20 KiB.
+        let a: Vec<_> = (0..17).map(|_| exact(&mut slots, 16388).unwrap()).collect();
+        assert!(a.iter().all(|b| b.capacity() == 16392 && b.is_slot()));
+        assert_eq!(ring.stats().live_buffers, 2, "16 slots a page");
+        let more: Vec<_> = [100, 5000, 9000]
+            .map(|n| exact(&mut slots, n).unwrap())
+            .into();
+        assert_eq!(
+            more.iter().map(|b| b.capacity()).collect::<Vec<_>>(),
+            [104, 5000, 9000]
+        );
+        assert!(
+            exact(&mut slots, 7).is_none(),
+            "a fifth size while four have pages live"
+        );
+        drop(more);
+        assert_eq!(slots.trim(true), (17, 2));
+        let seven = exact(&mut slots, 7).unwrap();
+        assert_eq!(seven.capacity(), 8, "a size whose pages all went gives way");
+        drop((a, seven));
+        assert_eq!(slots.trim(true), (0, 0));
+        assert_eq!(ring.stats().live_buffers, 0);
+    }
+
+    /// A slot's span is its page's to say: the framed reader's resizing of the regions
+    /// it reads into leaves a slot as it is.
+    #[test]
+    fn a_slot_is_never_resized() {
+        let ring = Ring::new(1 << 20);
+        let mut slots = Slots::default();
+        let mut b = slots.claim_exact(16388, |len| ring.fixed(len)).unwrap();
+        b.try_extend_from_slice(&[1; 6000]).unwrap();
+        b.shrink_in(&ring);
+        #[cfg(feature = "tokio")]
+        b.shrink_to_in(8000, &ring);
+        assert!(b.split_spare_in(64, &ring).is_none());
+        b.grow_in(1 << 19, &ring);
+        assert_eq!((b.capacity(), b.len()), (16392, 6000));
+        b.try_extend_from_slice(&[2; 10392]).unwrap();
+        let all = ring.fixed(1 << 19);
+        assert!(
+            all.is_some() && ring.fixed(1 << 18).is_none(),
+            "the window as it was"
+        );
+    }
+
+    #[test]
     fn a_page_outlives_its_claimer_while_a_slot_does() {
         let ring = Ring::new(1 << 20);
         let mut slots = Slots::default();
@@ -609,7 +723,7 @@ mod loom_models {
             shadow.0.with_mut(|p| unsafe { *p = 7 });
             let b = b.freeze();
             // The rest of the page, so that the next claim takes the page's word.
-            let (_, count) = class_layout(class_of(8).unwrap());
+            let count = Class::new(class_slot(class_of(8).unwrap())).count;
             let rest: Vec<_> = (1..count).map(|_| claim(&mut slots).unwrap()).collect();
             let s = shadow.clone();
             let t = loom::thread::spawn(move || {
