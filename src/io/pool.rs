@@ -56,10 +56,9 @@ use crate::{FixedBuf, FixedBufMut, Ring, RingCounters, RingError, RingStats, Wai
 ///
 /// - **Cost.** The budget is address space; its pages are touched as far as live
 ///   buffers reach, and go back a second or two after claims stop touching them
-///   ([`give_back_pages`](Self::give_back_pages)). A reader holds at most one read
-///   region (80 KiB by default) between polls, an idle async one none. A kept frame
-///   costs its own bytes: one of up to 16 KiB is copied into a slot (a quarter more),
-///   and a run of like frames of 8 to 256 KiB is read one frame to a slot of its length.
+///   ([`give_back_pages`](Self::give_back_pages)). A reader holds one read region (80
+///   KiB by default) between polls at most, an idle async one none. A kept frame costs
+///   its own bytes: a slot of its length (a run of 8-256 KiB), or a copy (a quarter more).
 /// - **When full.** Readers wait for a release, not fail, only when what is held leaves
 ///   too few bytes for the next frame: one no gap between frames kept fits comes from
 ///   the heap, paid for by holding as many bytes of the gaps, within the budget
