@@ -427,8 +427,7 @@ impl Rings {
     /// exactly its length in the copy ring's pages (`Slots::claim_exact`).
     fn alone_slot(&self, n: usize) -> Option<FixedBufMut> {
         let copies = self.copies.as_ref()?;
-        let slot = (self.slots.borrow_mut()).claim_exact(n, |len| copies.claim_lowest(len));
-        slot
+        (self.slots.borrow_mut()).claim_exact(n, |len| copies.claim_lowest(len))
     }
 
     /// A region of the copy ring of up to `n` bytes and at least a read's worth (as
@@ -2126,7 +2125,7 @@ mod tests {
     #[test]
     fn kept_frames_read_alone_go_to_the_copy_ring() {
         use crate::io::{FramedReader, LengthDelimited};
-        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
+        let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
         let mut r = FramedReader::with_pool(OneAtATime(200), LengthDelimited::new(), &pool);
         let frames: Vec<_> = core::iter::from_fn(|| r.next_frame().unwrap()).collect();
         assert_eq!(frames.len(), 200);
@@ -2270,7 +2269,7 @@ mod tests {
     fn a_consumer_keeping_one_frame_in_ten_gets_copies() {
         use crate::io::{FramedReader, LengthDelimited};
         let frames = if cfg!(miri) { 500 } else { 4000 };
-        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
+        let pool = ReadPool::with_shards(4 << 20, 1).unwrap();
         let mut r = FramedReader::with_pool(OneAtATime(frames), LengthDelimited::new(), &pool);
         let mut kept = Vec::new();
         let mut seen = 0;
