@@ -152,7 +152,6 @@ impl Trust {
 
     /// Whether regions are read without copies, no frame having been found kept since
     /// the probes said so.
-    #[cfg(uring)]
     pub(crate) fn trusted(&self) -> bool {
         self.trusted
     }
@@ -397,19 +396,21 @@ impl<D: Decoder> Core<D> {
     }
 
     /// Bytes of a region for the next frame alone, or 0: on a pool, when the reader
-    /// copies its frames (its consumer keeps them, see [`retire`](Self::retire)) and
-    /// they come in a run of like frames of [`ALONE_MIN`] to [`ALONE_MAX`] bytes, the
-    /// next is read into a slot of its length (`pool::Rings::alone_slot`), which the
-    /// frame then holds without a copy: one read call a frame, where a bulk read's
-    /// frames are each copied out (over 16 KiB, each into a region the copy ring is
-    /// walked for), and no read region to claim. Conns scenario, one frame in ten
-    /// kept, server CPU a frame against bulk reads: 16 KiB 7.6-7.9 us against 8.9-9.2
-    /// (`FramedRead`'s 8.3), 32 KiB 14.0-16.8 against 22.6-25.0, 128 KiB 60-64 against
-    /// 96-100.
+    /// does not trust its consumer (it copies its frames, or probes: see
+    /// [`retire`](Self::retire)) and they come in a run of like frames of
+    /// [`ALONE_MIN`] to [`ALONE_MAX`] bytes, the next is read into a slot of its length
+    /// (`pool::Rings::alone_slot`), which the frame then holds without a copy: one read
+    /// call a frame, where a bulk read's frames are each copied out (over 16 KiB, each
+    /// into a region the copy ring is walked for), and no read region to claim. Conns
+    /// scenario, one frame in ten kept, server CPU a frame against bulk reads: 16 KiB
+    /// 7.6-7.9 us against 8.9-9.2 (`FramedRead`'s 8.3), 32 KiB 14.0-16.8 against
+    /// 22.6-25.0, 128 KiB 60-64 against 96-100. A probe so read is a slot too, whose
+    /// frame is its only one: a probe's region of 4 KiB (and the region its frame was
+    /// carried into) kept the read rings in use, resident whole.
     fn alone(&self, need: usize) -> usize {
         let stride = self.stride;
         let like = self.pooled && self.run >= RUN && !self.open_ended && need <= stride;
-        if like && self.trust.copying() && (ALONE_MIN..=ALONE_MAX).contains(&stride) {
+        if like && !self.trust.trusted() && (ALONE_MIN..=ALONE_MAX).contains(&stride) {
             stride
         } else {
             0
@@ -496,7 +497,7 @@ impl<D: Decoder> Core<D> {
     /// starts with a probe, and one found free is enough then.
     ///
     /// On a pool, a run of like frames of [`ALONE_MIN`] bytes or more is read one frame
-    /// to a slot of its own meanwhile ([`alone`](Self::alone)), which needs no copy.
+    /// to a slot of its own meanwhile, its probes too ([`alone`](Self::alone)): no copy.
     ///
     /// So a frame kept for good holds its own bytes and a header, or a probe's 4 KiB
     /// (about one frame in `TRUST_FRAMES` read, once frames were found kept), or, once

@@ -2213,6 +2213,27 @@ mod tests {
         }
     }
 
+    /// The probes of such a run (see `Core::retire`) are read alone too, each frame its
+    /// probe's only one: past the run-up every frame holds a slot, and none a read
+    /// region (a probe's 4 KiB, and the region its frame was carried into).
+    #[test]
+    fn probes_of_kept_like_frames_are_read_alone() {
+        use crate::io::{FramedReader, LengthDelimited};
+        let frames = if cfg!(miri) { 100 } else { 400 };
+        let pool = ReadPool::with_shards(16 << 20, 1).unwrap();
+        let wire = Chunked::new(frames, ALONE_LEN, usize::MAX);
+        let mut r = FramedReader::with_pool(wire, LengthDelimited::new(), &pool);
+        let (mut kept, mut n) = (Vec::new(), 0);
+        while let Some(frame) = r.next_frame().unwrap() {
+            n += 1;
+            assert!(n <= 40 || frame.is_slot(), "frame {n} read with others");
+            if n % 10 == 0 {
+                kept.push(frame);
+            }
+        }
+        assert_eq!(n, frames);
+    }
+
     /// As above, for an async reader whose socket runs dry mid-frame at every other
     /// poll: a part of a frame under `TOP_UP_MIN` moves to the heap and its slot goes
     /// back whole (`Memory::give_back`), a longer one stays in its slot, which is never
