@@ -735,7 +735,7 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             std::thread::sleep(Duration::from_secs_f64(s.secs));
             let (echoed1, t1) = (q.echoed(), Instant::now());
             // The memory with the queue as full as it gets, before the clients stop.
-            let rss = status_kib("VmRSS");
+            let (rss, heap) = (status_kib("VmRSS"), LIVE.load(Ordering::Relaxed));
             // The sweeper's count (at most a second or two old), before `stats`
             // counts again.
             let counted = pool.map_or(-1.0, |p| p.counters().bytes_in_use as f64);
@@ -775,6 +775,8 @@ pub fn server(rt: &tokio::runtime::Runtime, s: Server) -> Result<(), String> {
             field("base_rss_kib", base_rss as f64);
             field("rss_kib", rss as f64);
             field("hwm_kib", status_kib("VmHWM") as f64);
+            field("base_heap_kib", base_heap as f64 / 1024.0);
+            field("heap_kib", heap as f64 / 1024.0);
             field("client_echoed", done.map_or(-1.0, |n| n as f64));
             field("bad_conns", bad.map_or(-1.0, |n| n as f64));
             // The clients' count of stalled connections; all of them if they never said.
