@@ -24,8 +24,8 @@ pub(crate) const DEFAULT_READ: usize = 64 << 10;
 /// - **Kept frames.** Once it finds frames of a region still held after it is done
 ///   with it, the reader copies the short frames of the next regions (under a quarter
 ///   of their region) into regions of their own, so a kept frame holds its own bytes,
-///   never the frames read with it; small probe regions (4 KiB) tell it when frames
-///   are dropped in place again.
+///   never the frames read with it; probes (a region of 4 KiB, or the one a longer
+///   frame ends in) tell it when frames are dropped in place again.
 /// - **Cost.** A frame cut by the end of a read is copied once, into the next region;
 ///   a line whose end the decoder cannot know is carried into regions of twice its
 ///   size, so its copies add up to a small multiple of its length.
