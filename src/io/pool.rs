@@ -1774,7 +1774,7 @@ mod tests {
     fn a_read_ring_gives_its_pages_back_once_quiet_or_calm() {
         let (pool, mem, reads) = lapped_without_sweeper(8 << 20);
         let back = |quiet| lock(&pool.shared.shards[0]).give_back_pages(quiet);
-        assert_eq!(back(false), 0, "a read ring claims lap keeps its pages");
+        assert_eq!(back(false), 0, "a read ring in use keeps its pages");
         let given = back(true);
         assert!(
             !GIVES_BACK || given >= reads / 2,
